@@ -1,0 +1,11 @@
+"""Make ``ansible_collections.trainops.multinode`` importable from a plain clone.
+
+The repository root *is* the collection; ``.collections/ansible_collections/trainops/multinode``
+is a symlink back to it, the same path ``ansible.cfg`` gives Ansible.
+"""
+import os
+import sys
+
+_COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".collections")
+if os.path.isdir(_COLLECTIONS) and _COLLECTIONS not in sys.path:
+    sys.path.insert(0, _COLLECTIONS)
