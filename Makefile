@@ -1,0 +1,62 @@
+# trainops.multinode: the two set-up commands of the README are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+PYTEST ?= $(BIN)/python -m pytest
+
+.PHONY: help deps dev-deps demo test unit functional workload e2e lint sanity syntax docs-check clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.deps: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-deps: requirements-dev.txt $(VENV)/.deps
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+deps: $(VENV)/.deps ## Install the runtime requirements into .venv
+
+dev-deps: $(VENV)/.dev-deps ## Install the runtime and development requirements into .venv
+
+demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e channels=42)
+	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
+
+test: dev-deps ## The whole test suite: unit, workload, functional, lint, sanity, syntax, end-to-end
+	$(MAKE) --no-print-directory unit workload functional syntax lint sanity e2e
+
+unit: dev-deps ## Unit tests of modules, plugins and module_utils (mocked)
+	$(PYTEST) -q tests/unit
+
+workload: dev-deps ## The training workload under real torchrun
+	$(PYTEST) -q tests/workspace
+
+functional: dev-deps ## The torchrun module against real processes
+	$(PYTEST) -q tests/functional
+
+e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
+	$(PYTEST) -q tests/e2e
+
+syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
+	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done
+
+lint: dev-deps ## ansible-lint, production profile
+	bash hack/lint.sh
+
+sanity: dev-deps ## ansible-test sanity on a copy under ansible_collections/trainops/multinode
+	bash hack/sanity.sh
+
+clean: ## Remove the virtual environment and test output (experiments are kept)
+	rm -rf $(VENV) tests/output .pytest_cache
