@@ -1,0 +1,446 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Experiment directories and their metrics summaries (logic behind ``trainops.multinode.experiment``)."""
+
+from __future__ import annotations
+
+import errno
+import glob
+import json
+import math
+import os
+import re
+import tempfile
+
+
+LOG_DIR = 'logs'
+OUTPUT_DIR = 'outputs'
+MANIFEST_FILE = 'manifest.json'
+SUMMARY_FILE = 'summary.txt'
+METRICS_GLOB = 'rank_*_metrics.jsonl'
+
+# How many of a rank's most recent records make up its steady-state window
+# (throughput and step time are averaged over it, so warm-up steps do not count).
+STEADY_STATE_WINDOW = 5
+
+# Upper bound on ``name_2``, ``name_3``, ... attempts before giving up.
+MAX_NAME_ATTEMPTS = 10000
+
+_RANK_FROM_FILE = re.compile(r'^rank_(\d+)_metrics\.jsonl$')
+
+
+class ExperimentError(Exception):
+    """Raised for conditions the module reports with ``fail_json``."""
+
+
+# ---------------------------------------------------------------------------
+# state=created
+# ---------------------------------------------------------------------------
+
+def _check_leaf_name(name):
+    if not name or name in ('.', '..') or os.sep in name or (os.altsep and os.altsep in name) or '\0' in name:
+        raise ExperimentError('name must be a single, non-empty path component, got {0!r}'.format(name))
+
+
+def _candidates(name):
+    yield name
+    for index in range(2, MAX_NAME_ATTEMPTS + 1):
+        yield '{0}_{1}'.format(name, index)
+
+
+def create_experiment_dir(root, name, check_mode=False):
+    """Create ``root/name`` exclusively (or ``name_2``, ``name_3``, ... when taken).
+
+    An existing directory is never reused: the leaf is created with ``os.mkdir``, which fails
+    atomically when anything already exists at that path, and the next suffix is tried.
+    ``logs/`` and ``outputs/`` are created inside it.
+
+    In check mode nothing is created; the first name that does not exist yet is returned.
+
+    Returns a dict with ``path``, ``name``, ``logs_dir`` and ``outputs_dir``.
+    """
+    _check_leaf_name(name)
+    root = os.path.abspath(root)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ExperimentError('root {0} exists and is not a directory'.format(root))
+
+    chosen = None
+    if check_mode:
+        for candidate in _candidates(name):
+            if not os.path.lexists(os.path.join(root, candidate)):
+                chosen = candidate
+                break
+    else:
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            raise ExperimentError('cannot create root {0}: {1}'.format(root, exc))
+        for candidate in _candidates(name):
+            try:
+                os.mkdir(os.path.join(root, candidate))
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    continue
+                raise ExperimentError('cannot create {0}: {1}'.format(os.path.join(root, candidate), exc))
+            chosen = candidate
+            break
+
+    if chosen is None:
+        raise ExperimentError('no free experiment name under {0} for {1} after {2} attempts'.format(root, name, MAX_NAME_ATTEMPTS))
+
+    path = os.path.join(root, chosen)
+    result = dict(
+        path=path,
+        name=chosen,
+        logs_dir=os.path.join(path, LOG_DIR),
+        outputs_dir=os.path.join(path, OUTPUT_DIR),
+    )
+    if not check_mode:
+        for sub in (result['logs_dir'], result['outputs_dir']):
+            try:
+                os.mkdir(sub)
+            except OSError as exc:
+                raise ExperimentError('cannot create {0}: {1}'.format(sub, exc))
+    return result
+
+
+# ---------------------------------------------------------------------------
+# state=reported: reading metrics
+# ---------------------------------------------------------------------------
+
+def _number(value):
+    """Return ``value`` as a finite float, or None (null, NaN, inf, strings, booleans)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        return None
+    return value
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return sum(values) / len(values)
+
+
+def read_metrics_file(filename):
+    """Parse one JSON-lines metrics file.
+
+    Returns ``(records, bad_lines, truncated)``. A last line that does not parse is taken for a
+    record that was being written when the file was read (``truncated``) and skipped; any other
+    line that does not parse as a JSON object is counted in ``bad_lines`` and skipped.
+    """
+    with open(filename, 'rb') as fd:
+        raw = fd.read()
+    text = raw.decode('utf-8', errors='replace')
+    lines = [line for line in text.splitlines() if line.strip()]
+    records = []
+    bad_lines = 0
+    truncated = False
+    for index, line in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            if index == len(lines) - 1:
+                truncated = True
+            else:
+                bad_lines += 1
+            continue
+        records.append(record)
+    return records, bad_lines, truncated
+
+
+def read_metrics(path):
+    """Read ``path/outputs/rank_*_metrics.jsonl``.
+
+    Returns a dict with ``by_rank`` (rank -> list of records in file order), ``files`` (sorted
+    file names), ``bad_lines`` and ``truncated_files``. A record's rank is its ``rank`` field,
+    or the number in its file name when the field is missing.
+    """
+    pattern = os.path.join(path, OUTPUT_DIR, METRICS_GLOB)
+    files = sorted(glob.glob(pattern))
+    by_rank = {}
+    bad_lines = 0
+    truncated_files = []
+    for filename in files:
+        match = _RANK_FROM_FILE.match(os.path.basename(filename))
+        file_rank = int(match.group(1)) if match else None
+        records, bad, truncated = read_metrics_file(filename)
+        bad_lines += bad
+        if truncated:
+            truncated_files.append(os.path.basename(filename))
+        for record in records:
+            rank = _int(record.get('rank'))
+            if rank is None:
+                rank = file_rank
+            if rank is None:
+                bad_lines += 1
+                continue
+            by_rank.setdefault(rank, []).append(record)
+    return dict(
+        by_rank=by_rank,
+        files=[os.path.basename(f) for f in files],
+        bad_lines=bad_lines,
+        truncated_files=truncated_files,
+    )
+
+
+# ---------------------------------------------------------------------------
+# state=reported: the summary
+# ---------------------------------------------------------------------------
+
+def _empty_summary(metrics):
+    return dict(
+        metrics_found=False,
+        metrics_files=metrics['files'],
+        bad_lines=metrics['bad_lines'],
+        truncated_files=metrics['truncated_files'],
+        world_size=None,
+        ranks_seen=[],
+        missing_ranks=[],
+        records_per_rank={},
+        nodes=[],
+        steps=None,
+        first_step=None,
+        first_loss=None,
+        final_loss=None,
+        loss_decreased=False,
+        throughput_samples_per_s=None,
+        mean_step_time_s=None,
+        tflops_total=None,
+    )
+
+
+def _loss_at_step(by_rank, step):
+    """Mean loss over the ranks that logged ``global_step == step`` (a rank's last such record)."""
+    losses = []
+    for records in by_rank.values():
+        value = None
+        found = False
+        for record in records:
+            if _int(record.get('global_step')) == step:
+                found = True
+                value = _number(record.get('loss'))
+        if found and value is not None:
+            losses.append(value)
+    return _mean(losses)
+
+
+def _round(value, digits=6):
+    return None if value is None else round(value, digits)
+
+
+def summarize(metrics):
+    """Compute the experiment summary from :func:`read_metrics` output.
+
+    - ``world_size``: the largest ``world_size`` any record reports (the number of distinct ranks
+      seen when no record carries it).
+    - ``steps``: the largest ``global_step``; ``first_step`` the smallest.
+    - ``first_loss`` / ``final_loss``: the mean ``loss`` over all ranks that logged a record at the
+      smallest / largest ``global_step`` (null, NaN and infinite losses are left out).
+    - ``throughput_samples_per_s``: the sum over ranks of each rank's mean ``samples_per_s`` over its
+      last (up to) ``STEADY_STATE_WINDOW`` records.
+    - ``mean_step_time_s``: the mean over ranks of each rank's mean ``step_time_s`` over the same window.
+    - ``tflops_total``: the sum over ranks of each rank's most recent non-null ``tflops``; None when no
+      rank reports any.
+    """
+    by_rank = metrics['by_rank']
+    if not by_rank:
+        return _empty_summary(metrics)
+
+    summary = _empty_summary(metrics)
+    summary['metrics_found'] = True
+
+    ranks = sorted(by_rank)
+    summary['ranks_seen'] = ranks
+    summary['records_per_rank'] = dict((str(rank), len(by_rank[rank])) for rank in ranks)
+
+    world_sizes = [_int(r.get('world_size')) for records in by_rank.values() for r in records]
+    world_sizes = [w for w in world_sizes if w is not None and w > 0]
+    world_size = max(world_sizes) if world_sizes else len(ranks)
+    summary['world_size'] = world_size
+    summary['missing_ranks'] = sorted(set(range(world_size)) - set(ranks))
+
+    nodes = set()
+    for records in by_rank.values():
+        for record in records:
+            node = record.get('node')
+            if node is not None and node != '':
+                nodes.add(str(node))
+    summary['nodes'] = sorted(nodes)
+
+    steps = [_int(r.get('global_step')) for records in by_rank.values() for r in records]
+    steps = [s for s in steps if s is not None]
+    if steps:
+        first_step, last_step = min(steps), max(steps)
+        summary['first_step'] = first_step
+        summary['steps'] = last_step
+        first_loss = _loss_at_step(by_rank, first_step)
+        final_loss = _loss_at_step(by_rank, last_step)
+        summary['first_loss'] = _round(first_loss)
+        summary['final_loss'] = _round(final_loss)
+        summary['loss_decreased'] = bool(
+            last_step > first_step and first_loss is not None and final_loss is not None and final_loss < first_loss
+        )
+
+    throughputs = []
+    step_times = []
+    tflops = []
+    for rank in ranks:
+        window = by_rank[rank][-STEADY_STATE_WINDOW:]
+        rank_throughput = _mean([_number(r.get('samples_per_s')) for r in window])
+        if rank_throughput is not None:
+            throughputs.append(rank_throughput)
+        rank_step_time = _mean([_number(r.get('step_time_s')) for r in window])
+        if rank_step_time is not None:
+            step_times.append(rank_step_time)
+        for record in reversed(by_rank[rank]):
+            value = _number(record.get('tflops'))
+            if value is not None:
+                tflops.append(value)
+                break
+
+    summary['throughput_samples_per_s'] = _round(sum(throughputs), 3) if throughputs else None
+    summary['mean_step_time_s'] = _round(_mean(step_times))
+    summary['tflops_total'] = _round(sum(tflops), 3) if tflops else None
+    return summary
+
+
+def _fmt(value, fmt):
+    if value is None:
+        return 'n/a'
+    return fmt.format(value)
+
+
+def summary_table(summary):
+    """Render the summary as a list of aligned ``label : value`` lines."""
+    if summary.get('metrics_found'):
+        seen = len(summary['ranks_seen'])
+        missing = summary['missing_ranks']
+        ranks = '{0}/{1}'.format(seen, summary['world_size'])
+        if missing:
+            ranks += ' (missing: {0})'.format(', '.join(str(r) for r in missing))
+        if summary['first_loss'] is None and summary['final_loss'] is None:
+            loss = 'n/a'
+        else:
+            loss = '{0} -> {1}'.format(_fmt(summary['first_loss'], '{0:.4f}'), _fmt(summary['final_loss'], '{0:.4f}'))
+            loss += ' (decreased)' if summary['loss_decreased'] else ' (not decreased)'
+    else:
+        ranks = 'none (no metrics found)'
+        loss = 'n/a'
+    rows = [
+        ('world size', _fmt(summary.get('world_size'), '{0}')),
+        ('ranks', ranks),
+        ('nodes', str(len(summary.get('nodes') or [])) if summary.get('nodes') else 'n/a'),
+        ('steps', _fmt(summary.get('steps'), '{0}')),
+        ('loss', loss),
+        ('throughput', _fmt(summary.get('throughput_samples_per_s'), '{0:.1f} samples/s')),
+        ('step time', _fmt(summary.get('mean_step_time_s'), '{0:.4f} s')),
+        ('tflops', _fmt(summary.get('tflops_total'), '{0:.1f} total')),
+    ]
+    width = max(len(label) for label, dummy in rows)
+    return ['{0} : {1}'.format(label.ljust(width), value) for label, value in rows]
+
+
+# ---------------------------------------------------------------------------
+# state=reported: writing
+# ---------------------------------------------------------------------------
+
+def _read_text(filename):
+    try:
+        with open(filename, 'rb') as fd:
+            return fd.read().decode('utf-8')
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_atomic(filename, text):
+    directory = os.path.dirname(filename)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.{0}.'.format(os.path.basename(filename)), suffix='.tmp')
+    done = False
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(text.encode('utf-8'))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, filename)
+        done = True
+    finally:
+        if not done:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def render_manifest(manifest, summary):
+    """Return the manifest file text: ``manifest`` plus ``summary``, sorted keys, indent 2."""
+    content = dict(manifest or {})
+    content['summary'] = summary
+    return json.dumps(content, sort_keys=True, indent=2, default=str) + '\n'
+
+
+def report_experiment(path, manifest=None, check_mode=False):
+    """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
+
+    Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path`` and ``changed``
+    (whether either file's content differs from what is on disk). Nothing is written in check mode.
+    """
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise ExperimentError('experiment directory {0} does not exist'.format(path))
+
+    summary = summarize(read_metrics(path))
+    table = summary_table(summary)
+
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    summary_path = os.path.join(path, SUMMARY_FILE)
+    manifest_text = render_manifest(manifest, summary)
+    summary_text = '\n'.join(table) + '\n'
+
+    changed = False
+    for filename, text, compare_json in ((manifest_path, manifest_text, True), (summary_path, summary_text, False)):
+        current = _read_text(filename)
+        same = current == text
+        if not same and compare_json and current is not None:
+            try:
+                same = json.loads(current) == json.loads(text)
+            except ValueError:
+                same = False
+        if same:
+            continue
+        changed = True
+        if not check_mode:
+            try:
+                _write_atomic(filename, text)
+            except (IOError, OSError) as exc:
+                raise ExperimentError('cannot write {0}: {1}'.format(filename, exc))
+
+    return dict(
+        path=path,
+        summary=summary,
+        table=table,
+        manifest_path=manifest_path,
+        summary_path=summary_path,
+        changed=changed,
+    )

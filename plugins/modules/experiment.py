@@ -1,0 +1,288 @@
+#!/usr/bin/python
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+DOCUMENTATION = r"""
+module: experiment
+short_description: Create a training experiment directory, or summarize its metrics into a manifest
+version_added: 0.1.0
+author:
+  - trainops maintainers (@trainops)
+description:
+  - With O(state=created), creates a new, uniquely named experiment directory on the controller, with C(logs/) and
+    C(outputs/) subdirectories. An existing directory is never reused or overwritten.
+  - With O(state=reported), reads the per-rank metrics files C(outputs/rank_*_metrics.jsonl) of an experiment directory,
+    computes a run summary and writes it, merged into O(manifest), to C(manifest.json), plus a human-readable table to
+    C(summary.txt).
+  - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - With O(state=created), returns the path that would be created and creates nothing.
+      - With O(state=reported), computes and returns the summary and writes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  state:
+    description:
+      - V(created) creates a new experiment directory O(root)/O(name).
+      - V(reported) summarizes the metrics of the experiment directory O(path).
+    type: str
+    choices: [created, reported]
+    default: created
+  root:
+    description:
+      - Directory under which the experiment directory is created. It is created (with parents) if missing.
+      - Required when O(state=created).
+    type: path
+  name:
+    description:
+      - Name of the experiment directory, a single path component, for example V(multinode_42ch_256th_20261122_083000).
+      - The directory is created exclusively. When something named O(name) already exists under O(root), V(<name>_2),
+        V(<name>_3), ... are tried in turn and the first free one is used; see RV(name).
+      - Required when O(state=created).
+    type: str
+  path:
+    description:
+      - The experiment directory to summarize, as returned in RV(path) by O(state=created).
+      - Required when O(state=reported).
+    type: path
+  manifest:
+    description:
+      - Data to store in C(manifest.json) next to the computed summary, for example the launch parameters.
+      - A top-level C(summary) key is replaced by the computed RV(summary).
+      - Only used when O(state=reported).
+    type: dict
+    default: {}
+notes:
+  - "Metrics files are JSON lines, one object per training step with the keys C(rank), C(world_size), C(local_rank), C(node),
+    C(epoch), C(step), C(global_step), C(loss), C(grad_norm), C(lr), C(step_time_s), C(samples_per_s) and C(tflops)
+    (which may be V(null))."
+  - A last line that does not parse (a record being written while the file is read) is skipped; see RV(summary.truncated_files).
+  - When no metrics exist the module does not fail; RV(summary.metrics_found) is V(false) and the playbook decides.
+  - C(manifest.json) is written atomically (temporary file and rename) with sorted keys and an indent of 2.
+seealso:
+  - module: ansible.builtin.file
+"""
+
+EXAMPLES = r"""
+---
+- name: Create the experiment directory on the controller
+  trainops.multinode.experiment:
+    state: created
+    root: "{{ playbook_dir }}/../experiments"
+    name: "multinode_{{ groups['gpu_nodes'] | length }}n_{{ ansible_date_time.date }}"
+  delegate_to: localhost
+  run_once: true
+  register: trainops_experiment_dir
+
+- name: Summarize the metrics once training has finished
+  trainops.multinode.experiment:
+    state: reported
+    path: "{{ trainops_experiment_dir.path }}"
+    manifest:
+      nodes: "{{ groups['gpu_nodes'] }}"
+      nproc_per_node: 8
+  delegate_to: localhost
+  run_once: true
+  register: trainops_report
+
+- name: Show the summary table
+  ansible.builtin.debug:
+    msg: "{{ trainops_report.table }}"
+  run_once: true
+
+- name: Fail when training did not make progress
+  ansible.builtin.assert:
+    that:
+      - trainops_report.summary.metrics_found
+      - trainops_report.summary.missing_ranks | length == 0
+      - trainops_report.summary.loss_decreased
+  run_once: true
+"""
+
+RETURN = r"""
+path:
+  description:
+    - The experiment directory (absolute). With O(state=created) the directory that was created, or in check mode
+      the one that would be.
+  returned: success
+  type: str
+  sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2
+name:
+  description: The name actually used, O(name) or O(name) with a V(_N) suffix when O(name) was taken.
+  returned: success and O(state=created)
+  type: str
+  sample: multinode_42ch_256th_20261122_083000_2
+logs_dir:
+  description: The C(logs/) subdirectory of RV(path).
+  returned: success and O(state=created)
+  type: str
+  sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/logs
+outputs_dir:
+  description: The C(outputs/) subdirectory of RV(path), where ranks write C(rank_<N>_metrics.jsonl).
+  returned: success and O(state=created)
+  type: str
+  sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/outputs
+manifest_path:
+  description: Path of C(manifest.json) (written unless in check mode).
+  returned: success and O(state=reported)
+  type: str
+  sample: /srv/experiments/multinode_42ch_256th_20261122_083000/manifest.json
+summary_path:
+  description: Path of C(summary.txt), which holds RV(table) (written unless in check mode).
+  returned: success and O(state=reported)
+  type: str
+  sample: /srv/experiments/multinode_42ch_256th_20261122_083000/summary.txt
+table:
+  description: The summary as a small aligned table, one line per list element (also written to C(summary.txt)).
+  returned: success and O(state=reported)
+  type: list
+  elements: str
+  sample:
+    - "world size : 16"
+    - "ranks      : 16/16"
+    - "nodes      : 2"
+    - "steps      : 200"
+    - "loss       : 6.9100 -> 2.3050 (decreased)"
+    - "throughput : 5120.0 samples/s"
+    - "step time  : 0.1000 s"
+    - "tflops     : 1520.0 total"
+summary:
+  description: The run summary computed from the metrics files (also stored under C(summary) in C(manifest.json)).
+  returned: success and O(state=reported)
+  type: dict
+  contains:
+    metrics_found:
+      description:
+        - Whether at least one metrics record was found.
+        - When V(false), RV(summary.world_size), RV(summary.steps) and the loss and performance values are V(null)
+          and the lists are empty (except for RV(summary.metrics_files) and RV(summary.truncated_files)).
+      type: bool
+      sample: true
+    metrics_files:
+      description: Names of the metrics files read from C(outputs/).
+      type: list
+      elements: str
+      sample: [rank_0_metrics.jsonl, rank_1_metrics.jsonl]
+    bad_lines:
+      description: Number of lines (other than a truncated last line) that were skipped because they did not parse.
+      type: int
+      sample: 0
+    truncated_files:
+      description: Metrics files whose last line did not parse and was skipped.
+      type: list
+      elements: str
+      sample: []
+    world_size:
+      description:
+        - The largest C(world_size) reported by any record (the number of ranks seen when no record reports it).
+        - V(null) when no metrics were found.
+      type: int
+      sample: 16
+    ranks_seen:
+      description: Sorted list of the ranks that logged at least one record.
+      type: list
+      elements: int
+      sample: [0, 1, 2, 3]
+    missing_ranks:
+      description: Sorted list of the ranks below RV(summary.world_size) that logged nothing.
+      type: list
+      elements: int
+      sample: []
+    records_per_rank:
+      description: Number of records per rank, keyed by the rank as a string.
+      type: dict
+      sample: {"0": 200, "1": 200}
+    nodes:
+      description: Sorted list of the distinct C(node) values found in the records.
+      type: list
+      elements: str
+      sample: [gpu-a, gpu-b]
+    steps:
+      description: The largest C(global_step) found, V(null) when none.
+      type: int
+      sample: 200
+    first_step:
+      description: The smallest C(global_step) found, V(null) when none.
+      type: int
+      sample: 1
+    first_loss:
+      description:
+        - Mean C(loss) over all ranks that logged a record at the smallest C(global_step) (RV(summary.first_step)).
+        - Null, NaN and infinite losses are left out; V(null) when none remains.
+      type: float
+      sample: 6.91
+    final_loss:
+      description:
+        - Mean C(loss) over all ranks that logged a record at the largest C(global_step) (RV(summary.steps)).
+        - Null, NaN and infinite losses are left out; V(null) when none remains.
+      type: float
+      sample: 2.305
+    loss_decreased:
+      description:
+        - Whether RV(summary.final_loss) is lower than RV(summary.first_loss), with more than one distinct step.
+        - V(false) when either is V(null).
+      type: bool
+      sample: true
+    throughput_samples_per_s:
+      description: Sum over the ranks of each rank's mean C(samples_per_s) over its last (up to) 5 records.
+      type: float
+      sample: 5120.0
+    mean_step_time_s:
+      description: Mean over the ranks of each rank's mean C(step_time_s) over its last (up to) 5 records.
+      type: float
+      sample: 0.1
+    tflops_total:
+      description: Sum over the ranks of each rank's most recent non-null C(tflops); V(null) when no rank reports any.
+      type: float
+      sample: 1520.0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import (
+    ExperimentError,
+    create_experiment_dir,
+    report_experiment,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type='str', default='created', choices=['created', 'reported']),
+            root=dict(type='path'),
+            name=dict(type='str'),
+            path=dict(type='path'),
+            manifest=dict(type='dict', default={}),
+        ),
+        required_if=[
+            ('state', 'created', ['root', 'name']),
+            ('state', 'reported', ['path']),
+        ],
+        supports_check_mode=True,
+    )
+
+    try:
+        if module.params['state'] == 'created':
+            result = create_experiment_dir(module.params['root'], module.params['name'], check_mode=module.check_mode)
+            module.exit_json(changed=True, **result)
+        else:
+            result = report_experiment(module.params['path'], module.params['manifest'], check_mode=module.check_mode)
+            module.exit_json(**result)
+    except ExperimentError as exc:
+        module.fail_json(msg=str(exc))
+
+
+if __name__ == '__main__':
+    main()

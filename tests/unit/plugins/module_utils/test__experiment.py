@@ -1,0 +1,235 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _experiment as exp
+
+
+def record(rank, global_step, world_size=4, loss=None, samples_per_s=100.0, step_time_s=0.5, tflops=10.0, node=None):
+    return dict(
+        rank=rank,
+        world_size=world_size,
+        local_rank=rank % 2,
+        node=node or 'node{0}'.format(rank // 2),
+        epoch=0,
+        step=global_step,
+        global_step=global_step,
+        loss=(10.0 - global_step) if loss is None else loss,
+        grad_norm=1.0,
+        lr=0.001,
+        step_time_s=step_time_s,
+        samples_per_s=samples_per_s,
+        tflops=tflops,
+    )
+
+
+def write_metrics(exp_path, rank, records, tail=''):
+    outputs = os.path.join(str(exp_path), 'outputs')
+    if not os.path.isdir(outputs):
+        os.makedirs(outputs)
+    with open(os.path.join(outputs, 'rank_{0}_metrics.jsonl'.format(rank)), 'w') as fd:
+        for rec in records:
+            fd.write(json.dumps(rec) + '\n')
+        fd.write(tail)
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    path = tmp_path / 'exp'
+    (path / 'outputs').mkdir(parents=True)
+    (path / 'logs').mkdir()
+    return path
+
+
+# --- state=created ---------------------------------------------------------
+
+def test_create_makes_root_leaf_and_subdirs(tmp_path):
+    root = tmp_path / 'a' / 'b'
+    result = exp.create_experiment_dir(str(root), 'run')
+    assert result['path'] == str(root / 'run')
+    assert result['name'] == 'run'
+    assert (root / 'run' / 'logs').is_dir()
+    assert (root / 'run' / 'outputs').is_dir()
+    assert result['logs_dir'] == str(root / 'run' / 'logs')
+    assert result['outputs_dir'] == str(root / 'run' / 'outputs')
+
+
+def test_create_never_reuses_existing(tmp_path):
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'keep.txt').write_text('x')
+    (tmp_path / 'run_2').write_text('a file, not a dir')
+    result = exp.create_experiment_dir(str(tmp_path), 'run')
+    assert result['name'] == 'run_3'
+    assert (tmp_path / 'run' / 'keep.txt').read_text() == 'x'
+    assert not (tmp_path / 'run' / 'logs').exists()
+    again = exp.create_experiment_dir(str(tmp_path), 'run')
+    assert again['name'] == 'run_4'
+
+
+def test_create_check_mode_creates_nothing(tmp_path):
+    root = tmp_path / 'root'
+    result = exp.create_experiment_dir(str(root), 'run', check_mode=True)
+    assert result['path'] == str(root / 'run')
+    assert not root.exists()
+    root.mkdir()
+    (root / 'run').mkdir()
+    result = exp.create_experiment_dir(str(root), 'run', check_mode=True)
+    assert result['name'] == 'run_2'
+    assert not (root / 'run_2').exists()
+
+
+@pytest.mark.parametrize('name', ['', '.', '..', 'a/b', '../x'])
+def test_create_rejects_bad_names(tmp_path, name):
+    with pytest.raises(exp.ExperimentError):
+        exp.create_experiment_dir(str(tmp_path), name)
+
+
+def test_create_root_is_a_file(tmp_path):
+    (tmp_path / 'f').write_text('')
+    with pytest.raises(exp.ExperimentError):
+        exp.create_experiment_dir(str(tmp_path / 'f'), 'run')
+
+
+# --- reading metrics ---------------------------------------------------------
+
+def test_read_tolerates_truncated_last_line(experiment):
+    write_metrics(experiment, 0, [record(0, 1), record(0, 2)], tail='{"rank": 0, "global_st')
+    metrics = exp.read_metrics(str(experiment))
+    assert len(metrics['by_rank'][0]) == 2
+    assert metrics['truncated_files'] == ['rank_0_metrics.jsonl']
+    assert metrics['bad_lines'] == 0
+
+
+def test_read_counts_bad_middle_lines_and_uses_file_rank(experiment):
+    rec = record(3, 1)
+    del rec['rank']
+    write_metrics(experiment, 3, [rec], tail='garbage\n\n' + json.dumps(record(3, 2)) + '\n')
+    metrics = exp.read_metrics(str(experiment))
+    assert [r['global_step'] for r in metrics['by_rank'][3]] == [1, 2]
+    assert metrics['bad_lines'] == 1
+    assert metrics['truncated_files'] == []
+
+
+# --- summary -----------------------------------------------------------------
+
+def test_summary_full_run(experiment):
+    for rank in range(4):
+        recs = [record(rank, step, loss=5.0 - step * 0.5 + rank * 0.1, samples_per_s=100.0 + step, tflops=None if step == 8 else 10.0 + rank)
+                for step in range(1, 9)]
+        write_metrics(experiment, rank, recs)
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['metrics_found'] is True
+    assert summary['world_size'] == 4
+    assert summary['ranks_seen'] == [0, 1, 2, 3]
+    assert summary['missing_ranks'] == []
+    assert summary['records_per_rank'] == {'0': 8, '1': 8, '2': 8, '3': 8}
+    assert summary['nodes'] == ['node0', 'node1']
+    assert summary['steps'] == 8
+    assert summary['first_step'] == 1
+    # mean over ranks at the first / last global step
+    assert summary['first_loss'] == pytest.approx(4.5 + 0.15)
+    assert summary['final_loss'] == pytest.approx(1.0 + 0.15)
+    assert summary['loss_decreased'] is True
+    # last 5 records: steps 4..8 -> mean samples_per_s 106 per rank
+    assert summary['throughput_samples_per_s'] == pytest.approx(4 * 106.0)
+    assert summary['mean_step_time_s'] == pytest.approx(0.5)
+    # last non-null tflops per rank (step 8 is null)
+    assert summary['tflops_total'] == pytest.approx(10 + 11 + 12 + 13)
+
+
+def test_summary_missing_ranks_and_uneven_progress(experiment):
+    write_metrics(experiment, 0, [record(0, s, world_size=4, loss=3.0) for s in (1, 2, 3)])
+    write_metrics(experiment, 2, [record(2, s, world_size=4, loss=1.0, tflops=None) for s in (1, 2)])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['world_size'] == 4
+    assert summary['ranks_seen'] == [0, 2]
+    assert summary['missing_ranks'] == [1, 3]
+    assert summary['steps'] == 3
+    assert summary['first_loss'] == pytest.approx(2.0)
+    assert summary['final_loss'] == pytest.approx(3.0)  # only rank 0 reached step 3
+    assert summary['loss_decreased'] is False
+    assert summary['tflops_total'] == pytest.approx(10.0)
+
+
+def test_summary_all_tflops_null_and_nan_loss(experiment):
+    recs = [record(0, 1, world_size=1, tflops=None), record(0, 2, world_size=1, loss=float('nan'), tflops=None)]
+    write_metrics(experiment, 0, recs)
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['tflops_total'] is None
+    assert summary['final_loss'] is None
+    assert summary['loss_decreased'] is False
+
+
+def test_summary_no_metrics(experiment):
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['metrics_found'] is False
+    assert summary['world_size'] is None
+    assert summary['ranks_seen'] == []
+    assert summary['missing_ranks'] == []
+    assert summary['steps'] is None
+    table = exp.summary_table(summary)
+    assert any('no metrics' in line for line in table)
+
+
+def test_table_is_aligned(experiment):
+    write_metrics(experiment, 0, [record(0, s, world_size=2) for s in (1, 2)])
+    table = exp.summary_table(exp.summarize(exp.read_metrics(str(experiment))))
+    assert len(set(line.index(' : ') for line in table)) == 1
+    labels = [line.split(' : ')[0].strip() for line in table]
+    for label in ('world size', 'ranks', 'steps', 'loss', 'throughput', 'step time'):
+        assert label in labels
+    joined = '\n'.join(table)
+    assert '1/2 (missing: 1)' in joined
+    assert '9.0000 -> 8.0000 (decreased)' in joined
+
+
+# --- report ------------------------------------------------------------------
+
+def test_report_writes_manifest_and_is_idempotent(experiment):
+    write_metrics(experiment, 0, [record(0, s, world_size=1) for s in (1, 2, 3)])
+    result = exp.report_experiment(str(experiment), {'nodes': ['a'], 'summary': 'replaced'})
+    assert result['changed'] is True
+    manifest_path = experiment / 'manifest.json'
+    assert result['manifest_path'] == str(manifest_path)
+    text = manifest_path.read_text()
+    data = json.loads(text)
+    assert data['nodes'] == ['a']
+    assert data['summary'] == result['summary']
+    assert text == json.dumps(data, sort_keys=True, indent=2) + '\n'
+    assert (experiment / 'summary.txt').read_text() == '\n'.join(result['table']) + '\n'
+    assert not [f for f in os.listdir(str(experiment)) if f.endswith('.tmp')]
+
+    again = exp.report_experiment(str(experiment), {'nodes': ['a']})
+    assert again['changed'] is False
+
+    write_metrics(experiment, 0, [record(0, s, world_size=1) for s in (1, 2, 3, 4)])
+    third = exp.report_experiment(str(experiment), {'nodes': ['a']})
+    assert third['changed'] is True
+    assert json.loads(manifest_path.read_text())['summary']['steps'] == 4
+
+
+def test_report_check_mode_writes_nothing(experiment):
+    write_metrics(experiment, 0, [record(0, 1, world_size=1)])
+    result = exp.report_experiment(str(experiment), {}, check_mode=True)
+    assert result['changed'] is True
+    assert result['summary']['steps'] == 1
+    assert not (experiment / 'manifest.json').exists()
+    assert not (experiment / 'summary.txt').exists()
+
+
+def test_report_no_metrics_does_not_fail(experiment):
+    result = exp.report_experiment(str(experiment), {})
+    assert result['summary']['metrics_found'] is False
+    assert json.loads((experiment / 'manifest.json').read_text())['summary']['world_size'] is None
+
+
+def test_report_missing_dir(tmp_path):
+    with pytest.raises(exp.ExperimentError):
+        exp.report_experiment(str(tmp_path / 'nope'), {})
