@@ -1,0 +1,767 @@
+#!/usr/bin/env python3
+"""Synthetic-but-real DDP training workload for ``trainops.multinode``.
+
+Launched by ``torchrun`` on every node. A student network (a residual MLP or a small
+pre-LN transformer) learns to imitate a fixed, randomly initialised "teacher" on
+synthetic data, so the loss goes down reliably while the run does real GEMM work,
+real gradient all-reduces, checkpointing and resuming.
+
+Device and collective backend are picked automatically (CUDA or ROCm -> ``nccl``,
+which is RCCL on ROCm; CPU -> ``gloo``) and can be forced from the config.
+
+Outputs, all under ``training.output_dir``:
+
+* ``rank_XX_metrics.jsonl`` - one JSON record per logged step, per rank.
+* ``rank_XX_env.json`` - once per rank: host, ranks, backend, versions, NCCL/RCCL/GLOO/... variables.
+* ``checkpoint.pt`` - written atomically by global rank 0 at every epoch end and at the end.
+
+Progress goes to stdout (local rank 0 of every node) in a fixed, machine-parsed format::
+
+    [trainops] node=<host> rank=<rank>/<world> epoch=<e> step=<global_step>/<total_steps> loss=<loss:.4f> samples_per_s=<x:.1f>
+    [trainops] done node=<host> rank=<rank>/<world> final_loss=<loss:.4f>
+
+Usage::
+
+    torchrun --nnodes N --nproc-per-node P ... train.py [--config PATH] [--override KEY=VALUE ...]
+
+Without torchrun (no ``RANK`` in the environment) it runs as a single process, world size 1.
+"""
+
+import argparse
+import copy
+import datetime
+import itertools
+import json
+import logging
+import math
+import os
+import platform
+import socket
+import sys
+import time
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import yaml
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+LOG = logging.getLogger("trainops.train")
+
+SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_CONFIG_PATH = os.path.join(SCRIPT_DIR, "config", "default.yaml")
+CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_FORMAT = 1
+PROGRESS_PREFIX = "[trainops]"
+
+#: Every config key with its default. ``config/default.yaml`` mirrors this; a key not listed here is an error.
+DEFAULTS = {
+    "model": {
+        "type": "mlp",         # mlp | transformer
+        "in_dim": 128,         # input features (per token for the transformer)
+        "hidden": 256,         # residual width (d_model for the transformer)
+        "depth": 4,            # residual blocks
+        "mlp_ratio": 4,        # inner width of every MLP = hidden * mlp_ratio
+        "out_dim": 16,         # regression targets
+        "heads": 4,            # transformer only
+        "seq_len": 16,         # transformer only
+    },
+    "data": {
+        "num_samples": 8192,   # size of the synthetic data set (shared by all ranks, split by DistributedSampler)
+        "teacher_hidden": 64,  # width of the fixed random teacher network
+        "noise": 0.01,         # std of Gaussian noise added to the teacher's targets
+        "seed": 1234,          # data and teacher seed (identical on every rank)
+    },
+    "training": {
+        "epochs": 3,
+        "batch_size": 64,      # per rank
+        "max_steps": None,     # optional cap on the total number of optimizer steps
+        "lr": 0.001,           # peak AdamW learning rate
+        "min_lr_ratio": 0.1,   # cosine decay floor, as a fraction of lr
+        "warmup_steps": 10,
+        "weight_decay": 0.01,
+        "grad_clip": 1.0,      # max global grad norm; 0 disables clipping (the norm is still reported)
+        "bf16": True,          # bf16 autocast, GPU only (ignored on CPU)
+        "log_interval": 10,    # log every N global steps (plus the first and the last step)
+        "checkpoint_interval": 0,  # extra checkpoint every N global steps; 0 = only at epoch ends and the end
+        "output_dir": "outputs",
+        "resume": False,       # resume from <output_dir>/checkpoint.pt when one exists
+        "seed": 0,             # model init seed
+    },
+    "distributed": {
+        "backend": "auto",     # auto (cuda -> nccl, which is RCCL on ROCm; cpu -> gloo) | nccl | gloo | mpi | ucc
+        "device": "auto",      # auto | cuda | cpu
+        "timeout_s": 120,      # process-group timeout: a lost peer fails the job instead of hanging
+    },
+    "debug": {
+        "fail_rank": None,     # with fail_step: this global rank raises RuntimeError ...
+        "fail_step": None,     # ... when it is about to run this global step (1-based)
+        "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
+    },
+}
+
+#: Keys whose default is None, with the type a non-null value must have.
+_NULLABLE_TYPES = {
+    "training.max_steps": int,
+    "debug.fail_rank": int,
+    "debug.fail_step": int,
+}
+
+_CHOICES = {
+    "model.type": ("mlp", "transformer"),
+    "distributed.backend": ("auto", "nccl", "gloo", "mpi", "ucc"),
+    "distributed.device": ("auto", "cuda", "cpu"),
+}
+
+#: Environment variable prefixes recorded in ``rank_XX_env.json``.
+ENV_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "HSA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCHELASTIC_",
+                "UCX_", "FI_", "HIP_", "ROCR_", "CUDA_", "OMP_")
+
+
+class ConfigError(ValueError):
+    """Invalid config file, override or config value."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------
+
+def _check_value(dotted: str, default: Any, value: Any) -> Any:
+    """Return ``value`` converted to the type of ``default`` or raise :class:`ConfigError`."""
+    if default is None:
+        expected = _NULLABLE_TYPES.get(dotted)
+        if value is None or expected is None:
+            return value
+        default = expected(0)
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        raise ConfigError("config key %s must be true or false, got %r" % (dotted, value))
+    if isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError("config key %s must be an integer, got %r" % (dotted, value))
+    if isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads "1e-3" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError("config key %s must be a number, got %r" % (dotted, value))
+    if isinstance(default, str):
+        if isinstance(value, str):
+            return value
+        raise ConfigError("config key %s must be a string, got %r" % (dotted, value))
+    raise ConfigError("config key %s has an unsupported type" % dotted)  # pragma: no cover
+
+
+def _merge(base: Dict[str, Any], update: Dict[str, Any], schema: Dict[str, Any], prefix: str = "") -> None:
+    """Merge ``update`` into ``base`` in place, checking every key and value against ``schema``."""
+    for key, value in update.items():
+        dotted = prefix + str(key)
+        if key not in schema:
+            known = ", ".join(sorted(schema))
+            raise ConfigError("unknown config key %r (known keys%s: %s)" % (dotted, " in %r" % prefix[:-1] if prefix else "", known))
+        if isinstance(value, dict) and not isinstance(schema[key], dict):
+            raise ConfigError("config key %r is a value, not a section" % dotted)
+        if isinstance(schema[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError("config key %r is a section; set its keys (e.g. %s.%s=...)" % (dotted, dotted, next(iter(schema[key]))))
+            _merge(base[key], value, schema[key], dotted + ".")
+        else:
+            base[key] = _check_value(dotted, schema[key], value)
+
+
+def parse_override(text: str) -> Tuple[List[str], Any]:
+    """Parse one ``--override`` argument ``a.b.c=value`` into ``(["a", "b", "c"], value)``.
+
+    The value is parsed as a YAML scalar (``512`` -> int, ``true`` -> bool, ``null`` -> None, ``/x`` -> str).
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not sep or not key or any(not p.strip() for p in parts):
+        raise ConfigError("invalid --override %r: expected KEY=VALUE with a dotted key, e.g. training.lr=0.01" % text)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError("invalid --override %r: value is not valid YAML: %s" % (text, exc))
+    if isinstance(value, (dict, list)):
+        raise ConfigError("invalid --override %r: value must be a scalar, not a %s" % (text, type(value).__name__))
+    return [p.strip() for p in parts], value
+
+
+def validate_config(cfg: Dict[str, Any]) -> None:
+    """Check value ranges and combinations that the per-key type check cannot."""
+    for dotted, choices in _CHOICES.items():
+        section, key = dotted.split(".")
+        if cfg[section][key] not in choices:
+            raise ConfigError("config key %s must be one of %s, got %r" % (dotted, "|".join(choices), cfg[section][key]))
+    positive = ("model.in_dim", "model.hidden", "model.depth", "model.mlp_ratio", "model.out_dim", "model.heads", "model.seq_len",
+                "data.num_samples", "data.teacher_hidden", "training.epochs", "training.batch_size", "training.log_interval")
+    for dotted in positive:
+        section, key = dotted.split(".")
+        if cfg[section][key] <= 0:
+            raise ConfigError("config key %s must be > 0, got %r" % (dotted, cfg[section][key]))
+    non_negative = ("data.noise", "training.lr", "training.min_lr_ratio", "training.warmup_steps", "training.weight_decay",
+                    "training.grad_clip", "training.checkpoint_interval", "debug.sleep_per_step_s")
+    for dotted in non_negative:
+        section, key = dotted.split(".")
+        if cfg[section][key] < 0:
+            raise ConfigError("config key %s must be >= 0, got %r" % (dotted, cfg[section][key]))
+    if cfg["training"]["max_steps"] is not None and cfg["training"]["max_steps"] <= 0:
+        raise ConfigError("config key training.max_steps must be > 0 or null, got %r" % cfg["training"]["max_steps"])
+    if cfg["distributed"]["timeout_s"] <= 0:
+        raise ConfigError("config key distributed.timeout_s must be > 0")
+    if cfg["model"]["type"] == "transformer" and cfg["model"]["hidden"] % cfg["model"]["heads"]:
+        raise ConfigError("model.hidden (%d) must be divisible by model.heads (%d)" % (cfg["model"]["hidden"], cfg["model"]["heads"]))
+    if (cfg["debug"]["fail_rank"] is None) != (cfg["debug"]["fail_step"] is None):
+        raise ConfigError("debug.fail_rank and debug.fail_step must be set together")
+    if not cfg["training"]["output_dir"]:
+        raise ConfigError("training.output_dir must not be empty")
+
+
+def load_config(path: Optional[str] = None, overrides: Iterable[str] = ()) -> Dict[str, Any]:
+    """Return the defaults, updated by the YAML file at ``path`` (if any) and then by ``overrides``.
+
+    Raises :class:`ConfigError` for unreadable files, unknown keys, wrongly typed or out-of-range values.
+    """
+    cfg = copy.deepcopy(DEFAULTS)
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        except OSError as exc:
+            raise ConfigError("cannot read config file %s: %s" % (path, exc))
+        except yaml.YAMLError as exc:
+            raise ConfigError("config file %s is not valid YAML: %s" % (path, exc))
+        if data is not None:
+            if not isinstance(data, dict):
+                raise ConfigError("config file %s must contain a mapping at the top level" % path)
+            _merge(cfg, data, DEFAULTS)
+    for text in overrides:
+        parts, value = parse_override(text)
+        nested = value  # type: Any
+        for part in reversed(parts):
+            nested = {part: nested}
+        _merge(cfg, nested, DEFAULTS)
+    validate_config(cfg)
+    return cfg
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    """The command line: ``--config``, ``--override`` (repeatable, several values each) and ``--print-config``."""
+    parser = argparse.ArgumentParser(
+        description="trainops.multinode DDP training workload (launch with torchrun).",
+        epilog="Example: torchrun --nproc-per-node 4 train.py --override training.output_dir=/tmp/run model.hidden=256",
+    )
+    parser.add_argument("--config", default=DEFAULT_CONFIG_PATH,
+                        help="YAML config file (default: %(default)s)")
+    parser.add_argument("--override", action="append", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="set a config value with a dotted key, value parsed as YAML, e.g. training.lr=0.01; repeatable")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config as YAML and exit")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and models
+# --------------------------------------------------------------------------------------------------
+
+class TeacherDataset(Dataset):
+    """Synthetic regression data: Gaussian inputs, targets from a fixed random two-layer teacher.
+
+    The whole set is generated from ``seed`` at construction, so every rank holds the same data and
+    :class:`~torch.utils.data.distributed.DistributedSampler` splits it. Targets are standardised, so
+    a model that predicts zeros has an MSE of about 1.
+    """
+
+    def __init__(self, num_samples: int, in_dim: int, out_dim: int, teacher_hidden: int, noise: float, seed: int,
+                 seq_len: Optional[int] = None) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        shape = (num_samples, seq_len, in_dim) if seq_len else (num_samples, in_dim)
+        self.inputs = torch.randn(shape, generator=gen)
+        w1 = torch.randn(in_dim, teacher_hidden, generator=gen) / math.sqrt(in_dim)
+        w2 = torch.randn(teacher_hidden, out_dim, generator=gen) / math.sqrt(teacher_hidden)
+        hidden = torch.tanh(self.inputs @ w1)
+        if seq_len:  # token features pooled over the sequence, mixed by a second non-linearity
+            hidden = torch.tanh(hidden.mean(dim=1) * math.sqrt(seq_len))
+        targets = hidden @ w2
+        targets = (targets - targets.mean(dim=0)) / targets.std(dim=0).clamp_min(1e-6)
+        self.targets = targets + noise * torch.randn(targets.shape, generator=gen)
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.inputs[index], self.targets[index]
+
+
+class MLPBlock(nn.Module):
+    """Pre-LayerNorm residual MLP block: ``x + W2 gelu(W1 ln(x))``."""
+
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, inner)
+        self.fc2 = nn.Linear(inner, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+class AttentionBlock(nn.Module):
+    """Pre-LayerNorm transformer block: multi-head self-attention then an MLP, both residual."""
+
+    def __init__(self, hidden: int, heads: int, inner: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.mlp = MLPBlock(hidden, inner)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, hidden = x.shape
+        qkv = self.qkv(self.norm1(x)).view(batch, seq, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
+        attn = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, hidden))
+        return self.mlp(x)
+
+
+class StudentMLP(nn.Module):
+    """Residual MLP: input projection, ``depth`` :class:`MLPBlock` s, LayerNorm and output head."""
+
+    def __init__(self, in_dim: int, hidden: int, depth: int, mlp_ratio: int, out_dim: int) -> None:
+        super().__init__()
+        self.dims = (in_dim, hidden, depth, hidden * mlp_ratio, out_dim)
+        self.inp = nn.Linear(in_dim, hidden)
+        self.blocks = nn.Sequential(*[MLPBlock(hidden, hidden * mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(self.inp(x))))
+
+    def forward_flops_per_sample(self) -> int:
+        """Matmul FLOPs (2 per multiply-add) of one forward pass for one sample."""
+        in_dim, hidden, depth, inner, out_dim = self.dims
+        return 2 * (in_dim * hidden + depth * 2 * hidden * inner + hidden * out_dim)
+
+    def input_projection_flops_per_sample(self) -> int:
+        """Forward FLOPs of the first layer, whose input gradient is never computed in backward."""
+        return 2 * self.dims[0] * self.dims[1]
+
+
+class StudentTransformer(nn.Module):
+    """Small pre-LN transformer encoder over ``seq_len`` tokens, mean-pooled into a regression head."""
+
+    def __init__(self, in_dim: int, hidden: int, depth: int, mlp_ratio: int, out_dim: int, heads: int, seq_len: int) -> None:
+        super().__init__()
+        self.dims = (in_dim, hidden, depth, hidden * mlp_ratio, out_dim, seq_len)
+        self.inp = nn.Linear(in_dim, hidden)
+        self.pos = nn.Parameter(torch.zeros(seq_len, hidden))
+        self.blocks = nn.Sequential(*[AttentionBlock(hidden, heads, hidden * mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(self.inp(x) + self.pos).mean(dim=1)))
+
+    def forward_flops_per_sample(self) -> int:
+        """Matmul FLOPs of one forward pass for one sample (projections, MLPs, QK^T and AV, head)."""
+        in_dim, hidden, depth, inner, out_dim, seq = self.dims
+        per_token = in_dim * hidden + depth * (3 * hidden * hidden + hidden * hidden + 2 * hidden * inner)
+        attention = depth * 2 * seq * seq * hidden  # QK^T and AV, summed over heads
+        return 2 * (seq * per_token + attention + hidden * out_dim)
+
+    def input_projection_flops_per_sample(self) -> int:
+        """Forward FLOPs of the first layer, whose input gradient is never computed in backward."""
+        return 2 * self.dims[5] * self.dims[0] * self.dims[1]
+
+
+def build_model(model_cfg: Dict[str, Any]) -> nn.Module:
+    """Instantiate the student described by the ``model`` config section."""
+    if model_cfg["type"] == "transformer":
+        return StudentTransformer(model_cfg["in_dim"], model_cfg["hidden"], model_cfg["depth"], model_cfg["mlp_ratio"],
+                                  model_cfg["out_dim"], model_cfg["heads"], model_cfg["seq_len"])
+    return StudentMLP(model_cfg["in_dim"], model_cfg["hidden"], model_cfg["depth"], model_cfg["mlp_ratio"], model_cfg["out_dim"])
+
+
+def train_flops_per_sample(model: nn.Module) -> int:
+    """Matmul FLOPs of one training step per sample: forward + backward (2x forward, minus the input dgrad)."""
+    forward = model.forward_flops_per_sample()
+    return 3 * forward - model.input_projection_flops_per_sample()
+
+
+def build_dataset(cfg: Dict[str, Any]) -> TeacherDataset:
+    """The synthetic data set matching the model config."""
+    model_cfg, data_cfg = cfg["model"], cfg["data"]
+    return TeacherDataset(data_cfg["num_samples"], model_cfg["in_dim"], model_cfg["out_dim"], data_cfg["teacher_hidden"],
+                          data_cfg["noise"], data_cfg["seed"], model_cfg["seq_len"] if model_cfg["type"] == "transformer" else None)
+
+
+def lr_lambda_factory(warmup_steps: int, total_steps: int, min_ratio: float):
+    """Linear warmup to 1, then cosine decay to ``min_ratio``, as a multiplier of the peak lr (0-based step)."""
+    def factor(step: int) -> float:
+        if warmup_steps and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        span = max(1, total_steps - warmup_steps)
+        progress = min(1.0, (step - warmup_steps) / span)
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return factor
+
+
+# --------------------------------------------------------------------------------------------------
+# Distributed plumbing
+# --------------------------------------------------------------------------------------------------
+
+def dist_env() -> Dict[str, Any]:
+    """Rank information from torchrun's environment (single-process defaults when it is absent)."""
+    env = os.environ
+    rank = int(env.get("RANK", "0"))
+    world_size = int(env.get("WORLD_SIZE", "1"))
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    return {
+        "launched": "RANK" in env,
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "local_world_size": int(env.get("LOCAL_WORLD_SIZE", "1")),
+        "group_rank": int(env.get("GROUP_RANK", "0")),
+        "master_addr": env.get("MASTER_ADDR"),
+        "master_port": env.get("MASTER_PORT"),
+    }
+
+
+def select_device(device_cfg: str, local_rank: int) -> torch.device:
+    """``cuda:<local_rank>`` when requested or available (CUDA or ROCm), otherwise ``cpu``."""
+    if device_cfg == "cpu" or (device_cfg == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("distributed.device=cuda but torch.cuda.is_available() is False (torch %s)" % torch.__version__)
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise RuntimeError("LOCAL_RANK=%d but only %d GPU(s) are visible on %s; lower --nproc-per-node" % (local_rank, count, socket.gethostname()))
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def accelerator_name(device: torch.device) -> str:
+    """``rocm``, ``cuda`` or ``cpu``."""
+    if device.type != "cuda":
+        return "cpu"
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+
+
+def select_backend(backend_cfg: str, device: torch.device) -> str:
+    """``nccl`` for GPUs (RCCL on ROCm builds), ``gloo`` for CPU, unless the config forces one."""
+    if backend_cfg != "auto":
+        return backend_cfg
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def init_distributed(backend: str, device: torch.device, timeout_s: float, info: Dict[str, Any]) -> None:
+    """``init_process_group`` with the configured timeout, from torchrun's env or as a 1-process group."""
+    kwargs = {"backend": backend, "timeout": datetime.timedelta(seconds=timeout_s)}  # type: Dict[str, Any]
+    if backend == "nccl" and device.type == "cuda":
+        kwargs["device_id"] = device  # binds the communicator to this rank's GPU (torch >= 2.3)
+    if info["launched"]:
+        kwargs.update(init_method="env://", rank=info["rank"], world_size=info["world_size"])
+    else:
+        kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        dist.init_process_group(**kwargs)
+    except TypeError:
+        if "device_id" not in kwargs:
+            raise
+        del kwargs["device_id"]
+        dist.init_process_group(**kwargs)
+
+
+def nccl_version() -> Optional[str]:
+    """Version of the NCCL (RCCL on ROCm) library torch was built with, or None if it cannot be told."""
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # noqa: BLE001 - purely informational
+        return None
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
+def collected_env() -> Dict[str, str]:
+    """Communication-related environment variables (NCCL_*, RCCL_*, GLOO_*, HSA_*, TORCH_NCCL_*, ...)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``data`` as pretty JSON via a temp file and ``os.replace``."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path: str, state: Dict[str, Any]) -> None:
+    """``torch.save`` to a temp file in the same directory, fsync, then atomically rename over ``path``."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "wb") as handle:
+        torch.save(state, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _torch_load(path: str) -> Dict[str, Any]:
+    """Load a checkpoint onto the CPU (tensors only and plain containers where torch supports ``weights_only``)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except TypeError:  # torch < 1.13
+        return torch.load(path, map_location="cpu")
+
+
+def load_checkpoint_collective(path: str, rank: int, world_size: int) -> Optional[Dict[str, Any]]:
+    """Return the newest checkpoint any rank can read, on every rank; None when no rank has one.
+
+    Every rank looks for ``path`` (a shared file system makes that all of them); the rank holding the
+    highest ``global_step`` broadcasts its copy, so resuming also works when only one node has the file.
+    """
+    local = None
+    if os.path.isfile(path):
+        local = _torch_load(path)
+        if local.get("format") != CHECKPOINT_FORMAT:
+            raise RuntimeError("%s has checkpoint format %r, expected %r" % (path, local.get("format"), CHECKPOINT_FORMAT))
+    steps = [None] * world_size  # type: List[Any]
+    dist.all_gather_object(steps, local["global_step"] if local is not None else -1)
+    best = max(steps)
+    if best < 0:
+        return None
+    source = steps.index(best)
+    if world_size == 1:
+        return local
+    box = [local if rank == source else None]  # CPU tensors pickle fine; receivers need no file access
+    dist.broadcast_object_list(box, src=source)
+    return box[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------------
+
+def progress_line(node: str, rank: int, world_size: int, epoch: int, global_step: int, total_steps: int, loss: float,
+                  samples_per_s: float) -> str:
+    """The progress line other components parse. Do not change its format."""
+    return "%s node=%s rank=%d/%d epoch=%d step=%d/%d loss=%.4f samples_per_s=%.1f" % (
+        PROGRESS_PREFIX, node, rank, world_size, epoch, global_step, total_steps, loss, samples_per_s)
+
+
+def done_line(node: str, rank: int, world_size: int, final_loss: float) -> str:
+    """The final line printed by every rank. Do not change its format."""
+    return "%s done node=%s rank=%d/%d final_loss=%.4f" % (PROGRESS_PREFIX, node, rank, world_size, final_loss)
+
+
+def train(cfg: Dict[str, Any], device: torch.device) -> float:
+    """Run the configured training on ``device`` in the initialised process group; return the final global loss."""
+    info = dist_env()
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = info["local_rank"]
+    node = socket.gethostname()
+    tcfg, dcfg = cfg["training"], cfg["debug"]
+    backend = dist.get_backend()
+    out_dir = os.path.abspath(tcfg["output_dir"])
+    os.makedirs(out_dir, exist_ok=True)
+    ckpt_path = os.path.join(out_dir, CHECKPOINT_NAME)
+
+    torch.manual_seed(tcfg["seed"])
+    model = build_model(cfg["model"]).to(device)
+    flops_per_sample = train_flops_per_sample(model)
+    num_params = sum(p.numel() for p in model.parameters())
+    dataset = build_dataset(cfg)
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg["data"]["seed"], drop_last=True)
+    loader = DataLoader(dataset, batch_size=tcfg["batch_size"], sampler=sampler, drop_last=True, num_workers=0,
+                        pin_memory=device.type == "cuda")
+    steps_per_epoch = len(loader)
+    if steps_per_epoch == 0:
+        raise RuntimeError("data.num_samples=%d is too small for %d ranks x training.batch_size=%d"
+                           % (cfg["data"]["num_samples"], world_size, tcfg["batch_size"]))
+    total_steps = tcfg["epochs"] * steps_per_epoch
+    if tcfg["max_steps"] is not None:
+        total_steps = min(total_steps, tcfg["max_steps"])
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda_factory(tcfg["warmup_steps"], total_steps, tcfg["min_lr_ratio"]))
+
+    global_step, final_loss, resumed_from = 0, float("nan"), None
+    if tcfg["resume"]:
+        state = load_checkpoint_collective(ckpt_path, rank, world_size)
+        if state is None:
+            if rank == 0:
+                LOG.warning("training.resume=true but no %s on any rank; starting from scratch", ckpt_path)
+        else:
+            if state["config"]["model"] != cfg["model"]:
+                raise RuntimeError("checkpoint %s was written for model config %r, not %r" % (ckpt_path, state["config"]["model"], cfg["model"]))
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            global_step = resumed_from = int(state["global_step"])
+            final_loss = float(state.get("loss", float("nan")))
+            del state
+
+    use_bf16 = bool(tcfg["bf16"]) and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    tag = "rank_%02d" % rank
+    write_json_atomic(os.path.join(out_dir, tag + "_env.json"), {
+        "hostname": node,
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "local_world_size": info["local_world_size"],
+        "group_rank": info["group_rank"],
+        "master_addr": info["master_addr"],
+        "master_port": info["master_port"],
+        "backend": backend,
+        "device": str(device),
+        "accelerator": accelerator_name(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "bf16_autocast": use_bf16,
+        "torch_version": torch.__version__,
+        "torch_cuda_version": torch.version.cuda,
+        "torch_hip_version": getattr(torch.version, "hip", None),
+        "nccl_version": nccl_version() if device.type == "cuda" and backend == "nccl" else None,
+        "python_version": platform.python_version(),
+        "pid": os.getpid(),
+        "num_threads": torch.get_num_threads(),
+        "model_params": num_params,
+        "train_flops_per_sample": flops_per_sample,
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total_steps,
+        "resumed_from_global_step": resumed_from,
+        "config": cfg,
+        "env": collected_env(),
+        "time": time.time(),
+    })
+
+    metrics = open(os.path.join(out_dir, tag + "_metrics.jsonl"), "a" if global_step else "w", encoding="utf-8")
+    fail_rank, fail_step = dcfg["fail_rank"], dcfg["fail_step"]
+    sleep_s = dcfg["sleep_per_step_s"]
+    max_norm = tcfg["grad_clip"] if tcfg["grad_clip"] > 0 else float("inf")
+    first_step = global_step + 1
+    try:
+        window_start, window_steps = time.perf_counter(), 0
+        for epoch in range(global_step // steps_per_epoch, tcfg["epochs"]):
+            if global_step >= total_steps:
+                break
+            sampler.set_epoch(epoch)
+            skip = global_step - epoch * steps_per_epoch
+            ddp_model.train()
+            for step, (inputs, targets) in enumerate(itertools.islice(loader, skip, None), start=skip + 1):
+                if global_step >= total_steps:
+                    break
+                if fail_rank == rank and fail_step == global_step + 1:
+                    raise RuntimeError("debug failure injected: rank %d at global_step %d (debug.fail_rank/debug.fail_step)"
+                                       % (rank, global_step + 1))
+                inputs = inputs.to(device, non_blocking=True)
+                targets = targets.to(device, non_blocking=True)
+                lr = optimizer.param_groups[0]["lr"]
+                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                    outputs = ddp_model(inputs)
+                loss = F.mse_loss(outputs.float(), targets)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), max_norm)
+                optimizer.step()
+                scheduler.step()
+                global_step += 1
+                window_steps += 1
+
+                is_last = global_step == total_steps
+                if global_step == first_step or global_step % tcfg["log_interval"] == 0 or is_last:
+                    # The all-reduce (and .item()) synchronises the device, so the window timing is honest.
+                    stats = torch.stack([loss.detach().float(), torch.tensor(time.perf_counter() - window_start, device=device)])
+                    local_loss = float(stats[0].item())
+                    dist.all_reduce(stats)
+                    global_loss, mean_window = (stats / world_size).tolist()
+                    if not math.isfinite(global_loss):
+                        raise RuntimeError("non-finite loss %r at global_step %d" % (global_loss, global_step))
+                    elapsed = time.perf_counter() - window_start
+                    step_time = elapsed / window_steps
+                    samples_per_s = tcfg["batch_size"] / step_time
+                    record_ = {
+                        "rank": rank, "world_size": world_size, "local_rank": local_rank, "group_rank": info["group_rank"],
+                        "node": node, "epoch": epoch, "step": step, "global_step": global_step, "total_steps": total_steps,
+                        "loss": global_loss, "local_loss": local_loss, "grad_norm": float(grad_norm), "lr": lr,
+                        "step_time_s": step_time, "samples_per_s": samples_per_s,
+                        "global_samples_per_s": world_size * tcfg["batch_size"] * window_steps / max(mean_window, 1e-12),
+                        "tflops": flops_per_sample * samples_per_s / 1e12,
+                        "device": device.type, "time": time.time(),
+                    }
+                    metrics.write(json.dumps(record_) + "\n")
+                    metrics.flush()
+                    final_loss = global_loss
+                    if local_rank == 0:
+                        print(progress_line(node, rank, world_size, epoch, global_step, total_steps, global_loss, samples_per_s), flush=True)
+                    window_start, window_steps = time.perf_counter(), 0
+
+                end_of_epoch = step == steps_per_epoch
+                periodic = tcfg["checkpoint_interval"] and global_step % tcfg["checkpoint_interval"] == 0
+                if rank == 0 and (end_of_epoch or is_last or periodic):
+                    save_checkpoint(ckpt_path, {
+                        "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(), "epoch": epoch, "global_step": global_step,
+                        "loss": final_loss, "world_size": world_size, "config": cfg,
+                    })
+                if sleep_s:
+                    time.sleep(sleep_s)
+                    window_start += sleep_s  # keep the sleep out of step_time_s / samples_per_s
+    finally:
+        metrics.close()
+    return final_loss
+
+
+@record
+def main(argv: Optional[List[str]] = None) -> int:
+    """Parse the command line, join the process group, train, print the ``done`` line; return 0.
+
+    Any failure propagates as an exception (non-zero exit); ``record`` hands it to torchrun's error file.
+    """
+    parser = build_arg_parser()
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, [text for group in args.override for text in group])
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if args.print_config:
+        sys.stdout.write(yaml.safe_dump(cfg, sort_keys=False))
+        return 0
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    info = dist_env()
+    device = select_device(cfg["distributed"]["device"], info["local_rank"])
+    backend = select_backend(cfg["distributed"]["backend"], device)
+    init_distributed(backend, device, cfg["distributed"]["timeout_s"], info)
+    ok = False
+    try:
+        final_loss = train(cfg, device)
+        print(done_line(socket.gethostname(), dist.get_rank(), dist.get_world_size(), final_loss), flush=True)
+        ok = True
+    finally:
+        # On failure an NCCL peer may still be inside a collective with us; tearing down NCCL then can block,
+        # so only gloo (and successful runs) destroy the group. The process exits right after either way.
+        if dist.is_initialized() and (ok or backend != "nccl"):
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
