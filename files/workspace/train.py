@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Synthetic-but-real DDP training workload for ``trainops.multinode``.
 
 Launched by ``torchrun`` on every node. A student network (a residual MLP or a small
@@ -43,7 +43,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
+from torch import nn
 import torch.nn.functional as F
 import yaml
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -343,7 +343,7 @@ class StudentMLP(nn.Module):
         super().__init__()
         self.dims = (in_dim, hidden, depth, hidden * mlp_ratio, out_dim)
         self.inp = nn.Linear(in_dim, hidden)
-        self.blocks = nn.Sequential(*[MLPBlock(hidden, hidden * mlp_ratio) for _ in range(depth)])
+        self.blocks = nn.Sequential(*[MLPBlock(hidden, hidden * mlp_ratio) for _block in range(depth)])
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, out_dim)
 
@@ -368,7 +368,7 @@ class StudentTransformer(nn.Module):
         self.dims = (in_dim, hidden, depth, hidden * mlp_ratio, out_dim, seq_len)
         self.inp = nn.Linear(in_dim, hidden)
         self.pos = nn.Parameter(torch.zeros(seq_len, hidden))
-        self.blocks = nn.Sequential(*[AttentionBlock(hidden, heads, hidden * mlp_ratio) for _ in range(depth)])
+        self.blocks = nn.Sequential(*[AttentionBlock(hidden, heads, hidden * mlp_ratio) for _block in range(depth)])
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, out_dim)
 

@@ -75,7 +75,7 @@ def torchrun_cmd(out_dir, overrides=(), nproc=4, nnodes=1, node_rank=0, port=Non
 
 def run_torchrun(out_dir, overrides=(), env=None, timeout=RUN_TIMEOUT):
     proc = subprocess.run(torchrun_cmd(out_dir, overrides), env=env or child_env(), cwd=str(out_dir.parent),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout
 
 
@@ -182,7 +182,7 @@ def test_bad_config_files(tmp_path):
 
 def test_bad_override_from_the_command_line_exits_2_before_any_distributed_setup(tmp_path):
     proc = subprocess.run([sys.executable, TRAIN, "--override", "training.lr"], env=child_env(), cwd=str(tmp_path),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "invalid --override 'training.lr': expected KEY=VALUE" in proc.stderr
     assert proc.stdout == ""
@@ -192,7 +192,7 @@ def test_print_config(tmp_path):
     import yaml
     proc = subprocess.run([sys.executable, TRAIN, "--print-config", "--override", "model.hidden=96", "training.output_dir=/x"],
                           env=child_env(), cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=120)
+                          universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     cfg = yaml.safe_load(proc.stdout)
     assert cfg["model"]["hidden"] == 96 and cfg["training"]["output_dir"] == "/x"
@@ -441,7 +441,7 @@ def test_single_process_without_torchrun(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, TRAIN, "--override", "training.output_dir=%s" % out, "training.max_steps=5"] +
                           ["--override=%s" % o for o in TINY], env=child_env(), cwd=str(tmp_path), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert all(PROGRESS_RE.match(line) or DONE_RE.match(line) for line in lines), lines
@@ -473,7 +473,7 @@ def test_lost_peer_hits_the_process_group_timeout(tmp_path):
         assert metrics.exists(), "rank 1 never logged a step"
         procs[1].send_signal(signal.SIGSTOP)
         frozen_at = time.monotonic()
-        _, err = procs[0].communicate(timeout=90)
+        _out, err = procs[0].communicate(timeout=90)
         waited = time.monotonic() - frozen_at
         assert procs[0].returncode != 0, err
         assert 3 < waited < 80, waited

@@ -1,0 +1,227 @@
+"""End-to-end: playbooks/launch.yml, status.yml and stop.yml on the embedded local default.
+
+Every test drives the real playbooks through the ansible-runner entry (tools/trainops_run.py), the
+way CI does, with the local inventory's two logical nodes redirected into a temporary directory.
+"""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENTRY = os.path.join(REPO, 'tools', 'trainops_run.py')
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def processes_under(path):
+    """PIDs of live processes whose command line or working directory mentions ``path``."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+                cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
+            cwd = os.readlink('/proc/%s/cwd' % entry)
+        except OSError:
+            continue
+        if path in cmdline or cwd.startswith(path):
+            found.append((int(entry), cmdline))
+    return found
+
+
+class Lab:
+    """A temporary home for the two local nodes and the controller's experiments."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        self.nodes = os.path.join(self.root, 'nodes')
+        self.experiments = os.path.join(self.root, 'experiments')
+        self.port = free_port()
+
+    def run(self, playbook, extra=None, timeout=420):
+        extravars = {
+            'trainops_node_root': self.nodes + '/{{ inventory_hostname }}',
+            'trainops_experiments_dir': self.experiments,
+            'master_port': self.port,
+            'trainops_progress_interval': 5,
+        }
+        extravars.update(extra or {})
+        varfile = os.path.join(self.root, 'vars-%d.json' % time.monotonic_ns())
+        with open(varfile, 'w') as handle:
+            json.dump(extravars, handle)
+        summary = varfile.replace('.json', '.summary.json')
+        junit = varfile.replace('.json', '.junit.xml')
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, ENTRY, playbook, '-e', '@' + varfile, '--summary', summary, '--junit', junit,
+             '--artifacts', os.path.join(self.root, 'artifacts')],
+            cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+        proc.elapsed = time.monotonic() - started
+        proc.summary = json.load(open(summary)) if os.path.exists(summary) else {}
+        proc.junit = junit
+        return proc
+
+    def experiment_dirs(self):
+        return sorted(glob.glob(os.path.join(self.experiments, '*')))
+
+    def leftovers(self):
+        return processes_under(self.nodes)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    lab = Lab(tmp_path)
+    yield lab
+    # Nothing of ours may outlive a test; end only what runs under this test's node directories.
+    for pid, _cmd in lab.leftovers():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def read_jsonl(path):
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def test_launch_trains_four_ranks_and_collects_everything(lab):
+    proc = lab.run('playbooks/launch.yml', {'channels': 42, 'threads': 256, 'nproc': 2})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    # progress was visible while it ran
+    assert 'rank 0: running' in proc.stdout and 'step=' in proc.stdout
+
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'succeeded'
+    path = experiment['path']
+    assert os.path.basename(path).startswith('multinode_42ch_256th_')
+    assert lab.experiment_dirs() == [path]
+
+    # every node's log and every rank's metrics came back
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    metrics = sorted(glob.glob(os.path.join(path, 'outputs', 'rank_*_metrics.jsonl')))
+    assert [os.path.basename(m) for m in metrics] == ['rank_%02d_metrics.jsonl' % r for r in range(4)]
+    ranks = []
+    for metric_file in metrics:
+        records = read_jsonl(metric_file)
+        assert {r['world_size'] for r in records} == {4}
+        assert len({r['rank'] for r in records}) == 1
+        ranks.append(records[0]['rank'])
+        assert records[-1]['loss'] < records[0]['loss'], metric_file
+    assert sorted(ranks) == [0, 1, 2, 3]
+
+    manifest = json.load(open(os.path.join(path, 'manifest.json')))
+    assert manifest['world_size'] == 4 and manifest['nnodes'] == 2
+    assert manifest['parameters']['channels'] == 42 and manifest['parameters']['threads'] == 256
+    assert manifest['outcome'] == 'succeeded' and manifest['failed_nodes'] == []
+    assert manifest['master'] == {'host': 'node0', 'addr': '127.0.0.1', 'port': lab.port}
+    assert manifest['code']['commit'] and len(manifest['code']['commit']) == 40
+    assert [n['host'] for n in manifest['nodes']] == ['node0', 'node1']
+    assert [n['ranks'] for n in manifest['nodes']] == [[0, 1], [2, 3]]
+    for node in manifest['nodes']:
+        assert node['env']['NCCL_MAX_NCHANNELS'] == '42'
+        assert node['torch'].startswith('2.13.0')
+        assert '--node-rank' in node['argv']
+    assert {h: r['exit_code'] for h, r in manifest['results'].items()} == {'node0': 0, 'node1': 0}
+    summary = manifest['summary']
+    assert summary['world_size'] == 4 and summary['ranks_seen'] == [0, 1, 2, 3]
+    assert summary['loss_decreased'] is True
+    assert summary['throughput_samples_per_s'] > 0
+
+    # each rank saw the settings the launch computed for its node
+    for rank in range(4):
+        seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+        assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
+
+    assert not lab.leftovers()
+
+    # a second launch gets its own directory; the first is untouched
+    before = open(os.path.join(path, 'manifest.json')).read()
+    again = lab.run('playbooks/launch.yml', {'channels': 42, 'overrides': ['training.epochs=1']})
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert len(lab.experiment_dirs()) == 2
+    assert open(os.path.join(path, 'manifest.json')).read() == before
+
+
+@pytest.mark.parametrize('extra, words', [
+    ({'channels': 'abc'}, ['channels=abc']),
+    ({'channels': 0}, ['channels=0']),
+    ({'nproc': 0}, ['nproc=0']),
+    ({'threads': 100}, ['threads=100']),
+    ({'master_port': 80}, ['master_port=80']),
+    ({'script': 'does_not_exist.py'}, ['does_not_exist.py', 'does not exist']),
+    ({'overrides': ['no-equals-sign']}, ['overrides=']),
+])
+def test_bad_input_fails_before_any_node_is_touched(lab, extra, words):
+    proc = lab.run('playbooks/launch.yml', extra, timeout=120)
+    assert proc.returncode != 0
+    messages = ' '.join(f['msg'] for f in proc.summary['failures'])
+    for word in words:
+        assert word in messages, messages
+    # nothing was created on any node, nothing started, no experiment directory
+    assert not os.path.exists(lab.nodes)
+    assert lab.experiment_dirs() == []
+    assert not lab.leftovers()
+
+
+def test_a_crashing_rank_fails_fast_stops_every_node_and_collects_logs(lab):
+    # rank 1 lives on node0 (ranks 0,1); node1 must be stopped, not left hanging
+    proc = lab.run('playbooks/launch.yml', {
+        'overrides': ['debug.fail_rank=1', 'debug.fail_step=5', 'distributed.timeout_s=60'],
+        'trainops_poll_interval': 1,
+    })
+    assert proc.returncode != 0
+    messages = ' '.join(f['msg'] for f in proc.summary['failures'])
+    assert 'The job failed on node0' in messages, messages
+    assert 'debug failure injected' in messages
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'failed' and experiment['failed_nodes'] == ['node0']
+    path = experiment['path']
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert 'debug failure injected' in open(os.path.join(path, 'logs', 'node_0.txt')).read()
+    manifest = json.load(open(os.path.join(path, 'manifest.json')))
+    assert manifest['outcome'] == 'failed'
+    assert manifest['results']['node0']['exit_code'] != 0
+    assert not lab.leftovers()
+
+
+def test_wait_false_then_status_then_stop(lab):
+    proc = lab.run('playbooks/launch.yml', {
+        'wait': False, 'overrides': ['debug.sleep_per_step_s=0.5', 'training.epochs=20'],
+    })
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    path = proc.summary['artifact_data'].get('trainops_experiment', {}).get('path') or lab.experiment_dirs()[0]
+    assert lab.leftovers(), 'the job should be running after wait=false'
+
+    # a second launch refuses while the job runs, and starts nothing
+    refused = lab.run('playbooks/launch.yml', {}, timeout=120)
+    assert refused.returncode != 0
+    assert 'still running job' in ' '.join(f['msg'] for f in refused.summary['failures'])
+    assert len(lab.experiment_dirs()) == 1
+
+    status = lab.run('playbooks/status.yml', {}, timeout=120)
+    assert status.returncode == 0, status.stdout[-3000:]
+    assert 'running' in status.stdout
+
+    stopped = lab.run('playbooks/stop.yml', {}, timeout=180)
+    assert stopped.returncode == 0, stopped.stdout[-3000:]
+    assert not lab.leftovers()
+    # the stopped job was collected into its experiment directory
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    manifest = json.load(open(os.path.join(path, 'manifest.json')))
+    assert manifest['outcome'] == 'failed'
+    assert all(r['status'] == 'exited' for r in manifest['results'].values())
