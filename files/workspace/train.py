@@ -120,7 +120,7 @@ _CHOICES = {
 
 #: Environment variable prefixes recorded in ``rank_XX_env.json``.
 ENV_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "HSA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCHELASTIC_",
-                "UCX_", "FI_", "HIP_", "ROCR_", "CUDA_", "OMP_")
+                "UCX_", "FI_", "HIP_", "ROCR_", "CUDA_", "OMP_", "TRAINOPS_")
 
 
 class ConfigError(ValueError):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import calendar
 import errno
 import glob
 import json
@@ -16,6 +17,7 @@ import math
 import os
 import re
 import tempfile
+import time
 
 
 LOG_DIR = 'logs'
@@ -400,11 +402,54 @@ def render_manifest(manifest, summary):
     return json.dumps(content, sort_keys=True, indent=2, default=str) + '\n'
 
 
-def report_experiment(path, manifest=None, check_mode=False):
+def _ended_epoch(job):
+    """When a node's job ended, in seconds since the epoch (None when unknown)."""
+    value = job.get('ended_at_epoch')
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = job.get('ended_at')
+    if text:
+        try:
+            return calendar.timegm(time.strptime(str(text), '%Y-%m-%dT%H:%M:%SZ'))
+        except ValueError:
+            return None
+    return None
+
+
+def judge_results(results, stopped_by_peer=None, missing_nodes=None):
+    """Decide the outcome of a job from each node's final ``job`` state.
+
+    ``results`` maps node -> the torchrun module's ``job`` dict. A node failed when its exit code is not 0
+    (or unknown). Nodes in ``stopped_by_peer`` were stopped because another node failed; ``missing_nodes``
+    could not be reached at the end. The culprits (``failed_nodes``) are the missing nodes plus the node(s)
+    whose own failure ended first; the other failed nodes are ``also_failed`` or ``stopped_nodes``.
+    """
+    stopped_by_peer = set(stopped_by_peer or [])
+    missing = sorted(set(missing_nodes or []))
+    failed = sorted(node for node, job in (results or {}).items() if (job or {}).get('exit_code') != 0)
+    own = [node for node in failed if node not in stopped_by_peer] or failed
+    culprits = []
+    if own:
+        ends = dict((node, _ended_epoch(results[node] or {})) for node in own)
+        known = [end for end in ends.values() if end is not None]
+        first = min(known) if known else None
+        culprits = [node for node in own if ends[node] == first]
+    failed_nodes = missing + [node for node in culprits if node not in missing]
+    return dict(
+        outcome='failed' if failed or missing else 'succeeded',
+        failed_nodes=failed_nodes,
+        also_failed=[node for node in own if node not in failed_nodes],
+        stopped_nodes=[node for node in failed if node not in own],
+    )
+
+
+def report_experiment(path, manifest=None, check_mode=False, results=None, stopped_by_peer=None, missing_nodes=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path`` and ``changed``
     (whether either file's content differs from what is on disk). Nothing is written in check mode.
+    With ``results`` (node -> final job state), the outcome (see judge_results) is returned, added to the
+    manifest together with ``results``, and shown in the table.
     """
     path = os.path.abspath(path)
     if not os.path.isdir(path):
@@ -412,6 +457,20 @@ def report_experiment(path, manifest=None, check_mode=False):
 
     summary = summarize(read_metrics(path))
     table = summary_table(summary)
+    verdict = None
+    if results is not None:
+        verdict = judge_results(results, stopped_by_peer, missing_nodes)
+        manifest = dict(manifest or {})
+        manifest.update(verdict)
+        manifest['results'] = results
+        line = verdict['outcome']
+        if verdict['failed_nodes']:
+            line += ' on ' + ', '.join(verdict['failed_nodes'])
+        if verdict['also_failed']:
+            line += '; then failed: ' + ', '.join(verdict['also_failed'])
+        if verdict['stopped_nodes']:
+            line += '; stopped: ' + ', '.join(verdict['stopped_nodes'])
+        table = ['{0:<10} : {1}'.format('outcome', line)] + table
 
     manifest_path = os.path.join(path, MANIFEST_FILE)
     summary_path = os.path.join(path, SUMMARY_FILE)
@@ -436,7 +495,7 @@ def report_experiment(path, manifest=None, check_mode=False):
             except (IOError, OSError) as exc:
                 raise ExperimentError('cannot write {0}: {1}'.format(filename, exc))
 
-    return dict(
+    result = dict(
         path=path,
         summary=summary,
         table=table,
@@ -444,3 +503,6 @@ def report_experiment(path, manifest=None, check_mode=False):
         summary_path=summary_path,
         changed=changed,
     )
+    if verdict is not None:
+        result.update(verdict)
+    return result

@@ -63,6 +63,27 @@ options:
       - Only used when O(state=reported).
     type: dict
     default: {}
+  results:
+    description:
+      - The final state of the job on each node, as a mapping of node name to the C(job) value returned by
+        M(trainops.multinode.torchrun) (C(exit_code), C(ended_at_epoch), C(status), ...).
+      - When given, the module decides the job's outcome (see RV(outcome), RV(failed_nodes)) and adds it and
+        O(results) to the manifest. Only used when O(state=reported).
+    type: dict
+  stopped_by_peer:
+    description:
+      - Nodes whose job was stopped because another node failed; they are never named as the cause.
+      - Only used with O(results).
+    type: list
+    elements: str
+    default: []
+  missing_nodes:
+    description:
+      - Nodes that could not be reached at the end of the job; they count as failed.
+      - Only used with O(results).
+    type: list
+    elements: str
+    default: []
 notes:
   - "Metrics files are JSON lines, one object per training step with the keys C(rank), C(world_size), C(local_rank), C(node),
     C(epoch), C(step), C(global_step), C(loss), C(grad_norm), C(lr), C(step_time_s), C(samples_per_s) and C(tflops)
@@ -143,6 +164,34 @@ summary_path:
   returned: success and O(state=reported)
   type: str
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000/summary.txt
+outcome:
+  description:
+    - V(succeeded) when every node's job exited 0, else V(failed).
+  returned: success, O(state=reported) and O(results) given
+  type: str
+  sample: failed
+failed_nodes:
+  description:
+    - The cause of a failure, the nodes that could not be reached plus the node(s) whose own job failed first
+      (by the time their torchrun ended).
+  returned: success, O(state=reported) and O(results) given
+  type: list
+  elements: str
+  sample: [node0]
+also_failed:
+  description:
+    - Nodes whose job failed on its own, after the first failure (typically a collective error caused by it).
+  returned: success, O(state=reported) and O(results) given
+  type: list
+  elements: str
+  sample: [node1]
+stopped_nodes:
+  description:
+    - Nodes whose job was stopped because another node failed.
+  returned: success, O(state=reported) and O(results) given
+  type: list
+  elements: str
+  sample: [node2, node3]
 table:
   description: The summary as a small aligned table, one line per list element (also written to C(summary.txt)).
   returned: success and O(state=reported)
@@ -265,6 +314,9 @@ def main():
             name=dict(type='str'),
             path=dict(type='path'),
             manifest=dict(type='dict', default={}),
+            results=dict(type='dict'),
+            stopped_by_peer=dict(type='list', elements='str', default=[]),
+            missing_nodes=dict(type='list', elements='str', default=[]),
         ),
         required_if=[
             ('state', 'created', ['root', 'name']),
@@ -278,7 +330,9 @@ def main():
             result = create_experiment_dir(module.params['root'], module.params['name'], check_mode=module.check_mode)
             module.exit_json(changed=True, **result)
         else:
-            result = report_experiment(module.params['path'], module.params['manifest'], check_mode=module.check_mode)
+            result = report_experiment(module.params['path'], module.params['manifest'], check_mode=module.check_mode,
+                                       results=module.params['results'], stopped_by_peer=module.params['stopped_by_peer'],
+                                       missing_nodes=module.params['missing_nodes'])
             module.exit_json(**result)
     except ExperimentError as exc:
         module.fail_json(msg=str(exc))

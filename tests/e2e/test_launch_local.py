@@ -142,9 +142,12 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert summary['loss_decreased'] is True
     assert summary['throughput_samples_per_s'] > 0
 
-    # each rank saw the settings the launch computed for its node
+    # each rank ran on the node its rank says (static rendezvous: node rank = inventory order) and saw
+    # the settings the launch computed for that node
     for rank in range(4):
         seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+        assert seen['env']['TRAINOPS_NODE'] == ('node0' if rank < 2 else 'node1'), (rank, seen['env'])
+        assert seen['env']['TRAINOPS_NODE_RANK'] == ('0' if rank < 2 else '1')
         assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
 
     assert not lab.leftovers()

@@ -233,3 +233,53 @@ def test_report_no_metrics_does_not_fail(experiment):
 def test_report_missing_dir(tmp_path):
     with pytest.raises(exp.ExperimentError):
         exp.report_experiment(str(tmp_path / 'nope'), {})
+
+
+# --- judge_results: which node caused a failed job --------------------------------------------
+
+def _job(exit_code, ended=None, status='exited'):
+    return {'exit_code': exit_code, 'ended_at_epoch': ended, 'status': status}
+
+
+def test_judge_results_all_zero_is_success():
+    verdict = exp.judge_results({'n0': _job(0, 10.0), 'n1': _job(0, 11.0)})
+    assert verdict == {'outcome': 'succeeded', 'failed_nodes': [], 'also_failed': [], 'stopped_nodes': []}
+
+
+def test_judge_results_first_failure_is_the_cause_and_later_ones_follow():
+    verdict = exp.judge_results({'n0': _job(1, 100.25), 'n1': _job(1, 100.75), 'n2': _job(0, 99.0)})
+    assert verdict['outcome'] == 'failed'
+    assert verdict['failed_nodes'] == ['n0']
+    assert verdict['also_failed'] == ['n1']
+    assert verdict['stopped_nodes'] == []
+
+
+def test_judge_results_stopped_nodes_are_never_the_cause():
+    # n1 was stopped by the wait (it ended first, killed), n0 failed on its own
+    verdict = exp.judge_results({'n0': _job(1, 100.5), 'n1': _job(-15, 100.1)}, stopped_by_peer=['n1'])
+    assert verdict['failed_nodes'] == ['n0']
+    assert verdict['stopped_nodes'] == ['n1']
+
+
+def test_judge_results_missing_nodes_fail_the_job_and_are_named():
+    verdict = exp.judge_results({'n0': _job(0, 1.0)}, missing_nodes=['n3'])
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n3']
+
+
+def test_judge_results_unknown_exit_counts_as_failure_and_iso_time_is_a_fallback():
+    verdict = exp.judge_results({
+        'n0': {'exit_code': None, 'status': 'lost'},
+        'n1': {'exit_code': 2, 'ended_at': '2026-11-22T08:00:01Z'},
+        'n2': {'exit_code': 2, 'ended_at': '2026-11-22T08:00:05Z'},
+    })
+    assert verdict['failed_nodes'] == ['n1']
+    assert verdict['also_failed'] == ['n0', 'n2']
+
+
+def test_report_with_results_writes_outcome_into_manifest(tmp_path):
+    (tmp_path / 'outputs').mkdir()
+    result = exp.report_experiment(str(tmp_path), {'run_id': 'r'}, results={'a': _job(0, 1.0), 'b': _job(3, 2.0)})
+    manifest = json.loads((tmp_path / 'manifest.json').read_text())
+    assert result['outcome'] == manifest['outcome'] == 'failed'
+    assert manifest['failed_nodes'] == ['b'] and manifest['results']['b']['exit_code'] == 3
+    assert result['table'][0].startswith('outcome') and 'failed on b' in result['table'][0]
