@@ -1,0 +1,834 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Start, query and stop the ranked torchrun of one node, detached under a small supervisor.
+
+State directory layout (one per logical node)::
+
+    <state_dir>/current.json               {"run_id": ...} of the last started run
+    <state_dir>/.lock                      flock serialising start/stop on this node
+    <state_dir>/runs/<run_id>/job.json     everything recorded at start (argv, env, chdir, fingerprint, ...)
+    <state_dir>/runs/<run_id>/supervisor.py
+    <state_dir>/runs/<run_id>/supervisor.log
+    <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time
+    <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
+    <state_dir>/runs/<run_id>/exit.json    written by the supervisor once torchrun and its tree are gone
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
+    System,
+    descendants,
+    is_alive,
+)
+
+STATUS_RUNNING = 'running'
+STATUS_EXITED = 'exited'
+STATUS_LOST = 'lost'
+STATUS_ABSENT = 'absent'
+
+START_WAIT = 10.0
+"""Seconds the module waits for the supervisor to record torchrun's pid."""
+CLEANUP_GRACE = 5
+"""Seconds the supervisor gives leftover processes between SIGTERM and SIGKILL once torchrun ended."""
+KILL_WAIT = 5.0
+"""Seconds to wait for processes to vanish after SIGKILL."""
+SUPERVISOR_EXIT_WAIT = 10.0
+"""Extra seconds (on top of CLEANUP_GRACE) to wait for the supervisor to write exit.json after a stop."""
+POLL = 0.2
+
+RUN_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}$')
+
+SUPERVISOR_SOURCE = r'''# -*- coding: utf-8 -*-
+# Supervisor for one torchrun, written by the trainops.multinode.torchrun module.
+# Usage: python supervisor.py /path/to/runs/<run_id>/job.json
+#
+# - detaches (fork, the first process exits at once),
+# - becomes a child subreaper so orphaned workers are re-parented to it,
+# - starts torchrun in a new session with stdout+stderr appended to node.log,
+# - records pids.json (its own and torchrun's pid, pgid, /proc start time) atomically,
+# - waits for torchrun, then terminates and reaps whatever is left of the process tree,
+# - writes exit.json {exit_code, signal, ended_at} and exits.
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def now():
+    return time.time()
+
+
+def iso(ts):
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(ts))
+
+
+def log(msg):
+    sys.stdout.write('%s supervisor[%d]: %s\n' % (iso(now()), os.getpid(), msg))
+    sys.stdout.flush()
+
+
+def write_json(path, data):
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as f:
+        json.dump(data, f, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_stat(pid):
+    try:
+        with open('/proc/%d/stat' % pid, 'rb') as f:
+            data = f.read().decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return None
+    fields = data[data.rfind(')') + 2:].split()
+    try:
+        return {'pid': pid, 'state': fields[0], 'ppid': int(fields[1]), 'pgid': int(fields[2]), 'start_time': int(fields[19])}
+    except (IndexError, ValueError):
+        return None
+
+
+def descendants(root):
+    children = {}
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        st = read_stat(int(name))
+        if st is None or st['state'] in ('Z', 'X', 'x'):
+            continue
+        children.setdefault(st['ppid'], []).append(st)
+    result = {}
+    stack = [root]
+    while stack:
+        for st in children.get(stack.pop(), ()):
+            if st['pid'] not in result and st['pid'] != root:
+                result[st['pid']] = st
+                stack.append(st['pid'])
+    return result
+
+
+def reap():
+    """Reap every exited child without blocking."""
+    reaped = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        reaped[pid] = status
+    return reaped
+
+
+def signal_tree(tree, sig):
+    protected = set([0, 1, os.getpgrp()])
+    groups = set()
+    for st in tree.values():
+        if st['pgid'] in protected:
+            try:
+                os.kill(st['pid'], sig)
+            except OSError:
+                pass
+        else:
+            groups.add(st['pgid'])
+    for pgid in sorted(groups):
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+
+
+def cleanup(grace):
+    me = os.getpid()
+    tree = descendants(me)
+    if tree:
+        log('terminating leftover processes %s' % sorted(tree))
+        signal_tree(tree, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            reap()
+            tree = descendants(me)
+            if not tree:
+                break
+            time.sleep(0.1)
+        if tree:
+            log('killing leftover processes %s' % sorted(tree))
+            signal_tree(tree, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                reap()
+                if not descendants(me):
+                    break
+                time.sleep(0.1)
+    reap()
+
+
+def decode_status(status):
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = 'SIG%d' % sig
+        return 128 + sig, name
+    return os.WEXITSTATUS(status), None
+
+
+def main():
+    job_path = os.path.abspath(sys.argv[1])
+    run_dir = os.path.dirname(job_path)
+    if os.fork() > 0:
+        os._exit(0)
+    with open(job_path) as f:
+        job = json.load(f)
+    pids_path = os.path.join(run_dir, 'pids.json')
+    exit_path = os.path.join(run_dir, 'exit.json')
+    log_path = os.path.join(run_dir, 'node.log')
+    grace = float(job.get('cleanup_grace', 5))
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            log('prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d' % ctypes.get_errno())
+    except Exception as exc:
+        log('cannot become a child subreaper: %s' % exc)
+
+    state = {'proc': None, 'signals': []}
+
+    def on_signal(signum, frame):
+        state['signals'].append(signum)
+        proc = state['proc']
+        if proc is not None:
+            log('got signal %d, sending SIGTERM to torchrun process group %d' % (signum, proc.pid))
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    env = dict(os.environ)
+    env.update(job.get('env') or {})
+    cwd = job.get('chdir') or run_dir
+    log('starting %r in %s' % (job['argv'], cwd))
+    try:
+        with open(os.devnull, 'rb') as devnull:
+            with open(log_path, 'ab') as out:
+                proc = subprocess.Popen(job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
+                                        stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+    except Exception as exc:
+        msg = 'cannot start %r: %s' % (job['argv'], exc)
+        log(msg)
+        write_json(exit_path, {'exit_code': 127, 'signal': None, 'ended_at': iso(now()), 'error': msg})
+        return 127
+    state['proc'] = proc
+    started = now()
+    mine = read_stat(os.getpid()) or {}
+    child = read_stat(proc.pid) or {}
+    write_json(pids_path, {
+        'supervisor_pid': os.getpid(),
+        'supervisor_start_time': mine.get('start_time'),
+        'pid': proc.pid,
+        'pgid': child.get('pgid', proc.pid),
+        'start_time': child.get('start_time'),
+        'started_at': iso(started),
+        'started_at_epoch': started,
+    })
+    log('torchrun pid %d' % proc.pid)
+    if state['signals']:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+    status = None
+    while status is None:
+        try:
+            pid, wstatus = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == proc.pid:
+            status = wstatus
+    # torchrun is reaped: its pid may be reused from now on, never signal it again
+    state['proc'] = None
+    if status is None:
+        exit_code, signame = 255, None
+    else:
+        exit_code, signame = decode_status(status)
+    proc.returncode = exit_code
+    log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
+    cleanup(grace)
+    ended = now()
+    write_json(exit_path, {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended})
+    log('exit.json written')
+    return 0
+
+
+if __name__ == '__main__':
+    try:
+        code = main()
+    except Exception:
+        log(traceback.format_exc())
+        code = 1
+    sys.stdout.flush()
+    os._exit(code)
+'''
+
+
+class TorchrunError(Exception):
+    """Raised for anything the module should report with ``fail_json``; ``details`` are extra return values."""
+
+    def __init__(self, msg, **details):
+        super(TorchrunError, self).__init__(msg)
+        self.msg = msg
+        self.details = details
+
+
+# --------------------------------------------------------------------------------------------------
+# pure helpers
+# --------------------------------------------------------------------------------------------------
+
+def iso_time(epoch):
+    """ISO 8601 UTC time (seconds precision) for an epoch value, ``None`` for ``None``."""
+    if epoch is None:
+        return None
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
+
+
+def validate_run_id(run_id):
+    """Run ids become directory names: allow ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*`` (at most 200 characters)."""
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or '..' in run_id:
+        raise TorchrunError('Invalid run_id %r: use letters, digits and _ . @ + = - (starting with a letter or digit).' % (run_id, ))
+    return run_id
+
+
+def _endpoint(addr, port):
+    if ':' in addr and not addr.startswith('['):
+        addr = '[%s]' % addr  # IPv6 literal
+    return '%s:%d' % (addr, port)
+
+
+def validate_start_params(params):
+    """Check the values ``state=started`` needs beyond what the argument spec checks."""
+    for name in ('run_id', 'nnodes', 'nproc_per_node', 'node_rank', 'master_addr', 'master_port', 'entrypoint'):
+        if params.get(name) is None:
+            raise TorchrunError('%s is required when state=started' % name)
+    validate_run_id(params['run_id'])
+    if params['nnodes'] < 1:
+        raise TorchrunError('nnodes must be >= 1, got %d' % params['nnodes'])
+    if params['nproc_per_node'] < 1:
+        raise TorchrunError('nproc_per_node must be >= 1, got %d' % params['nproc_per_node'])
+    if not 0 <= params['node_rank'] < params['nnodes']:
+        raise TorchrunError('node_rank must be between 0 and nnodes - 1 (%d), got %d' % (params['nnodes'] - 1, params['node_rank']))
+    if not 1 <= params['master_port'] <= 65535:
+        raise TorchrunError('master_port must be between 1 and 65535, got %d' % params['master_port'])
+    if (params.get('max_restarts') or 0) < 0:
+        raise TorchrunError('max_restarts must be >= 0')
+    if params.get('rdzv_timeout') is not None and params['rdzv_timeout'] < 1:
+        raise TorchrunError('rdzv_timeout must be >= 1 second')
+    if not params.get('entrypoint'):
+        raise TorchrunError('entrypoint must not be empty')
+    if (params.get('stop_timeout') or 0) < 0:
+        raise TorchrunError('stop_timeout must be >= 0')
+
+
+def build_argv(params):
+    """Return the argv list (never a shell string) that starts torchrun for this node.
+
+    ``rdzv_timeout`` is passed through ``--rdzv-conf``: torch's static TCP rendezvous reads the key
+    ``timeout`` while the dynamic (c10d) rendezvous handler reads ``join_timeout``.
+    """
+    argv = list(params.get('command_prefix') or [])
+    if params.get('torchrun'):
+        argv.append(params['torchrun'])
+    else:
+        argv.extend([params.get('python') or 'python3', '-m', 'torch.distributed.run'])
+    argv.extend(['--nnodes', str(params['nnodes']), '--nproc-per-node', str(params['nproc_per_node'])])
+    backend = params.get('rdzv_backend') or 'static'
+    timeout = params.get('rdzv_timeout')
+    if backend == 'static':
+        argv.extend([
+            '--rdzv-backend', 'static',
+            '--node-rank', str(params['node_rank']),
+            '--master-addr', params['master_addr'],
+            '--master-port', str(params['master_port']),
+        ])
+        if timeout is not None:
+            argv.extend(['--rdzv-conf', 'timeout=%d' % timeout])
+    elif backend == 'c10d':
+        argv.extend([
+            '--rdzv-backend', 'c10d',
+            '--rdzv-endpoint', _endpoint(params['master_addr'], params['master_port']),
+            '--rdzv-id', params.get('rdzv_id') or params['run_id'],
+        ])
+        if timeout is not None:
+            argv.extend(['--rdzv-conf', 'join_timeout=%d' % timeout])
+    else:
+        raise TorchrunError('Unsupported rdzv_backend %r' % (backend, ))
+    argv.extend(['--max-restarts', str(params.get('max_restarts') or 0)])
+    argv.append(params['entrypoint'])
+    argv.extend(params.get('entrypoint_args') or [])
+    return [str(a) for a in argv]
+
+
+def normalize_env(env):
+    """Return the job environment as ``{str: str}``; ``None`` values are refused."""
+    result = {}
+    for key, value in (env or {}).items():
+        if value is None:
+            raise TorchrunError('env: the value of %s must not be null' % key)
+        if isinstance(value, bool):
+            value = 'true' if value else 'false'
+        result[str(key)] = str(value)
+    return result
+
+
+def compute_fingerprint(argv, env, chdir):
+    """sha256 over argv, env and chdir (canonical JSON)."""
+    blob = json.dumps({'argv': list(argv), 'env': dict(env or {}), 'chdir': chdir}, sort_keys=True, separators=(',', ':'))
+    return hashlib.sha256(blob.encode('utf-8')).hexdigest()
+
+
+def read_json(path):
+    """Return the parsed JSON object in ``path`` or ``None`` (missing, unreadable or half-written)."""
+    try:
+        with open(path, 'rb') as f:
+            data = json.loads(f.read().decode('utf-8'))
+    except (IOError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json_atomic(path, data):
+    """Write ``data`` as JSON to ``path`` through a temporary file and ``os.replace``."""
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as f:
+        json.dump(data, f, sort_keys=True, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path, text, mode=0o644):
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def tail_lines(path, count, max_bytes=1024 * 1024):
+    """Return the last ``count`` lines of ``path`` (at most ``max_bytes`` read); missing file gives ``[]``."""
+    if count <= 0:
+        return []
+    try:
+        with open(path, 'rb') as f:
+            f.seek(0, os.SEEK_END)
+            pos = f.tell()
+            data = b''
+            while pos > 0 and data.count(b'\n') <= count and len(data) < max_bytes:
+                size = min(8192, pos)
+                pos -= size
+                f.seek(pos)
+                data = f.read(size) + data
+    except (IOError, OSError):
+        return []
+    return data.decode('utf-8', 'replace').splitlines()[-count:]
+
+
+# --------------------------------------------------------------------------------------------------
+# one node
+# --------------------------------------------------------------------------------------------------
+
+class TorchrunNode(object):
+    """The runs of one logical node, kept in ``state_dir``."""
+
+    def __init__(self, state_dir, system=None):
+        self.state_dir = os.path.abspath(state_dir)
+        self.system = system or System()
+        self.runs_dir = os.path.join(self.state_dir, 'runs')
+        self.current_path = os.path.join(self.state_dir, 'current.json')
+        self.lock_path = os.path.join(self.state_dir, '.lock')
+
+    # --- paths and records --------------------------------------------------------------------
+    def run_dir(self, run_id):
+        return os.path.join(self.runs_dir, run_id)
+
+    def paths(self, run_id):
+        run_dir = self.run_dir(run_id)
+        return {
+            'run_dir': run_dir,
+            'job': os.path.join(run_dir, 'job.json'),
+            'pids': os.path.join(run_dir, 'pids.json'),
+            'exit': os.path.join(run_dir, 'exit.json'),
+            'log': os.path.join(run_dir, 'node.log'),
+            'supervisor': os.path.join(run_dir, 'supervisor.py'),
+            'supervisor_log': os.path.join(run_dir, 'supervisor.log'),
+        }
+
+    def current_run_id(self):
+        data = read_json(self.current_path)
+        return data.get('run_id') if data else None
+
+    def run_ids(self):
+        try:
+            names = sorted(os.listdir(self.runs_dir))
+        except OSError:
+            return []
+        return [n for n in names if RUN_ID_RE.match(n) and os.path.isfile(os.path.join(self.runs_dir, n, 'job.json'))]
+
+    def _lock(self, check_mode, create=False):
+        """Serialise start/stop on this node; check mode neither creates nor locks anything."""
+        if check_mode:
+            return contextlib.nullcontext()
+        if create:
+            os.makedirs(self.runs_dir, exist_ok=True)
+        if os.path.isdir(self.state_dir):
+            return self.system.lock(self.lock_path)
+        return contextlib.nullcontext()
+
+    def state(self, run_id):
+        """Return everything known about ``run_id``: spec (job.json), pids, exit record and status."""
+        paths = self.paths(run_id)
+        spec = read_json(paths['job'])
+        result = {'run_id': run_id, 'paths': paths, 'spec': spec, 'pids': None, 'exit': None,
+                  'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+        if spec is None:
+            return result
+        pids = read_json(paths['pids'])
+        result['pids'] = pids
+        if pids:
+            result['supervisor_alive'] = is_alive(self.system.read_proc_stat(pids.get('supervisor_pid')), pids.get('supervisor_start_time')) \
+                if pids.get('supervisor_pid') else False
+            result['torchrun_alive'] = is_alive(self.system.read_proc_stat(pids.get('pid')), pids.get('start_time')) \
+                if pids.get('pid') else False
+        # exit.json is read after the liveness check: the supervisor writes it before exiting
+        exit_rec = read_json(paths['exit'])
+        result['exit'] = exit_rec
+        if exit_rec is not None:
+            result['status'] = STATUS_EXITED
+        elif result['supervisor_alive']:
+            result['status'] = STATUS_RUNNING
+        else:
+            result['status'] = STATUS_LOST
+        return result
+
+    @staticmethod
+    def is_active(state):
+        """Running, or lost while torchrun itself is still alive (its supervisor was killed)."""
+        return state['status'] == STATUS_RUNNING or (state['status'] == STATUS_LOST and state['torchrun_alive'])
+
+    def job_view(self, state, spec=None):
+        """The ``job`` return value for a state (``spec`` overrides job.json, used for check mode plans)."""
+        spec = spec if spec is not None else (state['spec'] or {})
+        pids = state['pids'] or {}
+        exit_rec = state['exit'] or {}
+        paths = state['paths']
+        return {
+            'run_id': state['run_id'],
+            'status': state['status'],
+            'pid': pids.get('pid'),
+            'pgid': pids.get('pgid'),
+            'supervisor_pid': pids.get('supervisor_pid'),
+            'node_rank': spec.get('node_rank'),
+            'argv': spec.get('argv'),
+            'env': spec.get('env'),
+            'chdir': spec.get('chdir'),
+            'started_at': pids.get('started_at'),
+            'ended_at': exit_rec.get('ended_at'),
+            'exit_code': exit_rec.get('exit_code'),
+            'signal': exit_rec.get('signal'),
+            'run_dir': paths['run_dir'] if state['run_id'] else None,
+            'log_path': paths['log'] if state['run_id'] else None,
+            'fingerprint': spec.get('fingerprint'),
+        }
+
+    def _result(self, state, changed, log_lines, **extra):
+        result = {'changed': changed, 'job': self.job_view(state),
+                  'log_tail': tail_lines(state['paths']['log'], log_lines) if state['run_id'] else []}
+        result.update(extra)
+        return result
+
+    def _absent_state(self):
+        return {'run_id': None, 'paths': self.paths('_'), 'spec': None, 'pids': None, 'exit': None,
+                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+
+    # --- query --------------------------------------------------------------------------------
+    def query(self, run_id=None, log_lines=20):
+        run_id = run_id or self.current_run_id()
+        if not run_id:
+            return self._result(self._absent_state(), False, 0)
+        validate_run_id(run_id)
+        return self._result(self.state(run_id), False, log_lines)
+
+    # --- start --------------------------------------------------------------------------------
+    def start(self, params, check_mode=False):
+        validate_start_params(params)
+        run_id = params['run_id']
+        argv = build_argv(params)
+        env = normalize_env(params.get('env'))
+        chdir = params.get('chdir')
+        fingerprint = compute_fingerprint(argv, env, chdir)
+        stop_timeout = params.get('stop_timeout')
+        stop_timeout = 15 if stop_timeout is None else stop_timeout
+        log_lines = params.get('log_lines')
+        log_lines = 20 if log_lines is None else log_lines
+        spec = {
+            'run_id': run_id,
+            'argv': argv,
+            'env': env,
+            'chdir': chdir,
+            'fingerprint': fingerprint,
+            'node_rank': params['node_rank'],
+            'nnodes': params['nnodes'],
+            'nproc_per_node': params['nproc_per_node'],
+            'rdzv_backend': params.get('rdzv_backend') or 'static',
+            'master_addr': params['master_addr'],
+            'master_port': params['master_port'],
+            'state_dir': self.state_dir,
+            'cleanup_grace': CLEANUP_GRACE,
+        }
+
+        with self._lock(check_mode, create=True):
+            state = self.state(run_id)
+            if state['status'] != STATUS_ABSENT:
+                existing = state['spec'].get('fingerprint')
+                if existing != fingerprint:
+                    differ = [k for k, v in (('argv', argv), ('env', env), ('chdir', chdir)) if state['spec'].get(k) != v]
+                    raise TorchrunError(
+                        'Run %s already exists in %s with a different fingerprint (recorded %s, requested %s; %s differ). '
+                        'Use a new run_id to start a different job.' % (
+                            run_id, state['paths']['run_dir'], existing, fingerprint, ', '.join(differ) or 'recorded values'),
+                        job=self.job_view(state), fingerprint=fingerprint)
+                if state['status'] == STATUS_LOST:
+                    raise TorchrunError(
+                        'Run %s was started before but is lost: its supervisor is gone and no exit.json was written (see %s). '
+                        'Use a new run_id.' % (run_id, state['paths']['supervisor_log']),
+                        job=self.job_view(state), log_tail=tail_lines(state['paths']['log'], log_lines))
+                return self._result(state, False, log_lines, replaced=[], stopped_pids=[])
+
+            others = [self.state(r) for r in self.run_ids() if r != run_id]
+            active = [o for o in others if self.is_active(o)]
+            if active and not params.get('replace'):
+                descr = '; '.join('run %s (status %s, pid %s, started_at %s, log %s)' % (
+                    o['run_id'], o['status'], (o['pids'] or {}).get('pid'), (o['pids'] or {}).get('started_at'), o['paths']['log'])
+                    for o in active)
+                raise TorchrunError(
+                    'Another run is still running on this node (%s): %s. Stop it first or set replace=true.' % (self.state_dir, descr),
+                    running=[self.job_view(o) for o in active])
+
+            replaced = []
+            stopped_pids = []
+            warnings = []
+            for other in active:
+                stopped, dummy, warns = self._terminate(other, stop_timeout, check_mode)
+                replaced.append(other['run_id'])
+                stopped_pids.extend(stopped)
+                warnings.extend(warns)
+
+            if check_mode:
+                planned = dict(self._empty_state(run_id), status=STATUS_ABSENT)
+                return {'changed': True, 'job': self.job_view(planned, spec=spec), 'log_tail': [],
+                        'replaced': replaced, 'stopped_pids': sorted(stopped_pids), 'warnings': warnings}
+
+            self._launch(run_id, spec)
+            state = self.state(run_id)
+            return self._result(state, True, log_lines, replaced=replaced, stopped_pids=sorted(stopped_pids), warnings=warnings)
+
+    def _empty_state(self, run_id):
+        return {'run_id': run_id, 'paths': self.paths(run_id), 'spec': None, 'pids': None, 'exit': None,
+                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+
+    def _launch(self, run_id, spec):
+        paths = self.paths(run_id)
+        os.makedirs(paths['run_dir'], exist_ok=True)
+        for stale in (paths['pids'], paths['exit']):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        spec = dict(spec, created_at=iso_time(self.system.time()))
+        write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
+        write_json_atomic(paths['job'], spec)
+        rc = self.system.spawn_detached([sys.executable, paths['supervisor'], paths['job']], cwd=paths['run_dir'],
+                                        output_path=paths['supervisor_log'])
+        write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
+        if rc != 0:
+            raise TorchrunError('The supervisor for run %s could not be started (exit status %s). Supervisor log:\n%s' % (
+                run_id, rc, '\n'.join(tail_lines(paths['supervisor_log'], 50))),
+                supervisor_log=tail_lines(paths['supervisor_log'], 50))
+        deadline = self.system.monotonic() + START_WAIT
+        while True:
+            if read_json(paths['pids']) is not None:
+                return
+            exit_rec = read_json(paths['exit'])
+            if exit_rec is not None:
+                raise TorchrunError('torchrun for run %s could not be started: %s. Supervisor log:\n%s' % (
+                    run_id, exit_rec.get('error') or 'exit code %s' % exit_rec.get('exit_code'),
+                    '\n'.join(tail_lines(paths['supervisor_log'], 50))),
+                    supervisor_log=tail_lines(paths['supervisor_log'], 50))
+            if self.system.monotonic() >= deadline:
+                raise TorchrunError('The supervisor for run %s did not record the torchrun pid within %s seconds. Supervisor log:\n%s' % (
+                    run_id, START_WAIT, '\n'.join(tail_lines(paths['supervisor_log'], 50))),
+                    supervisor_log=tail_lines(paths['supervisor_log'], 50))
+            self.system.sleep(0.05)
+
+    # --- stop ---------------------------------------------------------------------------------
+    def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False):
+        run_id = run_id or self.current_run_id()
+        if not run_id:
+            return self._result(self._absent_state(), False, 0, stopped_pids=[], killed_pids=[])
+        validate_run_id(run_id)
+        with self._lock(check_mode):
+            state = self.state(run_id)
+            if not self.is_active(state):
+                return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
+            stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
+            if not check_mode:
+                state = self.state(run_id)
+            return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings)
+
+    def _targets(self, state, processes):
+        """Live processes of the run's tree: all descendants of a verified supervisor, or (supervisor gone)
+        torchrun and its descendants if torchrun itself is verified alive."""
+        pids = state['pids'] or {}
+        sup = pids.get('supervisor_pid')
+        if sup and is_alive(processes.get(sup), pids.get('supervisor_start_time')):
+            return descendants(processes, sup)
+        torchrun = pids.get('pid')
+        if torchrun and is_alive(processes.get(torchrun), pids.get('start_time')):
+            tree = descendants(processes, torchrun)
+            tree[torchrun] = processes[torchrun]
+            return tree
+        return {}
+
+    def _protected_pgids(self, state, processes):
+        protected = set([0, 1, self.system.own_pgid()])
+        pids = state['pids'] or {}
+        sup = pids.get('supervisor_pid')
+        if sup:
+            protected.add(sup)
+            if sup in processes:
+                protected.add(processes[sup].pgid)
+        return protected
+
+    def _signal(self, tree, sig, protected, first_group=None):
+        """Signal the process group of every process in ``tree`` (``first_group``, torchrun's, first);
+        processes whose group is protected are signalled one by one."""
+        groups = []
+        if first_group is not None and first_group not in protected and any(i.pgid == first_group for i in tree.values()):
+            groups.append(first_group)
+        for info in sorted(tree.values()):
+            if info.pgid in protected:
+                self.system.kill(info.pid, sig)
+            elif info.pgid not in groups:
+                groups.append(info.pgid)
+        for pgid in groups:
+            self.system.killpg(pgid, sig)
+
+    def _terminate(self, state, stop_timeout, check_mode):
+        """SIGTERM the run's process tree, SIGKILL what is left after ``stop_timeout``, wait for the supervisor.
+
+        Returns ``(stopped_pids, killed_pids, warnings)``; in check mode nothing is signalled and
+        ``stopped_pids`` lists what would be stopped.
+        """
+        processes = self.system.list_processes()
+        tree = self._targets(state, processes)
+        if check_mode:
+            return sorted(tree), [], []
+        pids = state['pids'] or {}
+        protected = self._protected_pgids(state, processes)
+        seen = dict((pid, info.start_time) for pid, info in tree.items())
+        self._signal(tree, signal.SIGTERM, protected, first_group=pids.get('pgid'))
+
+        deadline = self.system.monotonic() + stop_timeout
+        while True:
+            processes = self.system.list_processes()
+            for pid, info in self._targets(state, processes).items():
+                seen.setdefault(pid, info.start_time)
+            remaining = dict((pid, processes[pid]) for pid, start in seen.items() if is_alive(processes.get(pid), start))
+            if not remaining or self.system.monotonic() >= deadline:
+                break
+            self.system.sleep(POLL)
+
+        killed = []
+        if remaining:
+            tree = self._targets(state, processes)
+            tree.update(remaining)
+            killed = sorted(tree)
+            self._signal(tree, signal.SIGKILL, protected, first_group=pids.get('pgid'))
+            deadline = self.system.monotonic() + KILL_WAIT
+            while True:
+                processes = self.system.list_processes()
+                for pid, info in self._targets(state, processes).items():
+                    if pid not in seen:
+                        seen[pid] = info.start_time
+                        self.system.kill(pid, signal.SIGKILL)
+                remaining = dict((pid, processes[pid]) for pid, start in seen.items() if is_alive(processes.get(pid), start))
+                if not remaining or self.system.monotonic() >= deadline:
+                    break
+                self.system.sleep(POLL)
+
+        warnings = []
+        if remaining:
+            warnings.append('Processes %s of run %s are still alive after SIGKILL' % (sorted(remaining), state['run_id']))
+
+        # let the supervisor reap, clean up and write exit.json
+        sup = pids.get('supervisor_pid')
+        if sup:
+            deadline = self.system.monotonic() + CLEANUP_GRACE + SUPERVISOR_EXIT_WAIT
+            while True:
+                if read_json(state['paths']['exit']) is not None:
+                    break
+                if not is_alive(self.system.read_proc_stat(sup), pids.get('supervisor_start_time')):
+                    break
+                if self.system.monotonic() >= deadline:
+                    warnings.append('The supervisor (pid %d) of run %s did not write exit.json in time' % (sup, state['run_id']))
+                    break
+                self.system.sleep(POLL)
+        stopped = sorted(pid for pid in seen if pid not in remaining)
+        return stopped, killed, warnings
+
+
+def run_module(params, check_mode=False, system=None):
+    """Entry point used by the module: dispatch on ``params['state']`` and return the result dict."""
+    node = TorchrunNode(params['state_dir'], system=system)
+    state = params.get('state') or 'started'
+    log_lines = params.get('log_lines')
+    log_lines = 20 if log_lines is None else max(0, log_lines)
+    if state == 'started':
+        return node.start(dict(params, log_lines=log_lines), check_mode=check_mode)
+    if state == 'stopped':
+        stop_timeout = params.get('stop_timeout')
+        stop_timeout = 15 if stop_timeout is None else stop_timeout
+        if stop_timeout < 0:
+            raise TorchrunError('stop_timeout must be >= 0')
+        return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode)
+    if state == 'query':
+        return node.query(params.get('run_id'), log_lines=log_lines)
+    raise TorchrunError('Unsupported state %r' % (state, ))

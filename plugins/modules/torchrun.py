@@ -1,0 +1,373 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+DOCUMENTATION = r"""
+---
+module: torchrun
+short_description: Start, query and stop the ranked torchrun of one node
+version_added: 0.1.0
+description:
+  - Starts C(torchrun) (C(python -m torch.distributed.run)) for one node of a multi-node PyTorch job, detached from the
+    Ansible connection under a small supervisor process, and queries or stops it later.
+  - The supervisor becomes a child subreaper, starts torchrun in its own session with stdout and stderr appended to
+    C(node.log), records the pids and C(/proc) start times, and writes C(exit.json) once torchrun and every process
+    left in its tree have ended.
+  - Stopping covers the whole process tree under the supervisor, because torch's elastic agent starts every worker in
+    a session of its own. Processes are never looked up by name or command line, and recorded pids are verified by
+    their C(/proc) start time before they are signalled.
+  - Starting is idempotent per O(run_id) through a fingerprint (sha256 of argv, environment and working directory).
+author:
+  - trainops maintainers (@trainops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - trainops.multinode.torchrun
+attributes:
+  check_mode:
+    support: full
+    details:
+      - With O(state=started) and O(state=stopped) the module reports what it would do and changes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+    details:
+      - Needs Linux C(/proc) and C(prctl(PR_SET_CHILD_SUBREAPER)).
+options:
+  state:
+    description:
+      - V(started) starts the run unless a run with the same O(run_id) and fingerprint exists already (running or exited).
+      - V(stopped) sends C(SIGTERM) to torchrun's process group and to the process groups of every live descendant of
+        the supervisor, waits up to O(stop_timeout) seconds, sends C(SIGKILL) to what is left, then waits for C(exit.json).
+      - V(query) only reports the run's status.
+    type: str
+    choices: [started, stopped, query]
+    default: started
+  run_id:
+    description:
+      - Identifier of the run; it names the directory C(runs/<run_id>) below O(state_dir).
+      - Letters, digits and C(_ . @ + = -), starting with a letter or digit.
+      - Required when O(state=started). For O(state=stopped) and O(state=query) it defaults to the run recorded in
+        C(current.json), the last one started.
+    type: str
+  nnodes:
+    description:
+      - Number of nodes of the job (C(--nnodes)). Must be at least 1.
+      - Required when O(state=started).
+    type: int
+  nproc_per_node:
+    description:
+      - Number of worker processes on this node (C(--nproc-per-node)). Must be at least 1.
+      - Required when O(state=started).
+    type: int
+  node_rank:
+    description:
+      - Rank of this node, from V(0) to O(nnodes) - 1.
+      - Passed as C(--node-rank) with O(rdzv_backend=static); recorded only with O(rdzv_backend=c10d), where torch
+        assigns ranks itself.
+      - Required when O(state=started).
+    type: int
+  master_addr:
+    description:
+      - Address of the rank 0 node (C(--master-addr), or the host part of C(--rdzv-endpoint) with O(rdzv_backend=c10d)).
+      - Required when O(state=started).
+    type: str
+  master_port:
+    description:
+      - Port on the rank 0 node, from 1 to 65535 (C(--master-port), or the port of C(--rdzv-endpoint)).
+      - Required when O(state=started).
+    type: int
+  rdzv_backend:
+    description:
+      - V(static) makes the rank to host mapping deterministic; torchrun gets C(--rdzv-backend static --node-rank
+        --master-addr --master-port).
+      - V(c10d) uses the dynamic rendezvous; torchrun gets C(--rdzv-backend c10d --rdzv-endpoint addr:port --rdzv-id).
+    type: str
+    choices: [static, c10d]
+    default: static
+  rdzv_id:
+    description:
+      - Rendezvous id for O(rdzv_backend=c10d). Defaults to O(run_id).
+    type: str
+  rdzv_timeout:
+    description:
+      - Seconds to wait for the other nodes to join.
+      - Passed as C(--rdzv-conf timeout=N) with O(rdzv_backend=static) (read by torch's static TCP rendezvous) and as
+        C(--rdzv-conf join_timeout=N) with O(rdzv_backend=c10d) (read by the dynamic rendezvous handler).
+      - When not set, torch's defaults apply.
+    type: int
+  max_restarts:
+    description:
+      - C(--max-restarts) for the elastic agent.
+    type: int
+    default: 0
+  entrypoint:
+    description:
+      - Training script run by every worker; a path relative to O(chdir) is allowed.
+      - Required when O(state=started).
+    type: str
+  entrypoint_args:
+    description:
+      - Arguments for O(entrypoint).
+    type: list
+    elements: str
+    default: []
+  python:
+    description:
+      - Interpreter used as C([python, -m, torch.distributed.run, ...]) when O(torchrun) is not set.
+    type: str
+    default: python3
+  torchrun:
+    description:
+      - Path of a C(torchrun) executable to use instead of C(python -m torch.distributed.run).
+    type: path
+  command_prefix:
+    description:
+      - Words put in front of the whole command, for example a profiler wrapper or C(docker exec).
+    type: list
+    elements: str
+    default: []
+  chdir:
+    description:
+      - Working directory of torchrun and its workers.
+      - When not set, the run directory C(<state_dir>/runs/<run_id>) is used.
+    type: path
+  env:
+    description:
+      - Environment variables added on top of the module's own environment for the job.
+      - Values are converted to strings (booleans to V(true) and V(false)).
+    type: dict
+    default: {}
+  replace:
+    description:
+      - When another run is still running on this node (this O(state_dir)), stop it first and then start this one.
+      - When V(false), starting fails with a message naming the other run.
+    type: bool
+    default: false
+notes:
+  - The module returns as soon as the supervisor has recorded torchrun's pid (it waits at most 10 seconds for that).
+    Use M(trainops.multinode.torchrun_wait) to wait for the job.
+  - The supervisor runs with the same Python interpreter as the module.
+seealso:
+  - module: trainops.multinode.torchrun_wait
+"""
+
+EXAMPLES = r"""
+- name: Start this node's share of a 4-node job
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node0
+    run_id: llama-ft-20250101
+    nnodes: 4
+    nproc_per_node: 8
+    node_rank: "{{ node_rank }}"
+    master_addr: "{{ hostvars[groups['nodes'][0]].ansible_host }}"
+    master_port: 29500
+    rdzv_timeout: 600
+    python: /opt/venv/bin/python
+    chdir: /opt/train
+    entrypoint: train.py
+    entrypoint_args: [--epochs, "3"]
+    env:
+      NCCL_DEBUG: INFO
+      NCCL_SOCKET_IFNAME: eth0
+  register: start
+
+- name: Use the c10d rendezvous and a torchrun executable, wrapped by a profiler
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node0
+    run_id: profile-1
+    rdzv_backend: c10d
+    nnodes: 2
+    nproc_per_node: 4
+    node_rank: 0
+    master_addr: 10.0.0.1
+    master_port: 29400
+    torchrun: /opt/venv/bin/torchrun
+    command_prefix: [nsys, profile, -o, /tmp/profile]
+    entrypoint: /opt/train/train.py
+
+- name: Replace whatever run is still going on this node
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node0
+    run_id: llama-ft-20250102
+    replace: true
+    nnodes: 1
+    nproc_per_node: 8
+    node_rank: 0
+    master_addr: 127.0.0.1
+    master_port: 29500
+    entrypoint: /opt/train/train.py
+
+- name: Query the last run started on this node
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node0
+    state: query
+    log_lines: 50
+  register: q
+
+- name: Stop it (SIGTERM, SIGKILL after 30 seconds)
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node0
+    state: stopped
+    stop_timeout: 30
+"""
+
+RETURN = r"""
+job:
+  description: The run as recorded on the node.
+  returned: always
+  type: dict
+  contains:
+    run_id:
+      description: Run id, V(null) when there is no run.
+      type: str
+      sample: llama-ft-20250101
+    status:
+      description:
+        - V(running) while the supervisor is alive, V(exited) once C(exit.json) was written, V(lost) when the supervisor
+          is gone without writing C(exit.json), V(absent) when there is no such run.
+      type: str
+      sample: running
+    pid:
+      description: Pid of torchrun.
+      type: int
+      sample: 12345
+    pgid:
+      description: Process group of torchrun (its workers run in sessions of their own).
+      type: int
+      sample: 12345
+    supervisor_pid:
+      description: Pid of the supervisor.
+      type: int
+      sample: 12340
+    node_rank:
+      description: Node rank given at start.
+      type: int
+      sample: 0
+    argv:
+      description: The command started, as a list.
+      type: list
+      elements: str
+      sample: [python3, -m, torch.distributed.run, --nnodes, "2", --nproc-per-node, "8", --rdzv-backend, static,
+               --node-rank, "0", --master-addr, 10.0.0.1, --master-port, "29500", --max-restarts, "0", train.py]
+    env:
+      description: The environment variables given with O(env).
+      type: dict
+      sample: {NCCL_DEBUG: INFO}
+    chdir:
+      description: The O(chdir) given at start, V(null) when the run directory is used.
+      type: str
+      sample: /opt/train
+    started_at:
+      description: When torchrun was started (ISO 8601, UTC).
+      type: str
+      sample: "2025-01-01T12:00:00Z"
+    ended_at:
+      description: When the supervisor wrote C(exit.json) (ISO 8601, UTC); V(null) while running.
+      type: str
+      sample: "2025-01-01T13:00:00Z"
+    exit_code:
+      description: Exit code of torchrun; 128 + signal number when it was killed by a signal; V(null) while running.
+      type: int
+      sample: 0
+    signal:
+      description: Name of the signal that ended torchrun, V(null) if it exited normally.
+      type: str
+      sample: SIGTERM
+    run_dir:
+      description: Directory of the run on the node.
+      type: str
+      sample: /var/lib/trainops/node0/runs/llama-ft-20250101
+    log_path:
+      description: Path of C(node.log) on the node.
+      type: str
+      sample: /var/lib/trainops/node0/runs/llama-ft-20250101/node.log
+    fingerprint:
+      description: sha256 of argv, env and chdir.
+      type: str
+      sample: 4f0b1c3e0d5e7a8c9b2a1d0e3f4c5b6a7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a
+log_tail:
+  description: The last O(log_lines) lines of C(node.log).
+  returned: always
+  type: list
+  elements: str
+  sample: ["[trainops] node=gpu1 rank=0/4 epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5"]
+stopped_pids:
+  description:
+    - Pids of the run's process tree that were stopped (would be stopped in check mode).
+    - With O(state=started) and O(replace=true), the pids of the replaced runs.
+  returned: when O(state) is V(stopped) or V(started)
+  type: list
+  elements: int
+  sample: [12345, 12350, 12351]
+killed_pids:
+  description: Pids that were still alive after O(stop_timeout) and got C(SIGKILL).
+  returned: when O(state=stopped)
+  type: list
+  elements: int
+  sample: []
+replaced:
+  description: Run ids stopped because of O(replace=true).
+  returned: when O(state=started)
+  type: list
+  elements: str
+  sample: [llama-ft-20250101]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
+    TorchrunError,
+    run_module,
+)
+
+
+def main():
+    argument_spec = dict(
+        state=dict(type='str', default='started', choices=['started', 'stopped', 'query']),
+        state_dir=dict(type='path', required=True),
+        run_id=dict(type='str'),
+        nnodes=dict(type='int'),
+        nproc_per_node=dict(type='int'),
+        node_rank=dict(type='int'),
+        master_addr=dict(type='str'),
+        master_port=dict(type='int'),
+        rdzv_backend=dict(type='str', default='static', choices=['static', 'c10d']),
+        rdzv_id=dict(type='str'),
+        rdzv_timeout=dict(type='int'),
+        max_restarts=dict(type='int', default=0),
+        entrypoint=dict(type='str'),
+        entrypoint_args=dict(type='list', elements='str', default=[]),
+        python=dict(type='str', default='python3'),
+        torchrun=dict(type='path'),
+        command_prefix=dict(type='list', elements='str', default=[]),
+        chdir=dict(type='path'),
+        env=dict(type='dict', default={}),
+        replace=dict(type='bool', default=False),
+        stop_timeout=dict(type='int', default=15),
+        log_lines=dict(type='int', default=20),
+    )
+    module = AnsibleModule(
+        argument_spec=argument_spec,
+        required_if=[
+            ('state', 'started', ('run_id', 'nnodes', 'nproc_per_node', 'node_rank', 'master_addr', 'master_port', 'entrypoint')),
+        ],
+        supports_check_mode=True,
+    )
+    try:
+        result = run_module(module.params, check_mode=module.check_mode)
+    except TorchrunError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    for warning in result.pop('warnings', None) or []:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

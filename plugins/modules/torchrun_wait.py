@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+DOCUMENTATION = r"""
+---
+module: torchrun_wait
+short_description: Wait for one node's torchrun job and fail fast when another node of the job failed
+version_added: 0.1.0
+description:
+  - Runs on the controller once per host of the job, as a normal task on all node hosts.
+  - Every O(poll_interval) seconds it runs M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query)
+    on the host, writes the host's status atomically to C(<sync_dir>/<inventory_hostname>.json) and reads the status
+    files of the other hosts.
+  - When the host's run exited with code 0 the task is ok. When it exited with another code, was killed by a signal,
+    is lost or does not exist, the task fails with a message naming the host (and its node rank) and the last log lines.
+  - When another host's status file says it failed (states V(failed) or V(error)), this host's run is stopped with
+    O(trainops.multinode.torchrun#module:state=stopped) and the task fails with the message C(stopped because <host> failed).
+  - After O(timeout) seconds the task fails with RV(timed_out=true) without stopping anything (leave that to the
+    playbook's C(rescue)).
+  - "Every O(progress_interval) seconds one line C(<host> rank <node_rank>: running  <last progress>) is displayed."
+  - This module is implemented as an action plugin; the module file only holds the documentation.
+author:
+  - trainops maintainers (@trainops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - trainops.multinode.torchrun
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: partial
+    details:
+      - In check mode the run is queried once; nothing is waited for, written to O(sync_dir) or stopped.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  run_id:
+    description:
+      - The run to wait for. Defaults to the last run started in O(state_dir).
+      - Status files of other hosts that name a different run id are ignored.
+    type: str
+  node_rank:
+    description:
+      - Node rank of this host, used in messages and the status file.
+      - Defaults to the node rank recorded when the run was started.
+    type: int
+  sync_dir:
+    description:
+      - Directory on the controller shared by all hosts of the job; it is created if needed.
+      - Use a fresh directory for every job (for example one that contains the run id).
+    type: path
+    required: true
+  poll_interval:
+    description:
+      - Seconds between two queries of the host's run.
+    type: float
+    default: 2.0
+  progress_interval:
+    description:
+      - Seconds between two progress lines on the console.
+    type: float
+    default: 10.0
+  timeout:
+    description:
+      - Seconds to wait at most; V(0) waits without limit.
+    type: int
+    default: 0
+  progress_pattern:
+    description:
+      - Python regular expression searched in the log lines; the last match is the host's progress. When the pattern
+        has a group, group 1 is used, otherwise the whole match.
+      - The default matches progress lines of C(train.py) such as
+        C([trainops] node=gpu1 rank=0/4 epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5) and captures from C(epoch=)
+        (or C(step=)) to the end of the line.
+    type: str
+    default: '\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
+notes:
+  - O(log_lines) should be large enough to contain a progress line; only the returned log tail is searched.
+seealso:
+  - module: trainops.multinode.torchrun
+"""
+
+EXAMPLES = r"""
+- name: Start the job on every node
+  trainops.multinode.torchrun:
+    state_dir: /var/lib/trainops/node
+    run_id: "{{ run_id }}"
+    nnodes: "{{ groups['nodes'] | length }}"
+    nproc_per_node: 8
+    node_rank: "{{ groups['nodes'].index(inventory_hostname) }}"
+    master_addr: "{{ hostvars[groups['nodes'][0]].ansible_host }}"
+    master_port: 29500
+    entrypoint: /opt/train/train.py
+
+- name: Wait for the job, stop everything as soon as one node fails
+  block:
+    - name: Wait
+      trainops.multinode.torchrun_wait:
+        state_dir: /var/lib/trainops/node
+        run_id: "{{ run_id }}"
+        node_rank: "{{ groups['nodes'].index(inventory_hostname) }}"
+        sync_dir: "{{ playbook_dir }}/.sync/{{ run_id }}"
+        timeout: 7200
+        progress_interval: 30
+      register: waited
+  rescue:
+    - name: Stop this node's run
+      trainops.multinode.torchrun:
+        state_dir: /var/lib/trainops/node
+        run_id: "{{ run_id }}"
+        state: stopped
+    - name: Fail with the reason
+      ansible.builtin.fail:
+        msg: "{{ waited.msg | default('torchrun_wait failed') }}"
+"""
+
+RETURN = r"""
+job:
+  description: The run as last returned by M(trainops.multinode.torchrun) (see the RV(trainops.multinode.torchrun#module:job) return value there).
+  returned: always
+  type: dict
+  sample:
+    run_id: llama-ft-20250101
+    status: exited
+    exit_code: 0
+    signal: null
+    pid: 12345
+    pgid: 12345
+    supervisor_pid: 12340
+    node_rank: 0
+    log_path: /var/lib/trainops/node/runs/llama-ft-20250101/node.log
+log_tail:
+  description: The last O(log_lines) lines of the node's C(node.log).
+  returned: always
+  type: list
+  elements: str
+  sample: ["[trainops] node=gpu1 rank=0/4 epoch=2 step=40/40 loss=0.1234 samples_per_s=1250.0"]
+progress:
+  description: The last progress match (see O(progress_pattern)), V(null) if none was seen.
+  returned: always
+  type: str
+  sample: epoch=2 step=40/40 loss=0.1234 samples_per_s=1250.0
+peer_failures:
+  description: The other hosts whose status file said they failed (only when this host's run was stopped because of them).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    host:
+      description: Inventory hostname of the failed host.
+      type: str
+    node_rank:
+      description: Its node rank, when known.
+      type: int
+    state:
+      description: V(failed) or V(error) (its run could not be queried).
+      type: str
+    status:
+      description: Its run's status (V(exited), V(lost), ...).
+      type: str
+    exit_code:
+      description: Its run's exit code.
+      type: int
+    signal:
+      description: The signal that ended its run.
+      type: str
+    progress:
+      description: Its last progress.
+      type: str
+  sample: [{host: gpu2, node_rank: 1, state: failed, status: exited, exit_code: 1, signal: null, progress: epoch=0 step=3/40}]
+stopped_pids:
+  description: Pids stopped on this host because another host failed.
+  returned: when this host's run was stopped because another host failed
+  type: list
+  elements: int
+  sample: [12345, 12350]
+timed_out:
+  description: Whether the task failed because O(timeout) was reached.
+  returned: always
+  type: bool
+  sample: false
+waited_s:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+  sample: 3600.5
+"""

@@ -1,0 +1,380 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Real processes: a detached torchrun (nnodes 1, nproc 2, CPU) started, queried and stopped through the module logic.
+
+Nothing here kills by name: every process the tests may leave behind is recorded by pid and start time and
+cleaned up in a fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SYSTEM = System()
+
+WORKER = textwrap.dedent('''
+    import os, subprocess, sys, time
+    rank = os.environ["RANK"]
+    node = os.environ.get("GROUP_RANK", "0")
+    out = sys.argv[1]
+    mode = sys.argv[2]
+
+
+    def record(name, pid):
+        tmp = os.path.join(out, ".%s.tmp" % name)
+        with open(tmp, "w") as f:
+            f.write(str(pid))
+        os.replace(tmp, os.path.join(out, name))
+
+
+    record("worker%s.pid" % rank, os.getpid())
+    if mode == "fail" and rank == "1":
+        print("[trainops] node=test rank=1/2 epoch=0 step=1/40 loss=9.9 samples_per_s=1.0", flush=True)
+        sys.exit(3)
+    if mode == "fail-node1" and node == "1":
+        print("[trainops] node=test rank=%s/2 epoch=0 step=1/40 loss=9.9 samples_per_s=1.0" % rank, flush=True)
+        time.sleep(4)
+        sys.exit(3)
+    if mode == "grandchild" and rank == "0":
+        # a grandchild in a session of its own: only the supervisor's subreaper tree walk can find it
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+        record("grandchild.pid", child.pid)
+    for step in range(3000):
+        print("[trainops] node=test rank=%s/2 epoch=0 step=%d/3000 loss=1.0 samples_per_s=10.0" % (rank, step), flush=True)
+        time.sleep(0.1)
+''')
+
+FAKE_TORCH_RUN = textwrap.dedent('''
+    # decoy: same command line as the real torchrun, does nothing
+    import time
+    time.sleep(300)
+''')
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def alive(pid, start_time=None):
+    return is_alive(SYSTEM.read_proc_stat(pid), start_time)
+
+
+def wait_for(predicate, timeout, interval=0.1, what='condition'):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError('timed out after %ss waiting for %s' % (timeout, what))
+
+
+class Tracker(object):
+    """Remembers pids (with start times) to kill at teardown, by pid only."""
+
+    def __init__(self):
+        self.procs = {}
+        self.children = []
+
+    def add(self, pid):
+        info = SYSTEM.read_proc_stat(pid)
+        if info is not None:
+            self.procs[pid] = info.start_time
+
+    def cleanup(self):
+        for pid, start in self.procs.items():
+            if alive(pid, start):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+            child.wait(timeout=10)
+
+
+@pytest.fixture
+def tracker():
+    t = Tracker()
+    try:
+        yield t
+    finally:
+        t.cleanup()
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / 'worker.py').write_text(WORKER)
+    (tmp_path / 'out').mkdir()
+    return tmp_path
+
+
+def params(workdir, run_id, mode, port, **overrides):
+    p = dict(
+        state='started', state_dir=str(workdir / 'state'), run_id=run_id, nnodes=1, nproc_per_node=2, node_rank=0,
+        master_addr='127.0.0.1', master_port=port, rdzv_backend='static', rdzv_id=None, rdzv_timeout=60, max_restarts=0,
+        entrypoint='worker.py', entrypoint_args=[str(workdir / 'out'), mode], python=sys.executable, torchrun=None,
+        command_prefix=[], chdir=str(workdir), env={'TRAINOPS_TEST': '1'}, replace=False, stop_timeout=10, log_lines=10,
+    )
+    p.update(overrides)
+    return p
+
+
+def track_job(tracker, job):
+    for pid in (job.get('supervisor_pid'), job.get('pid')):
+        if pid:
+            tracker.add(pid)
+
+
+def worker_pids(workdir, expected=2, timeout=60):
+    out = workdir / 'out'
+
+    def read():
+        files = sorted(out.glob('worker*.pid'))
+        if len(files) < expected:
+            return None
+        return [int(f.read_text()) for f in files]
+    return wait_for(read, timeout, what='worker pid files')
+
+
+def test_start_query_idempotent_stop_whole_tree(workdir, tracker):
+    port = free_port()
+    p = params(workdir, 'real-1', 'grandchild', port)
+    started = time.monotonic()
+    res = tr.run_module(p)
+    assert time.monotonic() - started < 15, 'start must not wait for the job'
+    job = res['job']
+    track_job(tracker, job)
+    assert res['changed'] is True
+    assert job['status'] == 'running'
+    assert job['pid'] and job['pgid'] == job['pid'] and job['supervisor_pid']
+    # detached: the supervisor is not our child and lives in another session
+    sup = SYSTEM.read_proc_stat(job['supervisor_pid'])
+    assert sup.ppid != os.getpid()
+    assert os.getsid(job['supervisor_pid']) != os.getsid(0)
+
+    workers = worker_pids(workdir)
+    for pid in workers:
+        tracker.add(pid)
+    grandchild = int(wait_for(lambda: (workdir / 'out' / 'grandchild.pid').exists() and (workdir / 'out' / 'grandchild.pid').read_text(),
+                              30, what='grandchild pid'))
+    tracker.add(grandchild)
+    # torch's elastic agent puts every worker in a session of its own
+    for pid in workers:
+        assert os.getpgid(pid) == pid and os.getpgid(pid) != job['pgid']
+
+    q = tr.run_module(dict(p, state='query', run_id=None))
+    assert q['changed'] is False
+    assert q['job']['status'] == 'running' and q['job']['run_id'] == 'real-1'
+    wait_for(lambda: any('[trainops]' in line for line in tr.run_module(dict(p, state='query'))['log_tail']), 30, what='progress in node.log')
+
+    again = tr.run_module(p)
+    assert again['changed'] is False
+    assert again['job']['pid'] == job['pid']
+
+    with pytest.raises(tr.TorchrunError, match='still running'):
+        tr.run_module(params(workdir, 'real-2', 'grandchild', port))
+
+    # decoy: same argv as the real torchrun (a fake torch package shadows the real one), started by us
+    fake_root = workdir / 'faketorch'
+    (fake_root / 'torch' / 'distributed').mkdir(parents=True)
+    (fake_root / 'torch' / '__init__.py').write_text('')
+    (fake_root / 'torch' / 'distributed' / '__init__.py').write_text('')
+    (fake_root / 'torch' / 'distributed' / 'run.py').write_text(FAKE_TORCH_RUN)
+    decoy = subprocess.Popen(job['argv'], cwd=str(workdir), env=dict(os.environ, PYTHONPATH=str(fake_root)),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tracker.children.append(decoy)
+    with open('/proc/%d/cmdline' % job['pid'], 'rb') as f:
+        real_cmdline = f.read()
+    wait_for(lambda: open('/proc/%d/cmdline' % decoy.pid, 'rb').read() == real_cmdline, 10, what='decoy with the same cmdline')
+
+    stop_started = time.monotonic()
+    stopped = tr.run_module(dict(p, state='stopped', run_id=None))
+    assert time.monotonic() - stop_started < 40
+    assert stopped['changed'] is True
+    assert set([job['pid'], grandchild] + workers) <= set(stopped['stopped_pids'])
+    for pid in [job['pid'], job['supervisor_pid'], grandchild] + workers:
+        assert not alive(pid, tracker.procs.get(pid)), 'pid %d survived the stop' % pid
+    assert decoy.poll() is None, 'the decoy with the same command line must survive'
+    assert stopped['job']['status'] == 'exited'
+    assert os.path.exists(os.path.join(job['run_dir'], 'exit.json'))
+
+    again = tr.run_module(dict(p, state='stopped'))
+    assert again['changed'] is False and again['stopped_pids'] == []
+
+
+def test_worker_exit_3_is_reported(workdir, tracker):
+    p = params(workdir, 'real-fail', 'fail', free_port())
+    res = tr.run_module(p)
+    job = res['job']
+    track_job(tracker, job)
+    workers = worker_pids(workdir)
+    for pid in workers:
+        tracker.add(pid)
+
+    def ended():
+        result = tr.run_module(dict(p, state='query'))
+        return result if result['job']['status'] != 'running' else None
+
+    final = wait_for(ended, 90, interval=0.5, what='the job to end')
+    assert final['job']['status'] == 'exited'
+    assert final['job']['exit_code'] not in (0, None)
+    assert final['job']['ended_at']
+    exit_path = os.path.join(job['run_dir'], 'exit.json')
+    with open(exit_path) as f:
+        assert json.load(f)['exit_code'] == final['job']['exit_code']
+    for pid in [job['pid'], job['supervisor_pid']] + workers:
+        assert not alive(pid, tracker.procs.get(pid)), 'pid %d is still alive' % pid
+    log = '\n'.join(tr.tail_lines(job['log_path'], 200))
+    assert 'exitcode' in log or 'ChildFailedError' in log
+
+    # starting the same run again does not restart it
+    again = tr.run_module(p)
+    assert again['changed'] is False and again['job']['status'] == 'exited'
+
+
+def test_replace_stops_the_previous_run(workdir, tracker):
+    port = free_port()
+    first = tr.run_module(params(workdir, 'real-a', 'normal', port))['job']
+    track_job(tracker, first)
+    for pid in worker_pids(workdir):
+        tracker.add(pid)
+    second = tr.run_module(params(workdir, 'real-b', 'normal', free_port(), replace=True))
+    track_job(tracker, second['job'])
+    assert second['changed'] is True and second['replaced'] == ['real-a']
+    assert not alive(first['pid'], tracker.procs.get(first['pid']))
+    assert tr.run_module(dict(params(workdir, 'real-a', 'normal', port), state='query'))['job']['status'] == 'exited'
+    stopped = tr.run_module(dict(params(workdir, 'real-b', 'normal', port), state='stopped', run_id=None))
+    assert stopped['changed'] is True and stopped['job']['run_id'] == 'real-b'
+
+
+def test_missing_torchrun_executable_fails_with_log(workdir, tracker):
+    p = params(workdir, 'real-missing', 'normal', free_port(), torchrun=str(workdir / 'no-such-torchrun'))
+    with pytest.raises(tr.TorchrunError, match='could not be started') as exc:
+        tr.run_module(p)
+    assert 'no-such-torchrun' in exc.value.msg
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(REPO, '.collections')), reason='needs the in-tree collections path')
+def test_through_ansible_adhoc(workdir, tracker):
+    """The real module through AnsiballZ: ansible must return while the job keeps running."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.collections'), ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
+               ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0',
+               ANSIBLE_HOME=str(workdir / 'ansible_home'))
+    base = [sys.executable, '-m', 'ansible', 'adhoc', 'localhost', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable,
+            '-m', 'trainops.multinode.torchrun']
+    args = params(workdir, 'adhoc-1', 'normal', free_port())
+    del args['state']
+    started = time.monotonic()
+    proc = subprocess.run(base + ['-a', json.dumps(args)], env=env, capture_output=True, text=True, timeout=120, cwd=str(workdir), check=False)
+    assert proc.stdout.strip(), proc.stderr
+    out = json.loads(proc.stdout)
+    res = out['plays'][0]['tasks'][0]['hosts']['localhost']
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 60
+    track_job(tracker, res['job'])
+    assert res['changed'] is True and res['job']['status'] == 'running'
+    for pid in worker_pids(workdir):
+        tracker.add(pid)
+    assert alive(res['job']['pid'])
+
+    proc = subprocess.run(base + ['-a', json.dumps({'state': 'stopped', 'state_dir': args['state_dir']})],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=str(workdir), check=False)
+    stop = json.loads(proc.stdout)['plays'][0]['tasks'][0]['hosts']['localhost']
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert stop['changed'] is True
+    assert res['job']['pid'] in stop['stopped_pids']
+    assert not alive(res['job']['pid'], tracker.procs.get(res['job']['pid']))
+
+
+PLAYBOOK = textwrap.dedent('''
+    - hosts: nodes
+      gather_facts: false
+      tasks:
+        - name: Start
+          trainops.multinode.torchrun:
+            state_dir: "{{ base }}/state-{{ inventory_hostname }}"
+            run_id: e2e-1
+            nnodes: 2
+            nproc_per_node: 1
+            node_rank: "{{ rank }}"
+            master_addr: 127.0.0.1
+            master_port: "{{ mport }}"
+            rdzv_timeout: 60
+            python: "{{ ansible_python_interpreter }}"
+            chdir: "{{ base }}"
+            entrypoint: worker.py
+            entrypoint_args: ["{{ base }}/out", fail-node1]
+            stop_timeout: 10
+        - name: Wait
+          trainops.multinode.torchrun_wait:
+            state_dir: "{{ base }}/state-{{ inventory_hostname }}"
+            run_id: e2e-1
+            node_rank: "{{ rank }}"
+            sync_dir: "{{ base }}/sync"
+            poll_interval: 0.5
+            progress_interval: 1
+            timeout: 120
+            stop_timeout: 10
+''')
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(REPO, '.collections')), reason='needs the in-tree collections path')
+def test_wait_fails_fast_across_two_nodes(workdir, tracker):
+    """Two logical nodes on this machine (one real 2-node static torchrun); node 1 fails, node 0 is stopped by torchrun_wait."""
+    port = free_port()
+    (workdir / 'inventory.ini').write_text(
+        '[nodes]\nhost0 rank=0\nhost1 rank=1\n\n[nodes:vars]\nansible_connection=local\nansible_python_interpreter=%s\n'
+        'base=%s\nmport=%d\n' % (sys.executable, workdir, port))
+    (workdir / 'play.yml').write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.collections'), ANSIBLE_HOME=str(workdir / 'ansible_home'),
+               ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0', ANSIBLE_HOST_KEY_CHECKING='0')
+    try:
+        proc = subprocess.run([sys.executable, '-m', 'ansible', 'playbook', '-i', str(workdir / 'inventory.ini'), str(workdir / 'play.yml')],
+                              env=env, capture_output=True, text=True, timeout=240, cwd=str(workdir), check=False)
+    finally:
+        for host in ('host0', 'host1'):
+            pids = tr.read_json(str(workdir / ('state-%s' % host) / 'runs' / 'e2e-1' / 'pids.json')) or {}
+            track_job(tracker, pids)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert 'host1 rank 1: torchrun run e2e-1 exited with code' in out, out
+    assert 'host0 rank 0: stopped because host1 (rank 1) failed' in out, out
+    assert 'host0 rank 0: running  epoch=0 step=' in out, out
+    sync = workdir / 'sync'
+    assert json.loads((sync / 'host1.json').read_text())['state'] == 'failed'
+    assert json.loads((sync / 'host0.json').read_text())['state'] == 'stopped'
+    for host in ('host0', 'host1'):
+        run_dir = workdir / ('state-%s' % host) / 'runs' / 'e2e-1'
+        pids = tr.read_json(str(run_dir / 'pids.json'))
+        assert (run_dir / 'exit.json').exists()
+        for pid in (pids['pid'], pids['supervisor_pid']):
+            assert not alive(pid, tracker.procs.get(pid)), 'pid %d of %s is still alive' % (pid, host)
+    for f in (workdir / 'out').glob('worker*.pid'):
+        pid = int(f.read_text())
+        assert not alive(pid), 'worker %d is still alive' % pid

@@ -1,0 +1,612 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Unit tests for plugins/module_utils/_torchrun.py and _proc.py, with the OS replaced by FakeSystem."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
+    ProcInfo,
+    descendants,
+    is_alive,
+    parse_stat,
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# fake operating system
+# ------------------------------------------------------------------------------------------------
+
+class FakeProc(object):
+    def __init__(self, pid, ppid, pgid=None, start_time=None, ignore_term=False):
+        self.pid = pid
+        self.ppid = ppid
+        self.pgid = pgid if pgid is not None else pid
+        self.start_time = start_time if start_time is not None else pid * 10
+        self.ignore_term = ignore_term
+        self.state = 'S'
+
+
+class FakeSystem(object):
+    """In-memory process table, clock and signal log with the methods of _proc.System."""
+
+    OWN_PGID = 4242
+
+    def __init__(self):
+        self.procs = {}
+        self.clock = 1000.0
+        self.signals = []  # (kind, id, sig)
+        self.spawned = []
+        self.sleeps = []
+        self.subreaper = None
+        self.finishers = {}  # supervisor pid -> (exit_path, record): written once its tree is gone
+        self.on_spawn = None
+
+    # process table -----------------------------------------------------------------------------
+    def add(self, pid, ppid, pgid=None, start_time=None, ignore_term=False):
+        self.procs[pid] = FakeProc(pid, ppid, pgid, start_time, ignore_term)
+        return self.procs[pid]
+
+    def _die(self, pid):
+        proc = self.procs.pop(pid, None)
+        if proc is None:
+            return
+        for child in self.procs.values():
+            if child.ppid == pid:
+                child.ppid = self.subreaper or 1
+        self._maybe_finish()
+
+    def _maybe_finish(self):
+        for sup, (path, record) in list(self.finishers.items()):
+            if sup in self.procs and not any(p.ppid == sup for p in self.procs.values()):
+                with open(path, 'w') as f:
+                    json.dump(record, f)
+                del self.finishers[sup]
+                self.procs.pop(sup, None)
+
+    def _deliver(self, proc, sig):
+        if sig == signal.SIGKILL or (sig == signal.SIGTERM and not proc.ignore_term):
+            self._die(proc.pid)
+
+    # System API -------------------------------------------------------------------------------
+    def time(self):
+        return 1700000000.0 + self.clock
+
+    def monotonic(self):
+        return self.clock
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.clock += seconds
+
+    def read_proc_stat(self, pid):
+        proc = self.procs.get(pid)
+        if proc is None:
+            return None
+        return ProcInfo(proc.pid, proc.ppid, proc.pgid, proc.state, proc.start_time)
+
+    def list_processes(self):
+        return dict((pid, self.read_proc_stat(pid)) for pid in self.procs)
+
+    def own_pgid(self):
+        return self.OWN_PGID
+
+    def kill(self, pid, sig):
+        self.signals.append(('pid', pid, sig))
+        proc = self.procs.get(pid)
+        if proc is None:
+            return False
+        self._deliver(proc, sig)
+        return True
+
+    def killpg(self, pgid, sig):
+        self.signals.append(('pg', pgid, sig))
+        members = [p for p in self.procs.values() if p.pgid == pgid]
+        for proc in members:
+            self._deliver(proc, sig)
+        return bool(members)
+
+    def spawn_detached(self, argv, cwd, output_path, wait_timeout=30):
+        self.spawned.append({'argv': argv, 'cwd': cwd, 'output_path': output_path})
+        if self.on_spawn:
+            return self.on_spawn(argv, cwd, output_path)
+        return 0
+
+    @contextlib.contextmanager
+    def lock(self, path):
+        yield
+
+
+def start_params(tmp_path, **overrides):
+    params = dict(
+        state='started', state_dir=str(tmp_path / 'state'), run_id='run1', nnodes=2, nproc_per_node=2, node_rank=0,
+        master_addr='10.0.0.1', master_port=29500, rdzv_backend='static', rdzv_id=None, rdzv_timeout=None,
+        max_restarts=0, entrypoint='train.py', entrypoint_args=[], python='python3', torchrun=None,
+        command_prefix=[], chdir=None, env={}, replace=False, stop_timeout=15, log_lines=20,
+    )
+    params.update(overrides)
+    return params
+
+
+def recording_spawn(fake, sup_pid=500, torchrun_pid=501, workers=(502, 503)):
+    """on_spawn hook: play the supervisor (pids.json + a process tree under a subreaper)."""
+    def on_spawn(argv, cwd, output_path):
+        job_path = argv[2]
+        run_dir = os.path.dirname(job_path)
+        fake.add(sup_pid, 1, pgid=sup_pid - 1)
+        fake.subreaper = sup_pid
+        fake.add(torchrun_pid, sup_pid)
+        for w in workers:
+            fake.add(w, torchrun_pid)  # workers: own sessions
+        with open(os.path.join(run_dir, 'pids.json'), 'w') as f:
+            json.dump({'supervisor_pid': sup_pid, 'supervisor_start_time': sup_pid * 10, 'pid': torchrun_pid,
+                       'pgid': torchrun_pid, 'start_time': torchrun_pid * 10, 'started_at': '2025-01-01T00:00:00Z'}, f)
+        fake.finishers[sup_pid] = (os.path.join(run_dir, 'exit.json'),
+                                   {'exit_code': 143, 'signal': None, 'ended_at': '2025-01-01T01:00:00Z'})
+        return 0
+    return on_spawn
+
+
+def make_run(node, fake, run_id, params=None, sup_pid=None, torchrun_pid=None, workers=(), exit_rec=None,
+             write_pids=True, alive=True, current=True):
+    """Create the on-disk records of a run (as if started earlier) and optionally its live processes."""
+    params = params or {}
+    base = dict(state_dir=node.state_dir, run_id=run_id, nnodes=1, nproc_per_node=2, node_rank=0, master_addr='127.0.0.1',
+                master_port=29500, entrypoint='train.py')
+    base.update(params)
+    argv = tr.build_argv(base)
+    env = tr.normalize_env(base.get('env'))
+    spec = {'run_id': run_id, 'argv': argv, 'env': env, 'chdir': base.get('chdir'),
+            'fingerprint': tr.compute_fingerprint(argv, env, base.get('chdir')), 'node_rank': 0}
+    paths = node.paths(run_id)
+    os.makedirs(paths['run_dir'])
+    tr.write_json_atomic(paths['job'], spec)
+    sup_pid = sup_pid or 700 + len(os.listdir(node.runs_dir)) * 10
+    torchrun_pid = torchrun_pid or sup_pid + 1
+    if write_pids:
+        tr.write_json_atomic(paths['pids'], {
+            'supervisor_pid': sup_pid, 'supervisor_start_time': sup_pid * 10, 'pid': torchrun_pid, 'pgid': torchrun_pid,
+            'start_time': torchrun_pid * 10, 'started_at': '2025-01-01T00:00:00Z'})
+    if exit_rec is not None:
+        tr.write_json_atomic(paths['exit'], exit_rec)
+    if alive:
+        fake.add(sup_pid, 1, pgid=sup_pid - 1)
+        fake.subreaper = sup_pid
+        fake.add(torchrun_pid, sup_pid)
+        for w in workers:
+            fake.add(w, torchrun_pid)
+        fake.finishers[sup_pid] = (paths['exit'], {'exit_code': 143, 'signal': None, 'ended_at': '2025-01-01T01:00:00Z'})
+    if current:
+        tr.write_json_atomic(node.current_path, {'run_id': run_id})
+    return spec
+
+
+@pytest.fixture
+def fake():
+    return FakeSystem()
+
+
+@pytest.fixture
+def node(tmp_path, fake):
+    n = tr.TorchrunNode(str(tmp_path / 'state'), system=fake)
+    os.makedirs(n.runs_dir)
+    return n
+
+
+# ------------------------------------------------------------------------------------------------
+# argv, env, fingerprint, validation
+# ------------------------------------------------------------------------------------------------
+
+def test_build_argv_static(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, entrypoint_args=['--epochs', '3']))
+    assert argv == [
+        'python3', '-m', 'torch.distributed.run', '--nnodes', '2', '--nproc-per-node', '2',
+        '--rdzv-backend', 'static', '--node-rank', '0', '--master-addr', '10.0.0.1', '--master-port', '29500',
+        '--max-restarts', '0', 'train.py', '--epochs', '3']
+
+
+def test_build_argv_static_rdzv_timeout(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, node_rank=1, rdzv_timeout=120, max_restarts=2))
+    assert argv[argv.index('--rdzv-conf') + 1] == 'timeout=120'
+    assert argv[argv.index('--node-rank') + 1] == '1'
+    assert argv[argv.index('--max-restarts') + 1] == '2'
+
+
+def test_build_argv_c10d(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, rdzv_backend='c10d', rdzv_timeout=300))
+    assert argv == [
+        'python3', '-m', 'torch.distributed.run', '--nnodes', '2', '--nproc-per-node', '2',
+        '--rdzv-backend', 'c10d', '--rdzv-endpoint', '10.0.0.1:29500', '--rdzv-id', 'run1',
+        '--rdzv-conf', 'join_timeout=300', '--max-restarts', '0', 'train.py']
+    assert '--node-rank' not in argv and '--master-addr' not in argv
+
+
+def test_build_argv_c10d_rdzv_id_and_ipv6(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, rdzv_backend='c10d', rdzv_id='job-x', master_addr='fd00::1'))
+    assert argv[argv.index('--rdzv-endpoint') + 1] == '[fd00::1]:29500'
+    assert argv[argv.index('--rdzv-id') + 1] == 'job-x'
+    assert '--rdzv-conf' not in argv
+
+
+def test_build_argv_prefix_and_torchrun_path(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, torchrun='/opt/venv/bin/torchrun', command_prefix=['nsys', 'profile', '-o', '/tmp/p'],
+                                      python='/ignored/python'))
+    assert argv[:5] == ['nsys', 'profile', '-o', '/tmp/p', '/opt/venv/bin/torchrun']
+    assert '/ignored/python' not in argv and '-m' not in argv
+
+
+def test_build_argv_python(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, python='/opt/venv/bin/python', command_prefix=['docker', 'exec', 'c1']))
+    assert argv[:6] == ['docker', 'exec', 'c1', '/opt/venv/bin/python', '-m', 'torch.distributed.run']
+
+
+def test_normalize_env():
+    assert tr.normalize_env({'A': 1, 'B': True, 'C': 'x', 'D': False}) == {'A': '1', 'B': 'true', 'C': 'x', 'D': 'false'}
+    assert tr.normalize_env(None) == {}
+    with pytest.raises(tr.TorchrunError, match='must not be null'):
+        tr.normalize_env({'A': None})
+
+
+def test_fingerprint():
+    fp = tr.compute_fingerprint(['a', 'b'], {'X': '1'}, None)
+    assert fp == tr.compute_fingerprint(['a', 'b'], {'X': '1'}, None)
+    assert len(fp) == 64
+    assert fp != tr.compute_fingerprint(['a', 'b'], {'X': '2'}, None)
+    assert fp != tr.compute_fingerprint(['a', 'b'], {'X': '1'}, '/srv')
+    assert fp != tr.compute_fingerprint(['a', 'c'], {'X': '1'}, None)
+
+
+@pytest.mark.parametrize('overrides, match', [
+    (dict(node_rank=2), 'node_rank must be between 0 and nnodes - 1'),
+    (dict(node_rank=-1), 'node_rank must be between'),
+    (dict(nnodes=0, node_rank=0), 'nnodes must be >= 1'),
+    (dict(nproc_per_node=0), 'nproc_per_node must be >= 1'),
+    (dict(master_port=0), 'master_port must be between 1 and 65535'),
+    (dict(master_port=70000), 'master_port must be between 1 and 65535'),
+    (dict(run_id='../etc'), 'Invalid run_id'),
+    (dict(run_id='a/b'), 'Invalid run_id'),
+    (dict(run_id=None), 'run_id is required'),
+    (dict(entrypoint=None), 'entrypoint is required'),
+    (dict(rdzv_timeout=0), 'rdzv_timeout must be >= 1'),
+    (dict(max_restarts=-1), 'max_restarts must be >= 0'),
+])
+def test_validate_start_params(tmp_path, overrides, match):
+    with pytest.raises(tr.TorchrunError, match=match):
+        tr.validate_start_params(start_params(tmp_path, **overrides))
+
+
+def test_tail_lines(tmp_path):
+    path = tmp_path / 'log'
+    assert tr.tail_lines(str(path), 5) == []
+    path.write_text(''.join('line %d\n' % i for i in range(5000)))
+    assert tr.tail_lines(str(path), 3) == ['line 4997', 'line 4998', 'line 4999']
+    assert tr.tail_lines(str(path), 0) == []
+    assert len(tr.tail_lines(str(path), 2000)) == 2000
+
+
+def test_parse_stat_with_odd_comm():
+    data = '123 (we ird) (x)) S 1 120 120 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 18446744073709551615'
+    info = parse_stat(123, data)
+    assert info == ProcInfo(123, 1, 120, 'S', 98765)
+    assert parse_stat(1, 'garbage') is None
+
+
+def test_is_alive_and_descendants():
+    procs = {
+        1: ProcInfo(1, 0, 1, 'S', 1),
+        10: ProcInfo(10, 1, 10, 'S', 100),
+        11: ProcInfo(11, 10, 11, 'S', 110),
+        12: ProcInfo(12, 11, 12, 'R', 120),
+        13: ProcInfo(13, 10, 10, 'Z', 130),
+        20: ProcInfo(20, 1, 20, 'S', 200),
+    }
+    assert sorted(descendants(procs, 10)) == [11, 12]
+    assert is_alive(procs[10], 100)
+    assert not is_alive(procs[10], 101)  # pid reused
+    assert not is_alive(procs[13])  # zombie
+    assert not is_alive(None)
+
+
+# ------------------------------------------------------------------------------------------------
+# start
+# ------------------------------------------------------------------------------------------------
+
+def test_start_fresh(tmp_path, fake):
+    fake.on_spawn = recording_spawn(fake)
+    params = start_params(tmp_path, env={'NCCL_DEBUG': 'INFO'}, chdir='/srv/train')
+    result = tr.run_module(params, system=fake)
+    assert result['changed'] is True
+    job = result['job']
+    assert job['status'] == 'running'
+    assert (job['pid'], job['pgid'], job['supervisor_pid']) == (501, 501, 500)
+    assert job['env'] == {'NCCL_DEBUG': 'INFO'}
+    assert job['chdir'] == '/srv/train'
+    assert job['fingerprint'] == tr.compute_fingerprint(job['argv'], job['env'], '/srv/train')
+    run_dir = str(tmp_path / 'state' / 'runs' / 'run1')
+    assert job['run_dir'] == run_dir and job['log_path'] == os.path.join(run_dir, 'node.log')
+
+    assert len(fake.spawned) == 1
+    spawned = fake.spawned[0]
+    assert spawned['argv'] == [sys.executable, os.path.join(run_dir, 'supervisor.py'), os.path.join(run_dir, 'job.json')]
+    assert spawned['cwd'] == run_dir
+    assert spawned['output_path'] == os.path.join(run_dir, 'supervisor.log')
+    with open(os.path.join(run_dir, 'supervisor.py')) as f:
+        assert f.read() == tr.SUPERVISOR_SOURCE
+    with open(os.path.join(run_dir, 'job.json')) as f:
+        recorded = json.load(f)
+    assert recorded['argv'] == job['argv'] and recorded['fingerprint'] == job['fingerprint']
+    with open(str(tmp_path / 'state' / 'current.json')) as f:
+        assert json.load(f)['run_id'] == 'run1'
+
+
+def test_supervisor_source_compiles():
+    compile(tr.SUPERVISOR_SOURCE, 'supervisor.py', 'exec')
+
+
+def test_start_same_run_running_is_idempotent(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params=dict(nnodes=2, nproc_per_node=2, master_addr='10.0.0.1'))
+    result = tr.run_module(start_params(tmp_path), system=fake)
+    assert result['changed'] is False
+    assert result['job']['status'] == 'running'
+    assert fake.spawned == [] and fake.signals == []
+
+
+def test_start_same_run_exited_is_idempotent(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params=dict(nnodes=2, nproc_per_node=2, master_addr='10.0.0.1'),
+             exit_rec={'exit_code': 0, 'signal': None, 'ended_at': '2025-01-01T02:00:00Z'}, alive=False)
+    result = tr.run_module(start_params(tmp_path), system=fake)
+    assert result['changed'] is False
+    assert result['job']['status'] == 'exited'
+    assert result['job']['exit_code'] == 0
+    assert fake.spawned == []
+
+
+def test_start_fingerprint_mismatch(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params=dict(nnodes=2, nproc_per_node=2, master_addr='10.0.0.1'))
+    with pytest.raises(tr.TorchrunError, match='different fingerprint') as exc:
+        tr.run_module(start_params(tmp_path, env={'NCCL_DEBUG': 'WARN'}), system=fake)
+    assert 'env' in exc.value.msg
+    assert fake.spawned == []
+
+
+def test_start_same_run_lost_fails(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params=dict(nnodes=2, nproc_per_node=2, master_addr='10.0.0.1'), alive=False)
+    with pytest.raises(tr.TorchrunError, match='is lost'):
+        tr.run_module(start_params(tmp_path), system=fake)
+
+
+def test_start_refuses_when_other_run_running(tmp_path, fake, node):
+    make_run(node, fake, 'old', sup_pid=800, torchrun_pid=801, workers=(802,))
+    with pytest.raises(tr.TorchrunError) as exc:
+        tr.run_module(start_params(tmp_path), system=fake)
+    msg = exc.value.msg
+    assert 'run old' in msg and 'pid 801' in msg and '2025-01-01T00:00:00Z' in msg
+    assert node.paths('old')['log'] in msg
+    assert 'replace=true' in msg
+    assert exc.value.details['running'][0]['run_id'] == 'old'
+    assert fake.spawned == [] and fake.signals == []
+
+
+def test_start_ignores_finished_other_run(tmp_path, fake, node):
+    make_run(node, fake, 'old', exit_rec={'exit_code': 1, 'signal': None, 'ended_at': 'x'}, alive=False)
+    fake.on_spawn = recording_spawn(fake)
+    result = tr.run_module(start_params(tmp_path), system=fake)
+    assert result['changed'] is True and result['replaced'] == []
+
+
+def test_start_replace_stops_other_run_first(tmp_path, fake, node):
+    make_run(node, fake, 'old', sup_pid=800, torchrun_pid=801, workers=(802, 803))
+    fake.on_spawn = recording_spawn(fake)
+    result = tr.run_module(start_params(tmp_path, replace=True), system=fake)
+    assert result['changed'] is True
+    assert result['replaced'] == ['old']
+    assert result['stopped_pids'] == [801, 802, 803]
+    assert ('pg', 801, signal.SIGTERM) in fake.signals
+    assert len(fake.spawned) == 1
+    assert os.path.exists(node.paths('old')['exit'])
+    assert node.current_run_id() == 'run1'
+
+
+def test_start_check_mode(tmp_path, fake):
+    result = tr.run_module(start_params(tmp_path), check_mode=True, system=fake)
+    assert result['changed'] is True
+    assert result['job']['status'] == 'absent'
+    assert result['job']['argv'][0] == 'python3'
+    assert fake.spawned == []
+    assert not os.path.exists(str(tmp_path / 'state'))
+
+
+def test_start_check_mode_replace_signals_nothing(tmp_path, fake, node):
+    make_run(node, fake, 'old', sup_pid=800, torchrun_pid=801, workers=(802,))
+    result = tr.run_module(start_params(tmp_path, replace=True), check_mode=True, system=fake)
+    assert result['changed'] is True
+    assert result['replaced'] == ['old'] and result['stopped_pids'] == [801, 802]
+    assert fake.signals == [] and fake.spawned == []
+    assert not os.path.exists(node.run_dir('run1'))
+
+
+def test_start_supervisor_never_records_pid(tmp_path, fake, monkeypatch):
+    def on_spawn(argv, cwd, output_path):
+        with open(output_path, 'a') as f:
+            f.write('Traceback: something broke\n')
+        return 0
+    fake.on_spawn = on_spawn
+    with pytest.raises(tr.TorchrunError, match='did not record the torchrun pid') as exc:
+        tr.run_module(start_params(tmp_path), system=fake)
+    assert 'something broke' in exc.value.msg
+    assert fake.clock - 1000.0 >= tr.START_WAIT
+
+
+def test_start_torchrun_cannot_exec(tmp_path, fake):
+    def on_spawn(argv, cwd, output_path):
+        with open(os.path.join(os.path.dirname(argv[2]), 'exit.json'), 'w') as f:
+            json.dump({'exit_code': 127, 'signal': None, 'error': "cannot start: [Errno 2] No such file or directory: 'nope'"}, f)
+        return 0
+    fake.on_spawn = on_spawn
+    with pytest.raises(tr.TorchrunError, match='No such file'):
+        tr.run_module(start_params(tmp_path, torchrun='nope'), system=fake)
+
+
+def test_start_supervisor_launch_fails(tmp_path, fake):
+    fake.on_spawn = lambda argv, cwd, output_path: 1
+    with pytest.raises(tr.TorchrunError, match='could not be started'):
+        tr.run_module(start_params(tmp_path), system=fake)
+
+
+# ------------------------------------------------------------------------------------------------
+# stop
+# ------------------------------------------------------------------------------------------------
+
+def test_stop_term_is_enough(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id=None, stop_timeout=15, log_lines=5), system=fake)
+    assert result['changed'] is True
+    assert result['stopped_pids'] == [601, 602, 603]
+    assert result['killed_pids'] == []
+    assert result['job']['status'] == 'exited'
+    sent = [s for s in fake.signals if s[2] == signal.SIGTERM]
+    assert sent[0] == ('pg', 601, signal.SIGTERM)  # torchrun's group first
+    assert ('pg', 602, signal.SIGTERM) in sent and ('pg', 603, signal.SIGTERM) in sent
+    assert not [s for s in fake.signals if s[2] == signal.SIGKILL]
+    # never the supervisor, its group, or the caller's group
+    assert not [s for s in fake.signals if s[1] in (600, 599, FakeSystem.OWN_PGID)]
+
+
+def test_stop_escalates_to_kill(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
+    fake.procs[603].ignore_term = True
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=7, log_lines=5), system=fake)
+    assert result['changed'] is True
+    assert result['killed_pids'] == [603]
+    assert result['stopped_pids'] == [601, 602, 603]
+    assert ('pg', 603, signal.SIGKILL) in fake.signals
+    assert fake.clock - 1000.0 >= 7
+    terms = [i for i, s in enumerate(fake.signals) if s[2] == signal.SIGTERM]
+    kills = [i for i, s in enumerate(fake.signals) if s[2] == signal.SIGKILL]
+    assert max(terms) < min(kills)
+    assert 603 not in fake.procs
+
+
+def test_stop_covers_orphans_in_other_groups(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
+    fake.add(650, 600, pgid=640)  # orphan re-parented to the supervisor, group leader gone
+    fake.add(660, 602, pgid=602)  # dataloader child inside the worker's group
+    fake.add(670, 600, pgid=599)  # in the supervisor's own group: must be signalled by pid
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['stopped_pids'] == [601, 602, 650, 660, 670]
+    assert ('pg', 640, signal.SIGTERM) in fake.signals
+    assert ('pid', 670, signal.SIGTERM) in fake.signals
+    assert ('pg', 599, signal.SIGTERM) not in fake.signals
+
+
+def test_stop_not_running_is_unchanged(tmp_path, fake, node):
+    make_run(node, fake, 'run1', exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'}, alive=False)
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is False and result['stopped_pids'] == []
+    assert fake.signals == []
+
+
+def test_stop_absent_is_unchanged(tmp_path, fake):
+    result = tr.run_module(dict(state='stopped', state_dir=str(tmp_path / 'nothing'), run_id=None, stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is False
+    assert result['job']['status'] == 'absent'
+
+
+def test_stop_pid_reused_is_not_signalled(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
+    fake.add(600, 1, start_time=1)  # same pids, other processes
+    fake.add(601, 600, start_time=2)
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is False
+    assert result['job']['status'] == 'lost'
+    assert fake.signals == []
+
+
+def test_stop_lost_run_with_live_torchrun(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
+    fake.add(601, 1)  # supervisor was killed, torchrun re-parented to init
+    fake.add(602, 601)
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is True
+    assert result['stopped_pids'] == [601, 602]
+    assert 601 not in fake.procs and 602 not in fake.procs
+
+
+def test_stop_check_mode(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0),
+                           check_mode=True, system=fake)
+    assert result['changed'] is True
+    assert result['stopped_pids'] == [601, 602, 603]
+    assert fake.signals == []
+    assert result['job']['status'] == 'running'
+
+
+def test_stop_waits_for_supervisor_and_warns(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
+    del fake.finishers[600]  # supervisor hangs and never writes exit.json
+    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is True
+    assert any('did not write exit.json' in w for w in result['warnings'])
+
+
+# ------------------------------------------------------------------------------------------------
+# query
+# ------------------------------------------------------------------------------------------------
+
+def query(node, fake, run_id=None, log_lines=20):
+    return tr.run_module(dict(state='query', state_dir=node.state_dir, run_id=run_id, log_lines=log_lines), system=fake)
+
+
+def test_query_absent(tmp_path, fake, node):
+    result = query(node, fake)
+    assert result['changed'] is False
+    assert result['job']['status'] == 'absent' and result['job']['run_id'] is None
+    assert query(node, fake, run_id='nope')['job']['status'] == 'absent'
+
+
+def test_query_running_with_log_tail(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    with open(node.paths('run1')['log'], 'w') as f:
+        f.write(''.join('[trainops] node=a rank=0/1 epoch=0 step=%d/40 loss=1.0\n' % i for i in range(30)))
+    result = query(node, fake, log_lines=3)
+    assert result['job']['status'] == 'running'
+    assert result['job']['run_id'] == 'run1'  # from current.json
+    assert (result['job']['pid'], result['job']['supervisor_pid']) == (601, 600)
+    assert result['log_tail'] == ['[trainops] node=a rank=0/1 epoch=0 step=%d/40 loss=1.0' % i for i in (27, 28, 29)]
+    assert fake.signals == []
+
+
+def test_query_exited(tmp_path, fake, node):
+    make_run(node, fake, 'run1', exit_rec={'exit_code': 137, 'signal': 'SIGKILL', 'ended_at': '2025-01-01T03:00:00Z'}, alive=False)
+    job = query(node, fake, run_id='run1')['job']
+    assert job['status'] == 'exited'
+    assert (job['exit_code'], job['signal'], job['ended_at']) == (137, 'SIGKILL', '2025-01-01T03:00:00Z')
+
+
+def test_query_lost(tmp_path, fake, node):
+    make_run(node, fake, 'run1', alive=False)
+    assert query(node, fake)['job']['status'] == 'lost'
+
+
+def test_query_exit_json_wins_over_live_supervisor(tmp_path, fake, node):
+    # the supervisor writes exit.json just before exiting
+    make_run(node, fake, 'run1', exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'})
+    assert query(node, fake)['job']['status'] == 'exited'
+
+
+def test_query_invalid_run_id(tmp_path, fake, node):
+    with pytest.raises(tr.TorchrunError, match='Invalid run_id'):
+        query(node, fake, run_id='../../etc')
