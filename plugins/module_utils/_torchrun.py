@@ -563,6 +563,7 @@ class TorchrunNode(object):
             'chdir': spec.get('chdir'),
             'started_at': pids.get('started_at'),
             'ended_at': exit_rec.get('ended_at'),
+            'ended_at_epoch': exit_rec.get('ended_at_epoch'),
             'exit_code': exit_rec.get('exit_code'),
             'signal': exit_rec.get('signal'),
             'run_dir': paths['run_dir'] if state['run_id'] else None,

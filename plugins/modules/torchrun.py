@@ -272,6 +272,10 @@ job:
       description: When the supervisor wrote C(exit.json) (ISO 8601, UTC); V(null) while running.
       type: str
       sample: "2025-01-01T13:00:00Z"
+    ended_at_epoch:
+      description: The same moment in seconds since the epoch, with sub-second precision; V(null) while running.
+      type: float
+      sample: 1735736400.25
     exit_code:
       description: Exit code of torchrun; 128 + signal number when it was killed by a signal; V(null) while running.
       type: int

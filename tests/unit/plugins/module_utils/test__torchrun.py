@@ -365,11 +365,13 @@ def test_start_same_run_running_is_idempotent(tmp_path, fake, node):
 
 def test_start_same_run_exited_is_idempotent(tmp_path, fake, node):
     make_run(node, fake, 'run1', params=dict(nnodes=2, nproc_per_node=2, master_addr='10.0.0.1'),
-             exit_rec={'exit_code': 0, 'signal': None, 'ended_at': '2025-01-01T02:00:00Z'}, alive=False)
+             exit_rec={'exit_code': 0, 'signal': None, 'ended_at': '2025-01-01T02:00:00Z', 'ended_at_epoch': 1735696800.25},
+             alive=False)
     result = tr.run_module(start_params(tmp_path), system=fake)
     assert result['changed'] is False
     assert result['job']['status'] == 'exited'
     assert result['job']['exit_code'] == 0
+    assert result['job']['ended_at_epoch'] == 1735696800.25
     assert fake.spawned == []
 
 
