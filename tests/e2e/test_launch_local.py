@@ -149,6 +149,7 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
         assert seen['env']['TRAINOPS_NODE'] == ('node0' if rank < 2 else 'node1'), (rank, seen['env'])
         assert seen['env']['TRAINOPS_NODE_RANK'] == ('0' if rank < 2 else '1')
         assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
+        assert seen['env']['GLOO_SOCKET_IFNAME'] == 'lo' and seen['env']['NCCL_SOCKET_IFNAME'] == '=lo'
 
     assert not lab.leftovers()
 
@@ -168,6 +169,7 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     ({'master_port': 80}, ['master_port=80']),
     ({'script': 'does_not_exist.py'}, ['does_not_exist.py', 'does not exist']),
     ({'overrides': ['no-equals-sign']}, ['overrides=']),
+    ({'trainops_socket_ifname': 'nosuchnic0'}, ["'nosuchnic0' does not exist on this node"]),
 ])
 def test_bad_input_fails_before_any_node_is_touched(lab, extra, words):
     proc = lab.run('playbooks/launch.yml', extra, timeout=120)
