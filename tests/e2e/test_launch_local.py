@@ -220,7 +220,10 @@ def test_wait_false_then_status_then_stop(lab):
 
     status = lab.run('playbooks/status.yml', {}, timeout=120)
     assert status.returncode == 0, status.stdout[-3000:]
-    assert 'running' in status.stdout
+    states = status.summary['artifact_data']['trainops_status']
+    assert sorted(states) == ['node0', 'node1']
+    assert {job['status'] for job in states.values()} == {'running'}
+    assert {job['run_id'] for job in states.values()} == {os.path.basename(path)}
 
     stopped = lab.run('playbooks/stop.yml', {}, timeout=180)
     assert stopped.returncode == 0, stopped.stdout[-3000:]
