@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 
-.PHONY: help deps dev-deps demo test unit functional workload e2e lint sanity syntax docs-check clean
+.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -35,7 +35,7 @@ demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e ch
 	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
 
 test: dev-deps ## The whole test suite: unit, workload, functional, lint, sanity, syntax, end-to-end
-	$(MAKE) --no-print-directory unit workload functional syntax lint sanity e2e
+	$(MAKE) --no-print-directory unit workload functional syntax lint sanity e2e lab-test
 
 unit: dev-deps ## Unit tests of modules, plugins and module_utils (mocked)
 	$(PYTEST) -q tests/unit
@@ -48,6 +48,19 @@ functional: dev-deps ## The torchrun module against real processes
 
 e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
 	$(PYTEST) -q tests/e2e
+
+N ?= 4
+lab: dev-deps ## Bring up an N-node lab of namespaces with their own sshd (root): make lab N=4
+	$(BIN)/python hack/lab.py up --nodes $(N)
+
+lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
+	$(BIN)/python hack/lab.py down
+
+lab-status: ## Show the lab's nodes
+	$(BIN)/python hack/lab.py status
+
+lab-test: dev-deps ## Multi-host tests on the lab (root): launch across nodes, fault injection
+	$(PYTEST) -q tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done

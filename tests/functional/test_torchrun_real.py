@@ -286,6 +286,9 @@ def test_through_ansible_adhoc(workdir, tracker):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.collections'), ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
                ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0',
                ANSIBLE_HOME=str(workdir / 'ansible_home'))
+    # the repo's ansible.cfg (exported by the Makefile) adds the profile_tasks callback, which would
+    # print timing lines into the JSON output
+    env.pop('ANSIBLE_CONFIG', None)
     base = [sys.executable, '-m', 'ansible', 'adhoc', 'localhost', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable,
             '-m', 'trainops.multinode.torchrun']
     args = params(workdir, 'adhoc-1', 'normal', free_port())
