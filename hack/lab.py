@@ -1,0 +1,1001 @@
+"""A real multi-host lab on one machine: N "nodes", each with its own network namespace, NIC,
+hostname, directories and SSH daemon, all on one bridge that the controller reaches directly.
+
+    python3 hack/lab.py up --nodes 4      # create / repair / grow / shrink to exactly 4 nodes
+    python3 hack/lab.py status [--json]   # table: node, ns, ifname, address, sshd pid, ssh
+    python3 hack/lab.py down              # remove everything the lab made
+
+Needs root (network namespaces, veths, bind mounts).  Python 3 standard library only; the
+system programs it drives (ip, sshd, ssh, ssh-keygen, unshare) are installed with apt-get
+when missing.  See docs/lab.md for what is built and why.
+
+Layout (node i = 1..N, NN = two digits):
+
+* namespace ``trainops-lab-br`` holds bridge ``br0``; every node's veth peer ``vnodeNN`` and
+  the controller's peer ``vctl`` are its ports (a bridge of its own namespace is outside the
+  host's iptables, so Docker's ``FORWARD DROP`` policy cannot drop bridged frames);
+* the controller (root namespace) has veth ``trainops-lab0`` = <subnet>.1;
+* node i: namespace ``trainops-lab-nodeNN``, ``lo`` up, NIC ``ens5``/``enp1s0f0``/``eth1``/
+  ``bond0.2093`` (cycling) = <subnet>.(10+i), no default route; sshd runs in it under
+  ``unshare --mount --uts`` with hostname ``lab-nodeNN`` and private bind mounts of
+  /var/lib/trainops-lab/nodeNN/{srv,tmp,ansible,hosts} onto /srv/trainops, /tmp,
+  /root/.ansible and /etc/hosts;
+* inventories/lab/: hosts.yml, id_ed25519(.pub), known_hosts (the nodes' real host keys),
+  lab.json.
+"""
+
+import argparse
+import fcntl
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_INVENTORY_DIR = REPO / "inventories" / "lab"
+DEFAULT_SUBNET = "10.77.0.0/24"
+DEFAULT_NODES = 2
+
+PREFIX = "trainops-lab"
+BR_NS = PREFIX + "-br"
+BRIDGE = "br0"
+CTL_LINK = PREFIX + "0"
+CTL_PEER = "vctl"
+NODE_IFNAMES = ("ens5", "enp1s0f0", "eth1", "bond0.2093")
+NODE_ROOT = "/srv/trainops"
+MAC_PREFIX = "02:74:6c:00"  # locally administered; controller ...:00:00, node i ...:(i)
+CTL_MAC = MAC_PREFIX + ":00:00"
+
+STATE_ROOT = Path("/var/lib/trainops-lab")
+STATE_FILE = STATE_ROOT / "state.json"
+AUTHORIZED_KEYS = STATE_ROOT / "authorized_keys"
+LOCK_FILE = Path("/run/lock/trainops-lab.lock")
+NETNS_DIR = Path("/run/netns")
+
+SSHD = "/usr/sbin/sshd"
+# (path checked, apt package)
+PROGRAMS = (
+    (SSHD, "openssh-server"),
+    ("ssh", "openssh-client"),
+    ("ssh-keygen", "openssh-client"),
+    ("ip", "iproute2"),
+    ("unshare", "util-linux"),
+    ("mount", "mount"),
+    ("rsync", "rsync"),
+)
+GENERATED = ("hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json")
+# Directories a node sees as its own: state subdirectory -> mount point, mode.
+NODE_MOUNTS = (("srv", NODE_ROOT, 0o755), ("tmp", "/tmp", 0o1777), ("ansible", "/root/.ansible", 0o700))
+
+VERBOSE = False
+
+
+class LabError(Exception):
+    """A failure with a message meant for the user (printed without a traceback)."""
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+def debug(msg):
+    if VERBOSE:
+        print("  . " + msg, file=sys.stderr, flush=True)
+
+
+def run(argv, check=True, input_text=None, timeout=60):
+    debug(" ".join(shlex.quote(a) for a in argv))
+    try:
+        proc = subprocess.run(argv, input=input_text, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except FileNotFoundError as exc:
+        raise LabError("%s: not found" % argv[0]) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise LabError("timed out after %ss: %s" % (timeout, " ".join(argv))) from exc
+    if check and proc.returncode != 0:
+        raise LabError("command failed (rc %d): %s\n%s" % (
+            proc.returncode, " ".join(shlex.quote(a) for a in argv), (proc.stderr or proc.stdout).strip()))
+    return proc
+
+
+def checkpoint(where):
+    """Test hook: TRAINOPS_LAB_FAIL_AT=<where> makes `up` fail there (to test half-failed ups)."""
+    if os.environ.get("TRAINOPS_LAB_FAIL_AT") == where:
+        raise LabError("injected failure at %s (TRAINOPS_LAB_FAIL_AT)" % where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prerequisites
+
+def require_root():
+    if os.geteuid() != 0:
+        raise LabError("must run as root: the lab creates network namespaces, veths, a bridge and "
+                       "bind mounts (try: sudo make lab N=4)")
+
+
+def ensure_packages():
+    missing = []
+    for prog, pkg in PROGRAMS:
+        found = os.access(prog, os.X_OK) if prog.startswith("/") else shutil.which(prog)
+        if not found and pkg not in missing:
+            missing.append(pkg)
+    if not missing:
+        return
+    if not shutil.which("apt-get"):
+        raise LabError("missing packages %s and no apt-get to install them" % " ".join(missing))
+    say("lab: installing %s (apt-get)" % " ".join(missing))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "update", "-qq"],
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing):
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise LabError("%s failed:\n%s" % (" ".join(argv), (proc.stderr or proc.stdout)[-2000:]))
+
+
+def require_netns():
+    if run(["ip", "netns", "list"], check=False).returncode != 0:
+        raise LabError("`ip netns` does not work here (no network namespace support?)")
+
+
+class Lock:
+    """Serialises up/down of the (machine-global) lab between concurrent callers."""
+
+    def __init__(self):
+        self.handle = None
+
+    def __enter__(self):
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(LOCK_FILE, "a")  # pylint: disable=consider-using-with
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("lab: waiting for another hack/lab.py (lock %s)" % LOCK_FILE)
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+
+class Node:
+    def __init__(self, index, net):
+        self.index = index
+        self.nn = "%02d" % index
+        self.name = "lab-node" + self.nn
+        self.ns = "%s-node%s" % (PREFIX, self.nn)
+        self.ifname = NODE_IFNAMES[(index - 1) % len(NODE_IFNAMES)]
+        self.peer = "vnode" + self.nn
+        # A fixed MAC per node: a re-created NIC keeps it, so neighbour caches stay right.
+        self.mac = "%s:%02x:%02x" % (MAC_PREFIX, index >> 8, index & 0xFF)
+        self.address = str(net.network_address + 10 + index)
+        self.prefixlen = net.prefixlen
+        self.state = STATE_ROOT / ("node" + self.nn)
+        self.config = self.state / "sshd_config"
+        self.host_key = self.state / "ssh_host_ed25519_key"
+        self.pidfile = self.state / "sshd.pid"
+        self.log = self.state / "sshd.log"
+        self.hosts = self.state / "hosts"
+        self.changes = []
+        self.pid = None
+
+    def sshd_config(self):
+        return "\n".join([
+            "# Generated by hack/lab.py for %s; do not edit." % self.name,
+            "ListenAddress %s" % self.address,
+            "Port 22",
+            "AddressFamily inet",
+            "HostKey %s" % self.host_key,
+            "PidFile %s" % self.pidfile,
+            "AuthorizedKeysFile %s" % AUTHORIZED_KEYS,
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "UseDNS no",
+            "MaxStartups 64:30:128",
+            "MaxSessions 64",
+            "PrintMotd no",
+            "X11Forwarding no",
+            "Subsystem sftp internal-sftp",
+            "",
+        ])
+
+    def launcher(self):
+        """The shell run inside the node's namespaces: hostname, private binds, then sshd."""
+        lines = ["set -e",
+                 "hostname %s" % self.name,
+                 # The copies of the lab's /run/netns/* mounts would keep every namespace alive
+                 # as long as this one lives; a node has no business with them anyway.
+                 "for m in /run/netns/*; do umount -l \"$m\" 2>/dev/null || true; done",
+                 "umount -l /run/netns 2>/dev/null || true"]
+        for sub, target, _mode in NODE_MOUNTS:
+            lines.append("mount --bind %s %s" % (self.state / sub, target))
+        lines.append("mount --bind %s /etc/hosts" % self.hosts)
+        lines.append("exec %s -D -f %s -E %s" % (SSHD, self.config, self.log))
+        return "\n".join(lines)
+
+
+def plan(count, subnet):
+    net = ipaddress.ip_network(subnet, strict=True)
+    if net.version != 4:
+        raise LabError("--subnet must be IPv4")
+    if count < 1:
+        raise LabError("--nodes must be at least 1")
+    if 10 + count >= net.num_addresses - 1:
+        raise LabError("subnet %s is too small for %d nodes (node i gets .10+i)" % (subnet, count))
+    if count > 99:
+        raise LabError("at most 99 nodes")
+    return net, [Node(i, net) for i in range(1, count + 1)]
+
+
+def hosts_file(net, nodes, own):
+    lines = ["# Generated by hack/lab.py for %s" % own.name,
+             "127.0.0.1\tlocalhost",
+             "::1\tlocalhost ip6-localhost ip6-loopback",
+             "%s\ttrainops-lab-controller" % (net.network_address + 1)]
+    lines += ["%s\t%s" % (node.address, node.name) for node in nodes]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+def write_if_changed(path, content, mode=0o644, in_place=False):
+    """Write ``content`` unless it is already there; True when written.  ``in_place`` keeps the
+    inode (a file bind-mounted into a node must be rewritten, not replaced)."""
+    path = Path(path)
+    try:
+        if path.read_text() == content:
+            if (path.stat().st_mode & 0o7777) != mode:
+                path.chmod(mode)
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    if in_place and path.exists():
+        with open(path, "w") as handle:
+            handle.write(content)
+        path.chmod(mode)
+        return True
+    tmp = path.with_name(path.name + ".tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
+        handle.write(content)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return True
+
+
+def ensure_dir(path, mode, fix_mode=True):
+    """True when created.  ``fix_mode=False``: leave the mode of an existing directory alone."""
+    path = Path(path)
+    created = not path.is_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    if (created or fix_mode) and (path.stat().st_mode & 0o7777) != mode:
+        path.chmod(mode)
+    return created
+
+
+def read_json(path, default=None):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def ensure_keypair(key, comment):
+    """An ed25519 key pair at ``key``/``key``.pub; True when (re)generated."""
+    key, pub = Path(key), Path(str(key) + ".pub")
+    if key.exists():
+        derived = run(["ssh-keygen", "-y", "-f", str(key)], check=False)
+        if derived.returncode == 0:
+            text = derived.stdout.strip() + " " + comment + "\n"
+            if not pub.exists() or pub.read_text().split()[:2] != text.split()[:2]:
+                write_if_changed(pub, text, 0o644)
+            if (key.stat().st_mode & 0o777) != 0o600:
+                key.chmod(0o600)
+            return False
+    for path in (key, pub):
+        if path.exists():
+            path.unlink()
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)])
+    key.chmod(0o600)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespaces, links
+
+def netns_names():
+    out = run(["ip", "netns", "list"], check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def lab_netns_names():
+    return [name for name in netns_names() if name.startswith(PREFIX + "-")]
+
+
+def node_index(ns):
+    suffix = ns[len(PREFIX + "-node"):]
+    return int(suffix) if ns.startswith(PREFIX + "-node") and suffix.isdigit() else None
+
+
+def _nsfs_dev():
+    return os.stat("/proc/self/ns/net").st_dev
+
+
+def netns_inode(ns):
+    """Inode of a *mounted* namespace file /run/netns/<ns>, or None (missing or stale file)."""
+    try:
+        st = os.stat(NETNS_DIR / ns)
+    except OSError:
+        return None
+    return st.st_ino if st.st_dev == _nsfs_dev() else None
+
+
+def ensure_netns(ns):
+    """True when created.  A stale /run/netns/<ns> (left by a half-failed `ip netns add`) goes."""
+    if netns_inode(ns) is not None:
+        return False
+    path = NETNS_DIR / ns
+    if path.exists():
+        run(["umount", "-l", str(path)], check=False)
+        path.unlink()
+    run(["ip", "netns", "add", ns])
+    return True
+
+
+def delete_netns(ns):
+    path = NETNS_DIR / ns
+    if netns_inode(ns) is not None:
+        run(["ip", "netns", "del", ns], check=False)
+    if path.exists():
+        run(["umount", "-l", str(path)], check=False)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def ip_json(ns, *args):
+    argv = ["ip"] + (["-n", ns] if ns else []) + ["-j"] + list(args)
+    proc = run(argv, check=False)
+    if proc.returncode != 0:
+        return []
+    try:
+        return json.loads(proc.stdout or "[]")
+    except ValueError:
+        return []
+
+
+def links_by_name(ns, what="addr"):
+    return {link["ifname"]: link for link in ip_json(ns, what, "show")}
+
+
+def link_ok(link, address, prefixlen, mac=None):
+    """UP, with exactly ``address/prefixlen`` as its IPv4 address (and ``mac``)."""
+    if link is None or "UP" not in link.get("flags", []):
+        return False
+    if mac and link.get("address") != mac:
+        return False
+    inet = [(a.get("local"), a.get("prefixlen")) for a in link.get("addr_info", []) if a.get("family") == "inet"]
+    return inet == [(address, prefixlen)]
+
+
+def ip_batch(ns, commands):
+    if commands:
+        run(["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"], input_text="\n".join(commands) + "\n")
+
+
+def set_address(ns, ifname, link, address, prefixlen, mac):
+    """Make ``address/prefixlen`` the link's only IPv4 address, ``mac`` its MAC, and the link up."""
+    cmds = [] if (link or {}).get("address") == mac else ["link set dev %s address %s" % (ifname, mac)]
+    for a in (link or {}).get("addr_info", []):
+        if a.get("family") == "inet" and (a.get("local"), a.get("prefixlen")) != (address, prefixlen):
+            cmds.append("addr del %s/%s dev %s" % (a["local"], a["prefixlen"], ifname))
+    have = [(a.get("local"), a.get("prefixlen")) for a in (link or {}).get("addr_info", []) if a.get("family") == "inet"]
+    if (address, prefixlen) not in have:
+        cmds.append("addr add %s/%d dev %s" % (address, prefixlen, ifname))
+    cmds.append("link set %s up" % ifname)
+    ip_batch(ns, cmds)
+
+
+def ensure_bridge(net):
+    """Namespace trainops-lab-br with br0 up, and the controller's veth into it."""
+    changes = []
+    if ensure_netns(BR_NS):
+        changes.append("br-ns")
+    links = links_by_name(BR_NS, "link")
+    br = links.get(BRIDGE)
+    if br is not None and br.get("linkinfo", {}).get("info_kind", "bridge") != "bridge":
+        run(["ip", "-n", BR_NS, "link", "del", BRIDGE])
+        br = None
+    if br is None:
+        ip_batch(BR_NS, ["link add %s type bridge" % BRIDGE])
+        changes.append("bridge")
+    if br is None or "UP" not in br.get("flags", []) or "UP" not in links.get("lo", {}).get("flags", []):
+        ip_batch(BR_NS, ["link set lo up", "link set %s up" % BRIDGE])
+    # Controller side: trainops-lab0 (root ns) <-> vctl (bridge port).
+    address, prefixlen = str(net.network_address + 1), net.prefixlen
+    ctl = links_by_name(None).get(CTL_LINK)
+    peer = links.get(CTL_PEER)
+    paired = (ctl is not None and peer is not None and ctl.get("link_index") == peer.get("ifindex")
+              and peer.get("link_index") == ctl.get("ifindex"))
+    if not paired:
+        if ctl is not None:
+            run(["ip", "link", "del", CTL_LINK], check=False)
+        if peer is not None:
+            run(["ip", "-n", BR_NS, "link", "del", CTL_PEER], check=False)
+        run(["ip", "link", "add", CTL_LINK, "address", CTL_MAC, "type", "veth", "peer", "name", CTL_PEER,
+             "netns", BR_NS])
+        ctl, peer = None, None
+        changes.append("controller-link")
+    if peer is None or peer.get("master") != BRIDGE or "UP" not in peer.get("flags", []):
+        ip_batch(BR_NS, ["link set %s master %s up" % (CTL_PEER, BRIDGE)])
+    if not link_ok(ctl, address, prefixlen, CTL_MAC):
+        set_address(None, CTL_LINK, ctl, address, prefixlen, CTL_MAC)
+        if ctl is not None:
+            changes.append("controller-address")
+    return changes
+
+
+def ensure_node_link(node, br_links):
+    """The node's NIC (in its ns) paired with vnodeNN on br0, addressed, up; lo up."""
+    changes = []
+    links = links_by_name(node.ns)
+    nic, peer = links.get(node.ifname), br_links.get(node.peer)
+    paired = (nic is not None and peer is not None and nic.get("link_index") == peer.get("ifindex")
+              and peer.get("link_index") == nic.get("ifindex"))
+    # Anything but lo and the NIC does not belong in a node.
+    extra = [name for name in links if name not in ("lo", node.ifname)]
+    for name in extra:
+        run(["ip", "-n", node.ns, "link", "del", name], check=False)
+    if not paired:
+        if nic is not None:
+            run(["ip", "-n", node.ns, "link", "del", node.ifname], check=False)
+        if peer is not None:
+            run(["ip", "-n", BR_NS, "link", "del", node.peer], check=False)
+        checkpoint("%s:link" % node.name)
+        run(["ip", "link", "add", "name", node.ifname, "address", node.mac, "netns", node.ns, "type", "veth",
+             "peer", "name", node.peer, "netns", BR_NS])
+        nic, peer = None, None
+        changes.append("link")
+    if peer is None or peer.get("master") != BRIDGE or "UP" not in peer.get("flags", []):
+        ip_batch(BR_NS, ["link set %s master %s up" % (node.peer, BRIDGE)])
+    cmds = [] if "UP" in links.get("lo", {}).get("flags", []) else ["link set lo up"]
+    ip_batch(node.ns, cmds)
+    if not link_ok(nic, node.address, node.prefixlen, node.mac):
+        set_address(node.ns, node.ifname, nic, node.address, node.prefixlen, node.mac)
+        if nic is not None:
+            changes.append("address")
+    return changes
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+def scan_processes():
+    """{pid: (net ns inode or None, cmdline)} of every process (a snapshot)."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            link = os.readlink("/proc/%s/ns/net" % entry)
+            inode = int(link[link.index("[") + 1:-1])
+        except (OSError, ValueError):
+            inode = None
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        procs[int(entry)] = (inode, cmdline)
+    return procs
+
+
+def alive(pid):
+    """Running (not a zombie, not gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            stat = handle.read()
+    except (OSError, TypeError):
+        return False
+    return stat[stat.rindex(")") + 2:][:1] not in ("Z", "X")
+
+
+def terminate(pids, grace=5.0):
+    pids = {p for p in pids if p != os.getpid() and alive(p)}
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            pids = {p for p in pids if alive(p)}
+            if not pids:
+                return
+            time.sleep(0.05)
+    if pids:
+        raise LabError("processes would not die: %s" % sorted(pids))
+
+
+def read_pid(path):
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def sshd_running(node, procs):
+    """PID of the node's sshd listener if it runs in the node's current namespace, else None."""
+    pid = read_pid(node.pidfile)
+    inode = netns_inode(node.ns)
+    if pid is None or pid not in procs or not alive(pid):
+        return None
+    ns_inode, cmdline = procs[pid]
+    if inode is None or ns_inode != inode or str(node.config) not in cmdline:
+        return None
+    return pid
+
+
+def node_pids(node, procs):
+    """Every process of this node: in its namespace, or an sshd on its config (stale ones)."""
+    inode = netns_inode(node.ns)
+    return {pid for pid, (ns_inode, cmdline) in procs.items()
+            if (inode is not None and ns_inode == inode) or (str(node.config) + " ") in cmdline + " "}
+
+
+def start_sshd(node):
+    for stale in (node.pidfile,):
+        if stale.exists():
+            stale.unlink()
+    checkpoint("%s:sshd" % node.name)
+    argv = ["ip", "netns", "exec", node.ns,
+            "unshare", "--mount", "--uts", "--propagation", "private", "--",
+            "/bin/sh", "-c", node.launcher()]
+    debug(" ".join(shlex.quote(a) for a in argv))
+    with open(node.state / "launch.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,  # pylint: disable=consider-using-with
+                                start_new_session=True, close_fds=True, cwd="/")
+    return proc
+
+
+def wait_sshd(node, proc, deadline):
+    """Until sshd wrote its pid file (it does once its socket listens)."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = (node.state / "launch.log").read_text(errors="replace")[-1500:]
+            try:
+                log += node.log.read_text(errors="replace")[-1500:]
+            except OSError:
+                pass
+            raise LabError("%s: sshd exited with %s:\n%s" % (node.name, proc.returncode, log.strip()))
+        if read_pid(node.pidfile) == proc.pid:
+            return proc.pid
+        time.sleep(0.02)
+    raise LabError("%s: sshd did not start in time (see %s)" % (node.name, node.log))
+
+
+# ---------------------------------------------------------------------------------------------
+# SSH
+
+def ssh_argv(inv, address, *command, timeout=5):
+    return ["ssh", "-i", str(inv / "id_ed25519"), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % (inv / "known_hosts"),
+            "-o", "ConnectTimeout=%d" % timeout, "-o", "ControlMaster=no", "-o", "ControlPath=none",
+            "-o", "LogLevel=ERROR", "root@" + address] + list(command)
+
+
+def ssh_true(inv, address, timeout=5):
+    try:
+        proc = subprocess.run(ssh_argv(inv, address, "true", timeout=timeout), capture_output=True,
+                              text=True, timeout=timeout + 10, stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return False, "timed out"
+    return proc.returncode == 0, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "rc %d" % proc.returncode
+
+
+def tcp_open(address, port=22, timeout=0.5):
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH")
+    except OSError:
+        return False
+
+
+def wait_ssh(inv, nodes, timeout):
+    deadline = time.monotonic() + timeout
+
+    def one(node):
+        last = "port 22 never answered"
+        while time.monotonic() < deadline:
+            if tcp_open(node.address):
+                ok, last = ssh_true(inv, node.address)
+                if ok:
+                    return None
+            time.sleep(0.2)
+        return "%s (%s): %s; see %s" % (node.name, node.address, last, node.log)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        failures = [f for f in pool.map(one, nodes) if f]
+    if failures:
+        raise LabError("ssh (BatchMode, StrictHostKeyChecking=yes) failed:\n  " + "\n  ".join(failures))
+
+
+# ---------------------------------------------------------------------------------------------
+# Inventory
+
+def yq(value):
+    """A YAML scalar (JSON strings are valid YAML double-quoted scalars)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))
+
+
+def render_hosts_yml(inv, nodes, count):
+    python = REPO / ".venv" / "bin" / "python"
+    common = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % shlex.quote(
+        str(inv / "known_hosts"))
+    out = ["---",
+           "# Generated by `python3 hack/lab.py up --nodes %d` (make lab); `make lab-down` removes it." % count,
+           "# %d lab nodes: network namespaces on this machine, each with its own sshd, NIC, hostname," % count,
+           "# /srv/trainops and /tmp.  Host keys are checked against known_hosts next to this file.",
+           "trainops_nodes:",
+           "  hosts:"]
+    for node in nodes:
+        out.append("    %s:" % node.name)
+        out.append("      ansible_host: %s" % yq(node.address))
+        out.append("      trainops_lab_ifname: %s" % yq(node.ifname))
+        if node.index == 1:
+            out.append("      trainops_master: true")
+    out += ["  vars:",
+            "    ansible_connection: ansible.builtin.ssh",
+            "    ansible_user: root",
+            "    ansible_ssh_private_key_file: %s" % yq(inv / "id_ed25519"),
+            "    ansible_ssh_common_args: %s" % yq(common),
+            "    ansible_python_interpreter: %s" % yq(python),
+            "    trainops_python: %s" % yq(python),
+            "    trainops_node_root: %s" % yq(NODE_ROOT),
+            "    trainops_master_addr: %s" % yq(nodes[0].address),
+            "    trainops_nproc_per_node: 2",
+            "    trainops_gpu_vendor: none",
+            ""]
+    return "\n".join(out)
+
+
+def render_known_hosts(nodes):
+    lines = []
+    for node in nodes:
+        keytype, key = Path(str(node.host_key) + ".pub").read_text().split()[:2]
+        lines.append("%s,%s %s %s" % (node.name, node.address, keytype, key))
+    return "\n".join(lines) + "\n"
+
+
+def render_lab_json(inv, net, nodes):
+    return json.dumps({
+        "version": 1,
+        "subnet": str(net),
+        "controller": {"ifname": CTL_LINK, "address": str(net.network_address + 1)},
+        "bridge": {"namespace": BR_NS, "ifname": BRIDGE},
+        "inventory": str(inv / "hosts.yml"),
+        "private_key": str(inv / "id_ed25519"),
+        "known_hosts": str(inv / "known_hosts"),
+        "state_dir": str(STATE_ROOT),
+        "nodes": [{
+            "name": node.name,
+            "hostname": node.name,
+            "namespace": node.ns,
+            "address": node.address,
+            "ifname": node.ifname,
+            "bridge_port": node.peer,
+            "mac": node.mac,
+            "sshd_pid": node.pid,
+            "sshd_config": str(node.config),
+            "state_dir": str(node.state),
+            "node_root": NODE_ROOT,
+            "master": node.index == 1,
+        } for node in nodes],
+    }, indent=2) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status
+
+def remove_node(index, procs):
+    node = Node(index, ipaddress.ip_network(DEFAULT_SUBNET))
+    terminate(node_pids(node, procs))
+    run(["ip", "-n", BR_NS, "link", "del", node.peer], check=False)
+    delete_netns(node.ns)
+    if node.state.exists():
+        shutil.rmtree(node.state)
+
+
+def up(args):
+    started = time.monotonic()
+    require_root()
+    ensure_packages()
+    require_netns()
+    inv = Path(args.inventory_dir).resolve()
+    with Lock():
+        state = read_json(STATE_FILE, {})
+        count = args.nodes or state.get("nodes") or DEFAULT_NODES
+        subnet = args.subnet or state.get("subnet") or DEFAULT_SUBNET
+        net, nodes = plan(count, subnet)
+        say("lab: %d node%s on %s, controller %s %s" % (
+            count, "s" if count > 1 else "", net, CTL_LINK, net.network_address + 1))
+        changes = []
+
+        # Host-side directories and the controller's key.
+        ensure_dir(STATE_ROOT, 0o755)
+        created_dirs = list(state.get("created_dirs", []))
+        for path in (NODE_ROOT, "/root/.ansible"):
+            mode = 0o700 if path.endswith(".ansible") else 0o755
+            if ensure_dir(path, mode, fix_mode=False) and path not in created_dirs:
+                created_dirs.append(path)
+        ensure_dir("/run/sshd", 0o755, fix_mode=False)
+        ensure_dir(inv, 0o755, fix_mode=False)
+        old_inv = state.get("inventory_dir")
+        write_if_changed(STATE_FILE, json.dumps({"nodes": count, "subnet": str(net), "inventory_dir": str(inv),
+                                                 "created_dirs": created_dirs}, indent=2) + "\n")
+        if old_inv and old_inv != str(inv):
+            remove_inventory(Path(old_inv))
+        if ensure_keypair(inv / "id_ed25519", "trainops-lab-controller"):
+            changes.append("controller key")
+        if write_if_changed(AUTHORIZED_KEYS, (inv / "id_ed25519.pub").read_text(), 0o600):
+            changes.append("authorized_keys")
+
+        # Shrink: nodes beyond N go, with their processes.
+        procs = scan_processes()
+        extra = sorted({node_index(ns) for ns in lab_netns_names() if node_index(ns)} |
+                       {int(p.name[4:]) for p in STATE_ROOT.glob("node[0-9]*") if p.name[4:].isdigit()})
+        for index in [i for i in extra if i > count]:
+            remove_node(index, procs)
+            say("  lab-node%02d  removed" % index)
+            changes.append("removed lab-node%02d" % index)
+
+        changes += ["bridge: " + c for c in ensure_bridge(net)]
+        checkpoint("bridge")
+        br_links = links_by_name(BR_NS, "link")
+
+        def prepare(node):
+            restart = False
+            for sub, _target, mode in NODE_MOUNTS:
+                ensure_dir(node.state / sub, mode)
+            if ensure_keypair(node.host_key, "root@" + node.name):
+                node.changes.append("host key")
+                restart = True
+            if write_if_changed(node.config, node.sshd_config(), 0o600):
+                node.changes.append("sshd_config")
+                restart = True
+            if write_if_changed(node.hosts, hosts_file(net, nodes, node), 0o644, in_place=True):
+                node.changes.append("/etc/hosts")
+            checkpoint("%s:netns" % node.name)
+            if ensure_netns(node.ns):
+                node.changes.append("netns")
+            node.changes += ensure_node_link(node, br_links)
+            return restart
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            restarts = list(pool.map(prepare, nodes))
+
+        # sshd: keep a healthy one (same config, current namespace); else (re)start it.
+        procs = scan_processes()
+        launched = []
+        for node, restart in zip(nodes, restarts):
+            pid = sshd_running(node, procs)
+            if pid is not None and not restart:
+                node.pid = pid
+                continue
+            # The old listener goes; its sessions too when its namespace is not the node's
+            # current one (the namespace was re-created), else they keep running.
+            current = netns_inode(node.ns)
+            listeners = {p for p in node_pids(node, procs) if str(node.config) in procs[p][1]}
+            orphaned = {procs[p][0] for p in listeners} - {current, None}
+            terminate(listeners | {p for p, (inode, _c) in procs.items() if inode in orphaned})
+            launched.append((node, start_sshd(node)))
+            node.changes.append("sshd restarted" if pid is not None else "sshd")
+        deadline = time.monotonic() + args.timeout
+        for node, proc in launched:
+            node.pid = wait_sshd(node, proc, deadline)
+
+        for node in nodes:
+            if node.changes:
+                say("  %s  %-10s %-16s %s  %s (sshd pid %s)" % (
+                    node.name, node.ifname, node.address, node.ns, ", ".join(node.changes), node.pid))
+                changes += ["%s: %s" % (node.name, c) for c in node.changes]
+
+        checkpoint("inventory")
+        for name, text, mode in (("known_hosts", render_known_hosts(nodes), 0o644),
+                                 ("hosts.yml", render_hosts_yml(inv, nodes, count), 0o644),
+                                 ("lab.json", render_lab_json(inv, net, nodes), 0o644)):
+            if write_if_changed(inv / name, text, mode):
+                changes.append(name)
+
+        wait_ssh(inv, nodes, args.timeout)
+    say("lab: %d node%s answer ssh (strict host keys); inventory %s" % (
+        count, "s" if count > 1 else "", _rel(inv / "hosts.yml")))
+    say("lab: up in %.1fs, %s" % (time.monotonic() - started,
+                                  "%d change%s" % (len(changes), "s" if len(changes) > 1 else "")
+                                  if changes else "no changes"))
+    return 0
+
+
+def _rel(path):
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def remove_inventory(inv):
+    removed = []
+    for name in GENERATED + tuple(n + ".tmp" for n in GENERATED):
+        path = inv / name
+        if path.exists() or path.is_symlink():
+            path.unlink()
+            removed.append(name)
+    return removed
+
+
+def down(args):
+    started = time.monotonic()
+    require_root()
+    if not shutil.which("ip"):
+        raise LabError("`ip` not found (apt-get install iproute2)")
+    with Lock():
+        state = read_json(STATE_FILE, {})
+        namespaces = lab_netns_names()
+        stale_files = [p.name for p in NETNS_DIR.glob(PREFIX + "-*")] if NETNS_DIR.is_dir() else []
+        namespaces = sorted(set(namespaces) | set(stale_files), key=lambda n: (n == BR_NS, n))
+
+        # 1. Every process of the lab: in its namespaces, or an sshd on a lab config.
+        procs = scan_processes()
+        inodes = {netns_inode(ns) for ns in namespaces} - {None}
+        marker = str(STATE_ROOT) + "/"
+        pids = {pid for pid, (inode, cmdline) in procs.items() if inode in inodes or marker in cmdline}
+        terminate(pids)
+
+        # 2. Links (explicitly: a namespace kept alive by some mount would keep its veths) and
+        #    namespaces, bridge last.
+        for ns in namespaces:
+            if ns != BR_NS and netns_inode(ns) is not None:
+                for name in links_by_name(ns, "link"):
+                    if name != "lo":
+                        run(["ip", "-n", ns, "link", "del", name], check=False)
+            delete_netns(ns)
+        if CTL_LINK in links_by_name(None, "link"):
+            run(["ip", "link", "del", CTL_LINK], check=False)
+
+        # 3. Mounts left in this mount namespace that name the lab.
+        with open("/proc/self/mountinfo") as handle:
+            mounts = [line.split()[4] for line in handle]
+        for target in sorted((m for m in mounts if PREFIX in m), key=len, reverse=True):
+            run(["umount", "-l", target], check=False)
+
+        # 4. Files: state, generated inventory, mount points it created (when empty).
+        inventories = {Path(args.inventory_dir).resolve()}
+        if state.get("inventory_dir"):
+            inventories.add(Path(state["inventory_dir"]))
+        removed = []
+        for inv in inventories:
+            removed += remove_inventory(inv)
+        if STATE_ROOT.exists():
+            shutil.rmtree(STATE_ROOT)
+        for path in state.get("created_dirs", []):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    say("lab: down in %.1fs: %d process%s stopped, %d namespace%s, %s removed" % (
+        time.monotonic() - started, len(pids), "" if len(pids) == 1 else "es",
+        len(namespaces), "" if len(namespaces) == 1 else "s",
+        "inventory files" if removed else "no inventory files"))
+    return 0
+
+
+def status(args):
+    require_root()
+    state = read_json(STATE_FILE, {})
+    inv = Path(state.get("inventory_dir") or Path(args.inventory_dir).resolve())
+    namespaces = lab_netns_names()
+    indexes = sorted({node_index(ns) for ns in namespaces if node_index(ns)} |
+                     set(range(1, int(state.get("nodes", 0)) + 1)))
+    net = ipaddress.ip_network(state.get("subnet") or DEFAULT_SUBNET)
+    if not indexes and BR_NS not in namespaces:
+        if args.json:
+            print(json.dumps({"healthy": False, "nodes": []}))
+        else:
+            say("lab: not up (python3 hack/lab.py up --nodes N)")
+        return 1
+    procs = scan_processes()
+    br_links = links_by_name(BR_NS, "link")
+    rows = []
+    for index in indexes:
+        node = Node(index, net)
+        links = links_by_name(node.ns) if netns_inode(node.ns) else {}
+        pid = sshd_running(node, procs)
+        rows.append({
+            "name": node.name, "namespace": node.ns, "ns": netns_inode(node.ns) is not None,
+            "ifname": node.ifname, "address": node.address,
+            "link": link_ok(links.get(node.ifname), node.address, node.prefixlen, node.mac)
+            and br_links.get(node.peer, {}).get("master") == BRIDGE,
+            "sshd_pid": pid or read_pid(node.pidfile), "sshd_alive": pid is not None,
+            "expected": index <= int(state.get("nodes", 0)),
+        })
+    have_key = (inv / "id_ed25519").exists() and (inv / "known_hosts").exists()
+
+    def probe(row):
+        return ssh_true(inv, row["address"], timeout=3)[0] if have_key and row["sshd_alive"] and row["link"] else False
+
+    with ThreadPoolExecutor(max_workers=min(16, len(rows) or 1)) as pool:
+        for row, ok in zip(rows, pool.map(probe, rows)):
+            row["ssh"] = ok
+    ctl = links_by_name(None).get(CTL_LINK)
+    ctl_ok = link_ok(ctl, str(net.network_address + 1), net.prefixlen, CTL_MAC)
+    healthy = ctl_ok and bool(rows) and all(r["ns"] and r["link"] and r["sshd_alive"] and r["ssh"] and r["expected"]
+                                            for r in rows)
+    if args.json:
+        print(json.dumps({"healthy": healthy, "subnet": str(net), "inventory": str(inv / "hosts.yml"),
+                          "controller": {"ifname": CTL_LINK, "ok": ctl_ok}, "nodes": rows}, indent=2))
+        return 0 if healthy else 1
+    fmt = "%-11s %-22s %-11s %-15s %-14s %s"
+    say(fmt % ("NODE", "NS", "IFNAME", "ADDRESS", "SSHD PID", "SSH"))
+    for r in rows:
+        say(fmt % (r["name"], r["namespace"] if r["ns"] else "(missing)",
+                   r["ifname"] if r["link"] else r["ifname"] + " (down)", r["address"],
+                   "%s %s" % (r["sshd_pid"] or "-", "alive" if r["sshd_alive"] else "dead"),
+                   "ok" if r["ssh"] else "FAIL"))
+    say("controller %s %s: %s; inventory %s; %s" % (
+        CTL_LINK, net.network_address + 1, "ok" if ctl_ok else "MISSING", _rel(inv / "hosts.yml"),
+        "healthy" if healthy else "NOT healthy"))
+    return 0 if healthy else 1
+
+
+def main(argv=None):
+    global VERBOSE  # pylint: disable=global-statement
+    parser = argparse.ArgumentParser(prog="hack/lab.py", description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every command")
+    parser.add_argument("--inventory-dir", default=str(DEFAULT_INVENTORY_DIR),
+                        help="where hosts.yml, the key, known_hosts and lab.json go (default inventories/lab)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="create, repair, grow or shrink the lab to exactly N nodes")
+    p_up.add_argument("--nodes", "-n", type=int, help="number of nodes (default: the running lab's, else %d)"
+                      % DEFAULT_NODES)
+    p_up.add_argument("--subnet", help="IPv4 subnet (default: the running lab's, else %s)" % DEFAULT_SUBNET)
+    p_up.add_argument("--timeout", type=float, default=60, help="seconds to wait for sshd/ssh (default 60)")
+    sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")
+    p_status = sub.add_parser("status", help="table of nodes; exit 0 only when all are healthy")
+    p_status.add_argument("--json", action="store_true", help="machine-readable")
+    for p in (p_up, p_status, sub.choices["down"]):
+        p.add_argument("--inventory-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    VERBOSE = args.verbose
+    try:
+        return {"up": up, "down": down, "status": status}[args.command](args)
+    except LabError as exc:
+        print("hack/lab.py %s: error: %s" % (args.command, exc), file=sys.stderr, flush=True)
+        return 2 if "must run as root" in str(exc) else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Fixtures for tests that need the real multi-host lab of ``hack/lab.py`` (root only).
+
+    def test_something(lab):                 # the session's lab, 4 nodes (TRAINOPS_LAB_NODES)
+        out = lab.ssh("lab-node02", "hostname").stdout
+        lab.ansible("trainops_nodes", "-m", "ansible.builtin.ping")
+        lab.inventory                          # .../inventories/lab/hosts.yml
+
+    @pytest.mark.parametrize("lab", [2], indirect=True)
+    def test_two(lab): ...                   # the lab converged to exactly 2 nodes
+
+    def test_fresh(lab_nodes):
+        lab = lab_nodes(3)                    # factory: checks health now, (re)builds if needed
+
+A lab already running with the right number of healthy nodes (``make lab N=4``) is reused and
+left running at the end; a lab this session built or changed is torn down (``hack/lab.py down``)
+when the session ends, unless TRAINOPS_LAB_KEEP=1.  Without root, or without ``ip netns``, every
+test using these fixtures is skipped.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAB_PY = os.path.join(REPO, "hack", "lab.py")
+INVENTORY_DIR = os.path.join(REPO, "inventories", "lab")
+VENV_BIN = os.path.join(REPO, ".venv", "bin")
+DEFAULT_NODES = int(os.environ.get("TRAINOPS_LAB_NODES", "4"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab: needs root; builds the multi-host lab of hack/lab.py")
+
+
+def lab_skip_reason():
+    """Why the lab cannot be built here, or None."""
+    if os.geteuid() != 0:
+        return "the lab needs root (network namespaces, veths, bind mounts)"
+    if not shutil.which("ip"):
+        return "`ip` (iproute2) is not installed"
+    if subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode != 0:
+        return "`ip netns` does not work here"
+    return None
+
+
+def run_lab(*args, env=None, timeout=600, check=True):
+    """``python3 hack/lab.py ARGS`` (stdlib only, so this interpreter will do)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, LAB_PY] + list(args), capture_output=True, text=True,
+                          env=full_env, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError("hack/lab.py %s failed (rc %d):\n%s\n%s" % (
+            " ".join(args), proc.returncode, proc.stdout, proc.stderr))
+    return proc
+
+
+class Lab:
+    """The parsed ``lab.json`` of a running lab, with helpers to reach its nodes."""
+
+    def __init__(self, data):
+        self.data = data
+        self.nodes = data["nodes"]
+        self.inventory = data["inventory"]
+        self.inventory_dir = os.path.dirname(self.inventory)
+        self.private_key = data["private_key"]
+        self.known_hosts = data["known_hosts"]
+
+    @classmethod
+    def load(cls, inventory_dir=INVENTORY_DIR):
+        with open(os.path.join(inventory_dir, "lab.json")) as handle:
+            return cls(json.load(handle))
+
+    @property
+    def names(self):
+        return [node["name"] for node in self.nodes]
+
+    def node(self, which):
+        """A node's entry by name ("lab-node02"), 1-based index, or the entry itself."""
+        if isinstance(which, dict):
+            return which
+        if isinstance(which, int):
+            return self.nodes[which - 1]
+        return next(node for node in self.nodes if node["name"] == which)
+
+    def ssh_argv(self, which, command):
+        node = self.node(which)
+        return ["ssh", "-i", self.private_key, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + self.known_hosts,
+                "-o", "ConnectTimeout=10", "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                "-o", "LogLevel=ERROR", "root@" + node["address"], command]
+
+    def ssh(self, which, command, timeout=120, check=True):
+        """Run a shell command on a node over ssh, host key checked against known_hosts."""
+        proc = subprocess.run(self.ssh_argv(which, command), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError("ssh %s %r failed (rc %d): %s" % (
+                self.node(which)["name"], command, proc.returncode, proc.stderr))
+        return proc
+
+    def netns_exec(self, which, argv, timeout=60, check=True):
+        """Run argv in a node's network namespace directly (no ssh, no private mounts)."""
+        return subprocess.run(["ip", "netns", "exec", self.node(which)["namespace"]] + list(argv),
+                              capture_output=True, text=True, timeout=timeout, check=check)
+
+    def ansible_env(self):
+        env = dict(os.environ)
+        env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
+        env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+        return env
+
+    def ansible(self, pattern, *args, timeout=300):
+        """``.venv/bin/ansible -i <lab inventory> PATTERN ARGS`` with the repo's ansible.cfg."""
+        return subprocess.run([os.path.join(VENV_BIN, "ansible"), "-i", self.inventory, pattern] + list(args),
+                              capture_output=True, text=True, env=self.ansible_env(), timeout=timeout,
+                              check=False)
+
+
+class LabManager:
+    """Brings the lab to N nodes when asked, and remembers whether this session changed it."""
+
+    def __init__(self, inventory_dir=INVENTORY_DIR):
+        self.inventory_dir = inventory_dir
+        self.touched = False
+        self.promised = None  # node count the session-scoped `lab` fixture handed out
+
+    def status(self):
+        proc = run_lab("status", "--json", check=False)
+        try:
+            return json.loads(proc.stdout)
+        except ValueError:
+            return {"healthy": False, "nodes": []}
+
+    def healthy(self, nodes):
+        status = self.status()
+        return (status.get("healthy") and len(status.get("nodes", [])) == nodes
+                and status.get("inventory") == os.path.join(self.inventory_dir, "hosts.yml")
+                and os.path.exists(os.path.join(self.inventory_dir, "lab.json")))
+
+    def up(self, nodes, env=None, check=True):
+        self.touched = True
+        return run_lab("up", "--nodes", str(nodes), "--inventory-dir", self.inventory_dir, env=env, check=check)
+
+    def down(self, check=True):
+        self.touched = True
+        return run_lab("down", "--inventory-dir", self.inventory_dir, check=check)
+
+    def ensure(self, nodes=DEFAULT_NODES):
+        """A healthy lab of exactly ``nodes`` nodes: the running one if it is, else ``up``."""
+        if not self.healthy(nodes):
+            self.up(nodes)
+        lab = Lab.load(self.inventory_dir)
+        assert len(lab.nodes) == nodes, lab.names
+        return lab
+
+    def restore(self):
+        """Rebuild what the session-scoped `lab` fixture promised (after tests that broke it)."""
+        if self.promised is not None:
+            self.ensure(self.promised)
+
+
+@pytest.fixture(scope="session")
+def lab_manager():
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    manager = LabManager()
+    yield manager
+    if manager.touched and os.environ.get("TRAINOPS_LAB_KEEP") != "1":
+        manager.down(check=False)
+
+
+@pytest.fixture(scope="session")
+def lab_nodes(lab_manager):
+    """Factory: ``lab_nodes(n)`` -> Lab with exactly n healthy nodes (health checked on each call)."""
+    return lab_manager.ensure
+
+
+@pytest.fixture(scope="session")
+def lab(request, lab_manager):
+    """The session's lab: DEFAULT_NODES nodes (4), or ``request.param`` via indirect parametrize."""
+    nodes = getattr(request, "param", DEFAULT_NODES)
+    lab_manager.promised = nodes
+    return lab_manager.ensure(nodes)
