@@ -9,3 +9,8 @@ import sys
 _COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".collections")
 if os.path.isdir(_COLLECTIONS) and _COLLECTIONS not in sys.path:
     sys.path.insert(0, _COLLECTIONS)
+
+# tests/playbook_runner.py is shared by the e2e and lab tests
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)

@@ -229,7 +229,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
 
 
 def load_config(path: Optional[str] = None, overrides: Iterable[str] = ()) -> Dict[str, Any]:
-    """Return the defaults, updated by the YAML file at ``path`` (if any) and then by ``overrides``.
+    """Return the defaults, updated by the YAML file at ``path`` (if any), then by the launcher's
+    ``TRAINOPS_COLLECTIVE_TIMEOUT_S`` (distributed.timeout_s), then by ``overrides``.
 
     Raises :class:`ConfigError` for unreadable files, unknown keys, wrongly typed or out-of-range values.
     """
@@ -246,6 +247,13 @@ def load_config(path: Optional[str] = None, overrides: Iterable[str] = ()) -> Di
             if not isinstance(data, dict):
                 raise ConfigError("config file %s must contain a mapping at the top level" % path)
             _merge(cfg, data, DEFAULTS)
+    # the launcher's collective timeout (trainops_collective_timeout) sits between the file and --override
+    launcher_timeout = os.environ.get("TRAINOPS_COLLECTIVE_TIMEOUT_S")
+    if launcher_timeout:
+        try:
+            cfg["distributed"]["timeout_s"] = float(launcher_timeout)
+        except ValueError:
+            raise ConfigError("TRAINOPS_COLLECTIVE_TIMEOUT_S=%r is not a number of seconds" % launcher_timeout)
     for text in overrides:
         parts, value = parse_override(text)
         nested = value  # type: Any

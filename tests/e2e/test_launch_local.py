@@ -7,23 +7,12 @@ import glob
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENTRY = os.path.join(REPO, 'tools', 'trainops_run.py')
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
+from playbook_runner import free_port, run_playbook
 
 
 def processes_under(path):
@@ -60,20 +49,7 @@ class Lab:
             'trainops_progress_interval': 5,
         }
         extravars.update(extra or {})
-        varfile = os.path.join(self.root, 'vars-%d.json' % time.monotonic_ns())
-        with open(varfile, 'w') as handle:
-            json.dump(extravars, handle)
-        summary = varfile.replace('.json', '.summary.json')
-        junit = varfile.replace('.json', '.junit.xml')
-        started = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, ENTRY, playbook, '-e', '@' + varfile, '--summary', summary, '--junit', junit,
-             '--artifacts', os.path.join(self.root, 'artifacts')],
-            cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
-        proc.elapsed = time.monotonic() - started
-        proc.summary = json.load(open(summary)) if os.path.exists(summary) else {}
-        proc.junit = junit
-        return proc
+        return run_playbook(playbook, self.root, extravars, timeout=timeout)
 
     def experiment_dirs(self):
         return sorted(glob.glob(os.path.join(self.experiments, '*')))
@@ -174,7 +150,7 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
 def test_bad_input_fails_before_any_node_is_touched(lab, extra, words):
     proc = lab.run('playbooks/launch.yml', extra, timeout=120)
     assert proc.returncode != 0
-    messages = ' '.join(f['msg'] for f in proc.summary['failures'])
+    messages = proc.failure_text
     for word in words:
         assert word in messages, messages
     # nothing was created on any node, nothing started, no experiment directory
@@ -190,7 +166,7 @@ def test_a_crashing_rank_fails_fast_stops_every_node_and_collects_logs(lab):
         'trainops_poll_interval': 1,
     })
     assert proc.returncode != 0
-    messages = ' '.join(f['msg'] for f in proc.summary['failures'])
+    messages = proc.failure_text
     assert 'The job failed on node0' in messages, messages
     assert 'debug failure injected' in messages
     experiment = proc.summary['artifact_data']['trainops_experiment']
@@ -215,7 +191,7 @@ def test_wait_false_then_status_then_stop(lab):
     # a second launch refuses while the job runs, and starts nothing
     refused = lab.run('playbooks/launch.yml', {}, timeout=120)
     assert refused.returncode != 0
-    assert 'still running job' in ' '.join(f['msg'] for f in refused.summary['failures'])
+    assert 'still running job' in refused.failure_text
     assert len(lab.experiment_dirs()) == 1
 
     status = lab.run('playbooks/status.yml', {}, timeout=120)

@@ -128,6 +128,17 @@ def test_file_then_overrides(tmp_path):
     assert cfg["training"]["lr"] == pytest.approx(1e-4)
 
 
+def test_launcher_collective_timeout_sits_between_file_and_overrides(tmp_path, monkeypatch):
+    path = tmp_path / "c.yaml"
+    path.write_text("distributed:\n  timeout_s: 600\n")
+    monkeypatch.setenv("TRAINOPS_COLLECTIVE_TIMEOUT_S", "20")
+    assert train.load_config(str(path))["distributed"]["timeout_s"] == 20
+    assert train.load_config(str(path), ["distributed.timeout_s=45"])["distributed"]["timeout_s"] == 45
+    monkeypatch.setenv("TRAINOPS_COLLECTIVE_TIMEOUT_S", "soon")
+    with pytest.raises(train.ConfigError, match="TRAINOPS_COLLECTIVE_TIMEOUT_S"):
+        train.load_config(str(path))
+
+
 def test_cli_accepts_repeated_and_multi_value_overrides():
     args = train.build_arg_parser().parse_args(["--override", "training.output_dir=/x", "model.hidden=512", "--override", "training.lr=0.01"])
     flat = [t for group in args.override for t in group]
