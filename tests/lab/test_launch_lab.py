@@ -1,0 +1,222 @@
+"""launch.yml across real hosts: the namespace lab of hack/lab.py (root only).
+
+Each node has its own hostname, NIC name (ens5, enp1s0f0, eth1, bond0.2093), address and sshd; the
+controller reaches them over SSH with host-key checking on. The tests check that ranks run where their
+rank says, that each host gets its own interface, and that failures end the job everywhere.
+"""
+import fcntl
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from playbook_runner import free_port, run_playbook, start_playbook, wait_playbook
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+SESSION_LOCK = '/run/lock/trainops-lab-session.lock'
+
+
+@pytest.fixture(scope='module', autouse=True)
+def lab_session_lock():
+    """One user of the (machine-wide) lab at a time."""
+    with open(SESSION_LOCK, 'a') as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def node_processes(lab, node):
+    """PIDs of processes running inside a node's network namespace (the job's, and its sshd)."""
+    proc = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True, check=False)
+    pids = [int(p) for p in proc.stdout.split()]
+    sshd = node.get('sshd_pid')
+    result = []
+    for pid in pids:
+        try:
+            with open('/proc/%d/cmdline' % pid, 'rb') as handle:
+                cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
+        except OSError:
+            continue
+        if pid == sshd or cmdline.startswith('sshd') or '/sshd' in cmdline.split(' ')[0]:
+            continue
+        result.append((pid, cmdline))
+    return result
+
+
+def job_processes(lab):
+    """Every torchrun/training process on any lab node."""
+    found = {}
+    for node in lab.nodes:
+        procs = [(pid, cmd) for pid, cmd in node_processes(lab, node) if 'torch.distributed.run' in cmd or 'train.py' in cmd
+                 or 'supervisor.py' in cmd]
+        if procs:
+            found[node['name']] = procs
+    return found
+
+
+def wait_until(predicate, timeout, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def launch_vars(tmp_path, **extra):
+    extravars = {
+        'trainops_experiments_dir': str(tmp_path / 'experiments'),
+        'master_port': free_port(),
+        'trainops_progress_interval': 5,
+        'trainops_poll_interval': 1,
+        'config': 'config/tiny.yaml',
+    }
+    extravars.update(extra)
+    return extravars
+
+
+def experiment_of(proc):
+    return proc.summary.get('artifact_data', {}).get('trainops_experiment', {})
+
+
+@pytest.mark.parametrize('nodes', [2, 4])
+def test_launch_across_lab_nodes_each_rank_on_its_host_with_its_interface(lab_nodes, tmp_path, nodes):
+    lab = lab_nodes(nodes)
+    proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, channels=42), inventory=lab.inventory)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    experiment = experiment_of(proc)
+    assert experiment['outcome'] == 'succeeded'
+    path = experiment['path']
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(nodes)]
+
+    manifest = json.load(open(os.path.join(path, 'manifest.json')))
+    assert manifest['world_size'] == 2 * nodes and manifest['summary']['ranks_seen'] == list(range(2 * nodes))
+    assert manifest['master']['addr'] == lab.nodes[0]['address']
+    for index, node in enumerate(lab.nodes):
+        for local_rank in range(2):
+            rank = 2 * index + local_rank
+            seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+            # the rank ran on the host its rank says ...
+            assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
+            assert seen['env']['TRAINOPS_NODE'] == node['name']
+            # ... and used that host's own NIC, which differs from node to node
+            assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname'], (rank, node)
+            assert seen['env']['NCCL_SOCKET_IFNAME'] == '=' + node['ifname']
+            assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
+    assert len({n['ifname'] for n in lab.nodes}) == min(nodes, 4)
+    assert not job_processes(lab)
+
+
+def test_wrong_interface_override_fails_before_anything_starts(lab_nodes, tmp_path):
+    lab = lab_nodes(2)
+    proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, trainops_socket_ifname='lo'),
+                        inventory=lab.inventory, timeout=240)
+    assert proc.returncode != 0
+    assert "'lo' cannot reach the master %s" % lab.nodes[0]['address'] in proc.failure_text, proc.failure_text
+    assert proc.elapsed < 120
+    assert not os.path.exists(tmp_path / 'experiments') or not os.listdir(tmp_path / 'experiments')
+    assert not job_processes(lab)
+
+
+def test_a_rank_killed_mid_training_ends_the_job_on_every_node(lab_nodes, tmp_path):
+    lab = lab_nodes(4)
+    victim = lab.nodes[2]
+    running = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, overrides=['debug.sleep_per_step_s=0.2', 'training.epochs=50']), inventory=lab.inventory)
+    try:
+        # wait until the victim's workers train, then kill one of them outright
+        def victim_worker():
+            procs = [pid for pid, cmd in node_processes(lab, victim) if 'train.py' in cmd and 'torch.distributed.run' not in cmd]
+            return procs and procs[0]
+        worker = wait_until(victim_worker, timeout=240)
+        assert worker, 'the job never started on %s' % victim['name']
+        time.sleep(3)
+        os.kill(worker, signal.SIGKILL)
+        killed_at = time.monotonic()
+        gone = wait_until(lambda: not job_processes(lab), timeout=30)
+        assert gone, 'still running 30 s after the kill: %s' % job_processes(lab)
+        assert time.monotonic() - killed_at <= 30
+        proc = wait_playbook(running, timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert proc.returncode != 0
+    assert 'The job failed on %s' % victim['name'] in proc.failure_text, proc.failure_text
+    experiment = experiment_of(proc)
+    assert experiment['failed_nodes'] == [victim['name']]
+    assert sorted(os.listdir(os.path.join(experiment['path'], 'logs'))) == ['node_%d.txt' % r for r in range(4)]
+
+
+def test_an_unreachable_node_means_nothing_starts_anywhere(lab_nodes, lab_manager, tmp_path):
+    lab = lab_nodes(4)
+    victim = lab.nodes[3]
+    os.kill(victim['sshd_pid'], signal.SIGTERM)
+    try:
+        wait_until(lambda: lab.ssh(victim, 'true', timeout=15, check=False).returncode != 0, timeout=20)
+        proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path), inventory=lab.inventory,
+                            timeout=300)
+        assert proc.returncode != 0
+        assert victim['name'] in proc.failure_text, proc.failure_text
+        assert not job_processes(lab)
+        assert not os.path.exists(tmp_path / 'experiments') or not os.listdir(tmp_path / 'experiments')
+        for node in lab.nodes[:3]:
+            runs = glob.glob('/var/lib/trainops-lab/%s/srv/state/runs/*' % node['name'].replace('lab-', ''))
+            assert runs == [], runs
+    finally:
+        lab_manager.up(4)
+
+
+def test_a_node_lost_mid_run_ends_the_job_within_the_collective_timeout(lab_nodes, lab_manager, tmp_path):
+    lab = lab_nodes(4)
+    victim = lab.nodes[1]
+    running = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, overrides=['debug.sleep_per_step_s=0.2', 'training.epochs=50'], trainops_collective_timeout=20),
+        inventory=lab.inventory)
+    try:
+        assert wait_until(lambda: any('train.py' in cmd for _pid, cmd in node_processes(lab, victim)), timeout=240)
+        time.sleep(3)
+        lab.netns_exec(victim, ['ip', 'link', 'set', victim['ifname'], 'down'])
+        cut_at = time.monotonic()
+        others = [n for n in lab.nodes if n is not victim]
+        ended = wait_until(lambda: not any(n['name'] in job_processes(lab) for n in others), timeout=120)
+        assert ended, 'jobs still running on %s' % sorted(job_processes(lab))
+        assert time.monotonic() - cut_at < 20 + 60
+        proc = wait_playbook(running, timeout=400)
+    finally:
+        if running.poll() is None:
+            running.kill()
+        lab.netns_exec(victim, ['ip', 'link', 'set', victim['ifname'], 'up'], check=False)
+        lab_manager.up(4)
+    assert proc.returncode != 0
+    assert victim['name'] in proc.failure_text, proc.failure_text
+    assert not job_processes(lab)
+
+
+def test_stop_ends_the_job_on_every_node_and_spares_a_decoy(lab_nodes, tmp_path):
+    lab = lab_nodes(2)
+    proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=50']), inventory=lab.inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert wait_until(lambda: len(job_processes(lab)) == 2, timeout=60)
+    # a process with the very same command line as node 1's torchrun, not started by the job
+    torchrun_cmd = next(cmd for _pid, cmd in job_processes(lab)[lab.nodes[0]['name']] if 'torch.distributed.run' in cmd)
+    decoy = subprocess.Popen(['ip', 'netns', 'exec', lab.nodes[0]['namespace'], 'bash', '-c',
+                              'exec -a "$0" sleep 300', torchrun_cmd.strip()], start_new_session=True)
+    try:
+        stopped = run_playbook('playbooks/stop.yml', str(tmp_path), {
+            'trainops_experiments_dir': str(tmp_path / 'experiments')}, inventory=lab.inventory, timeout=240)
+        assert stopped.returncode == 0, stopped.stdout[-3000:]
+        leftovers = {n: [p for p in procs if p[0] != decoy.pid] for n, procs in job_processes(lab).items()}
+        assert not any(leftovers.values()), leftovers
+        assert decoy.poll() is None, 'the decoy with the same command line was killed'
+    finally:
+        decoy.kill()
+        decoy.wait()
