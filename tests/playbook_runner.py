@@ -42,7 +42,7 @@ def finish(proc, argv, started):
     if os.path.exists(summary):
         with open(summary) as handle:
             proc.summary = json.load(handle)
-    proc.failure_text = ' '.join(f.get('msg') or '' for f in proc.summary.get('failures', []))
+    proc.failure_text = ' '.join('[%s] %s' % (f.get('host'), f.get('msg') or '') for f in proc.summary.get('failures', []))
     return proc
 
 

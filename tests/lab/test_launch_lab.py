@@ -158,7 +158,15 @@ def test_a_rank_killed_mid_training_ends_the_job_on_every_node(lab_nodes, tmp_pa
 def test_an_unreachable_node_means_nothing_starts_anywhere(lab_nodes, lab_manager, tmp_path):
     lab = lab_nodes(4)
     victim = lab.nodes[3]
-    os.kill(victim['sshd_pid'], signal.SIGTERM)
+    # the node's sshd and every session it serves (Ansible's ControlPersist connections included)
+    pids = subprocess.run(['ip', 'netns', 'pids', victim['namespace']], capture_output=True, text=True, check=True)
+    for pid in [int(p) for p in pids.stdout.split()]:
+        try:
+            with open('/proc/%d/cmdline' % pid, 'rb') as handle:
+                if b'sshd' in handle.read():
+                    os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
     try:
         wait_until(lambda: lab.ssh(victim, 'true', timeout=15, check=False).returncode != 0, timeout=20)
         proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path), inventory=lab.inventory,

@@ -1,0 +1,105 @@
+"""`molecule test -s job` on the multi-host lab of hack/lab.py (root only); see docs/molecule.md.
+
+The scenario brings the lab up with 2 nodes (molecule/create.yml), launches a short 2 x 2 CPU-rank
+job with the role trainops.multinode.job, runs the status entry point again for idempotence,
+verifies the collected experiment, and takes the lab down (molecule/destroy.yml).
+
+The lab is machine-wide and shared: the run holds /run/lock/trainops-lab-session.lock throughout.
+Molecule's state goes to a fresh temporary directory, so a run that was interrupted earlier (state
+"created"/"converged" left behind) cannot make this one skip its create step.
+"""
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.join(REPO, '.venv', 'bin')
+MOLECULE = os.path.join(VENV_BIN, 'molecule')
+LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
+SESSION_LOCK = '/run/lock/trainops-lab-session.lock'
+TIMEOUT = 290  # seconds for the whole `molecule test` (it takes about a minute on 2 cores)
+ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+
+
+def run_molecule(args, env, timeout):
+    """Run molecule in its own process group; on timeout stop that whole group (its ansible-playbook
+    and everything they started), never anything else."""
+    proc = subprocess.Popen([MOLECULE] + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out, False
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, _ = proc.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                out = ''
+        return None, out, True
+
+
+def lab_status():
+    proc = subprocess.run([sys.executable, LAB_PY, 'status', '--json'], capture_output=True, text=True,
+                          check=False, timeout=120)
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        return {'healthy': False, 'nodes': None, 'raw': proc.stdout + proc.stderr}
+
+
+def test_molecule_job_scenario(lab_manager, tmp_path, record_property):
+    """The whole test sequence of molecule/job passes: destroy, syntax, create, converge,
+    idempotence, verify, destroy; and the lab is down afterwards (unless TRAINOPS_LAB_KEEP=1)."""
+    if not os.access(MOLECULE, os.X_OK):
+        pytest.skip('molecule is not installed in .venv (make dev-deps)')
+    env = dict(os.environ)
+    env['PATH'] = VENV_BIN + os.pathsep + env.get('PATH', '')
+    env['MOLECULE_EPHEMERAL_DIRECTORY'] = str(tmp_path / 'molecule')
+    env['NO_COLOR'] = '1'
+    env['ANSIBLE_NOCOLOR'] = '1'
+    for name in ('MOLECULE_GLOB', 'ANSIBLE_CONFIG', 'ANSIBLE_INVENTORY'):
+        env.pop(name, None)
+
+    with open(SESSION_LOCK, 'a') as lock:
+        waited = time.monotonic()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waited = time.monotonic() - waited
+        try:
+            lab_manager.touched = True  # molecule changes the lab: the session takes it down at its end
+            started = time.monotonic()
+            rc, out, timed_out = run_molecule(['test', '-s', 'job'], env, TIMEOUT)
+            elapsed = time.monotonic() - started
+            if timed_out:
+                # the scenario's own destroy did not run: leave the lab down, as molecule would have
+                subprocess.run([sys.executable, LAB_PY, 'down'], capture_output=True, check=False, timeout=120)
+            after = lab_status()
+            lab_manager.restore()  # what the session's `lab` fixture handed out, if anything
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    record_property('molecule_test_seconds', round(elapsed, 1))
+    record_property('lab_lock_wait_seconds', round(waited, 1))
+    out = ANSI.sub('', out or '')
+    tail = out[-6000:]
+
+    assert not timed_out, 'molecule test -s job ran over %d s and was stopped:\n%s' % (TIMEOUT, tail)
+    assert rc == 0, 'molecule test -s job failed (rc %s):\n%s' % (rc, tail)
+    for action in ('destroy', 'syntax', 'create', 'converge', 'idempotence', 'verify'):
+        assert re.search(r'job\s+\S+\s+%s: Executed: Successful' % action, out), (action, tail)
+    # the scenario leaves the lab down
+    if os.environ.get('TRAINOPS_LAB_KEEP') != '1':
+        assert after.get('nodes') == [], after
