@@ -27,6 +27,7 @@ MOLECULE = os.path.join(VENV_BIN, 'molecule')
 LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
 SESSION_LOCK = '/run/lock/trainops-lab-session.lock'
 TIMEOUT = 290  # seconds for the whole `molecule test` (it takes about a minute on 2 cores)
+LOCK_TIMEOUT = int(os.environ.get('TRAINOPS_LAB_LOCK_TIMEOUT', '1800'))  # waiting for other users of the lab
 ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 
 
@@ -53,6 +54,19 @@ def run_molecule(args, env, timeout):
         return None, out, True
 
 
+def take_lock(handle, timeout):
+    """Exclusive flock on the lab's session lock, waiting up to ``timeout`` seconds for other users."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                pytest.fail('the lab is busy: %s was held by someone else for %d s' % (SESSION_LOCK, timeout))
+            time.sleep(1)
+
+
 def lab_status():
     proc = subprocess.run([sys.executable, LAB_PY, 'status', '--json'], capture_output=True, text=True,
                           check=False, timeout=120)
@@ -77,7 +91,7 @@ def test_molecule_job_scenario(lab_manager, tmp_path, record_property):
 
     with open(SESSION_LOCK, 'a') as lock:
         waited = time.monotonic()
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        take_lock(lock, LOCK_TIMEOUT)
         waited = time.monotonic() - waited
         try:
             lab_manager.touched = True  # molecule changes the lab: the session takes it down at its end
