@@ -16,6 +16,7 @@ left running at the end; a lab this session built or changed is torn down (``hac
 when the session ends, unless TRAINOPS_LAB_KEEP=1.  Without root, or without ``ip netns``, every
 test using these fixtures is skipped.
 """
+import fcntl
 import json
 import os
 import shutil
@@ -161,6 +162,20 @@ class LabManager:
         """Rebuild what the session-scoped `lab` fixture promised (after tests that broke it)."""
         if self.promised is not None:
             self.ensure(self.promised)
+
+
+SESSION_LOCK = "/run/lock/trainops-lab-session.lock"
+
+
+@pytest.fixture(scope="module")
+def lab_session_lock():
+    """One user of the machine-wide lab at a time (benchmarks, Molecule and test modules take this lock)."""
+    with open(SESSION_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,8 @@ def _skip_reason():
     return None
 
 
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())),
+              pytest.mark.usefixtures('lab_session_lock')]
 
 
 @pytest.fixture(scope="module", autouse=True)
