@@ -17,6 +17,7 @@ from playbook_runner import free_port, run_playbook, start_playbook, wait_playbo
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
+
 def node_processes(lab, node):
     """PIDs of processes running inside a node's network namespace (the job's, and its sshd)."""
     proc = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True, check=False)
