@@ -33,25 +33,27 @@ ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 
 def run_molecule(args, env, timeout):
     """Run molecule in its own process group; on timeout stop that whole group (its ansible-playbook
-    and everything they started), never anything else."""
+    and everything they started), never anything else. Returns (rc or None, output, timed out)."""
     proc = subprocess.Popen([MOLECULE] + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out = proc.communicate(timeout=timeout)[0]
         return proc.returncode, out, False
     except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                out, _ = proc.communicate(timeout=10)
-                break
-            except subprocess.TimeoutExpired:
-                out = ''
-        return None, out, True
+        pass
+    out = ''
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            out = proc.communicate(timeout=10)[0]  # everything it wrote, from the start
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return None, out, True
 
 
 def take_lock(handle, timeout):
