@@ -563,6 +563,16 @@ def load_checkpoint_collective(path: str, rank: int, world_size: int) -> Optiona
 # Training
 # --------------------------------------------------------------------------------------------------
 
+def emit(line: str) -> None:
+    """Write one whole line to stdout in a single write(2).
+
+    The ranks of a node share torchrun's stdout; print() may write the text and the newline
+    separately (unbuffered Python), so lines of different ranks could interleave mid-line.
+    """
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode("utf-8", "replace"))
+
+
 def progress_line(node: str, rank: int, world_size: int, epoch: int, global_step: int, total_steps: int, loss: float,
                   samples_per_s: float) -> str:
     """The progress line other components parse. Do not change its format."""
@@ -718,7 +728,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                     metrics.flush()
                     final_loss = global_loss
                     if local_rank == 0:
-                        print(progress_line(node, rank, world_size, epoch, global_step, total_steps, global_loss, samples_per_s), flush=True)
+                        emit(progress_line(node, rank, world_size, epoch, global_step, total_steps, global_loss, samples_per_s))
                     window_start, window_steps = time.perf_counter(), 0
 
                 end_of_epoch = step == steps_per_epoch
@@ -761,7 +771,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ok = False
     try:
         final_loss = train(cfg, device)
-        print(done_line(socket.gethostname(), dist.get_rank(), dist.get_world_size(), final_loss), flush=True)
+        emit(done_line(socket.gethostname(), dist.get_rank(), dist.get_world_size(), final_loss))
         ok = True
     finally:
         # On failure an NCCL peer may still be inside a collective with us; tearing down NCCL then can block,
