@@ -771,6 +771,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ok = False
     try:
         final_loss = train(cfg, device)
+        # every rank leaves the training collectives together (rank 0 may still be writing its
+        # checkpoint): tearing the group down while a peer is mid-operation can abort at exit
+        dist.barrier()
         emit(done_line(socket.gethostname(), dist.get_rank(), dist.get_world_size(), final_loss))
         ok = True
     finally:
