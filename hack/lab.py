@@ -222,7 +222,16 @@ class Node:
                  "for m in /run/netns/*; do umount -l \"$m\" 2>/dev/null || true; done",
                  "umount -l /run/netns 2>/dev/null || true"]
         for sub, target, _mode in NODE_MOUNTS:
-            lines.append("mount --bind %s %s" % (self.state / sub, target))
+            bind = "--bind"
+            if REPO == Path(target) or Path(target) in REPO.parents:
+                # The checkout lives under a directory the node gets privately (a clone in /tmp,
+                # say): show it at the same path inside the node's own copy, or the nodes could
+                # not reach the collection's Python and files.
+                inner = self.state / sub / REPO.relative_to(target)
+                lines.append("mkdir -p %s" % inner)
+                lines.append("mount --bind %s %s" % (REPO, inner))
+                bind = "--rbind"
+            lines.append("mount %s %s %s" % (bind, self.state / sub, target))
         lines.append("mount --bind %s /etc/hosts" % self.hosts)
         lines.append("exec %s -D -f %s -E %s" % (SSHD, self.config, self.log))
         return "\n".join(lines)
