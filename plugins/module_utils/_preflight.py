@@ -1,0 +1,276 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read-only launch preflight of one node, in one Python process.
+
+The launch used to spend four module runs per node on what this does in one (node facts, the
+training interpreter's torch, a job still running, the master port): every module run costs a
+Python start with its payload on the node and a few hundred ms of controller CPU per node, which is
+what made the 16-node launch slow (docs/benchmarks.md). Nothing here creates, starts or changes
+anything. Problems the user must fix are collected, not raised, so one run reports all of them.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import socket
+import sys
+
+from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import (
+    NodeFactsError,
+    node_facts,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
+    STATUS_RUNNING,
+    TorchrunError,
+    TorchrunNode,
+)
+
+# Reads torch's installed version from its package metadata instead of importing it: an import costs
+# 1-2 s of CPU per node (docs/benchmarks.md); import_torch=true does the full import.
+TORCH_PROBE = r"""
+import json, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable, "version": None, "location": None,
+       "imported": False, "error": None}
+try:
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        out["error"] = "No module named 'torch'"
+    else:
+        out["location"] = spec.origin
+        if IMPORT:
+            import torch
+            out["version"] = torch.__version__
+            out["imported"] = True
+            out["cuda"] = getattr(torch.version, "cuda", None)
+            out["hip"] = getattr(torch.version, "hip", None)
+        else:
+            from importlib import metadata
+            out["version"] = metadata.version("torch")
+except Exception as exc:  # reported, never raised: the controller says what to fix
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.write(json.dumps(out))
+"""
+
+
+def torch_probe(runner, python, import_torch=False):
+    """The training interpreter's Python and torch, as a dict; ``error`` says what is wrong."""
+    script = TORCH_PROBE.replace('IMPORT', 'True' if import_torch else 'False')
+    try:
+        rc, out, err = runner.run([python, '-c', script])
+    except (OSError, ValueError) as exc:
+        return dict(python=None, version=None, location=None, imported=False, error=str(exc))
+    try:
+        data = json.loads(out or '')
+    except ValueError:
+        lines = (err or out or '').strip().splitlines()
+        data = dict(python=None, version=None, location=None, imported=False,
+                    error='rc={0}: {1}'.format(rc, ' / '.join(lines[-3:]) or 'no output'))
+    if rc != 0 and not data.get('error'):
+        data['error'] = 'rc={0}: {1}'.format(rc, (err or '').strip()[-300:])
+    return data
+
+
+def port_in_use(port, bind_addr=''):
+    """True when something listens on ``port`` here (a bind with SO_REUSEADDR fails), False when free.
+
+    torchrun's TCPStore listens on every address of the master, so any listener on the port, on
+    any address, makes the rendezvous fail; a socket merely in TIME_WAIT does not.
+    """
+    for family, addr in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((bind_addr or addr, port))
+            return False
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            if exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+                continue
+            raise
+        finally:
+            sock.close()
+    return False
+
+
+def _abspath(path):
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False, listen=None):
+    """Run every check; return the module result (``problems`` empty when the node may start)."""
+    problems = []
+    result = dict(changed=False, problems=problems)
+    listen = listen or open_master_port
+
+    try:
+        facts = node_facts(runner, params['master_addr'], params.get('socket_ifname') or 'auto',
+                           params.get('check_ifname', True), root=root)
+    except NodeFactsError as exc:
+        facts = None
+        problems.append(str(exc))
+    result['ansible_facts'] = dict(trainops_node=facts) if facts is not None else {}
+
+    python = params.get('python')
+    if python:
+        torch = torch_probe(runner, python, params.get('import_torch', False))
+        result['torch'] = torch
+        if torch.get('error') or not torch.get('version'):
+            problems.append('{0} cannot {1} torch: {2}. Install torch for that interpreter on the node, or point '
+                            'trainops_python at one that has it.'.format(
+                                python, 'import' if params.get('import_torch') else 'find',
+                                torch.get('error') or 'no version found'))
+
+    paths = dict(state_dir=_abspath(params.get('state_dir')), workspace_dir=_abspath(params.get('workspace_dir')))
+    result['paths'] = paths
+
+    if paths['state_dir']:
+        try:
+            job = TorchrunNode(paths['state_dir']).query(log_lines=0)['job']
+        except TorchrunError as exc:
+            job = dict(status='unknown', run_id=None)
+            problems.append('cannot read the job state in {0}: {1}'.format(paths['state_dir'], exc.msg))
+        result['job'] = job
+        if job.get('status') == STATUS_RUNNING and not params.get('replace'):
+            problems.append('job {0} is still running here (pid {1}, started {2}). Stop it with playbooks/stop.yml, '
+                            'or launch with -e replace=true to stop it first.'.format(
+                                job.get('run_id'), job.get('pid'), job.get('started_at')))
+
+    script = params.get('script')
+    if script and paths['workspace_dir']:
+        script_path = os.path.join(paths['workspace_dir'], script)
+        result['script_exists'] = os.path.isfile(script_path)
+        if not result['script_exists']:
+            problems.append('{0} does not exist. Sync the code to the node (trainops_sync_workspace: true) or fix '
+                            'script/trainops_workspace_dir.'.format(script_path))
+
+    if params.get('need_rsync'):
+        result['rsync'] = shutil.which('rsync')
+        if not result['rsync']:
+            problems.append('rsync is not installed (the workspace is synced with it). Install rsync on the node, or '
+                            'set trainops_sync_workspace: false and put the code there yourself.')
+
+    port = params.get('master_port')
+    result['master_port_free'] = None
+    if port:
+        in_use = port_check(port)
+        result['master_port_free'] = not in_use
+        if in_use and not params.get('replace'):
+            problems.append('port {0} is already in use on the master ({1}). Pick another one with -e master_port=NNNNN, '
+                            'or stop what holds it.'.format(port, params['master_addr']))
+
+    reach_port = params.get('reach_port')
+    if reach_port and not check_mode:
+        timeout = params.get('reach_timeout') or 20
+        if params.get('reach_peers') and result['master_port_free'] is not False:
+            error = listen(sys.executable, reach_port, params['reach_peers'], timeout + 10)
+            if error:
+                problems.append('cannot open the master port for the reachability check: {0}'.format(error))
+        network = (facts or {}).get('network') or {}
+        reach = reach_master(params['master_addr'], reach_port, network.get('address'), network.get('ifname'), timeout)
+        result['reach'] = reach
+        if not reach['ok']:
+            problems.append('cannot reach the master port {0} from {1} ({2}) within {3} s: {4}. Check the routes and '
+                            'firewalls between this node and the master, or choose another interface with '
+                            'trainops_socket_ifname.'.format(reach['target'], reach['ifname'], reach['source'], timeout,
+                                                             reach['error']))
+    return result
+
+
+# --- reachability of the master's port ----------------------------------------------------------
+# The master's preflight opens the master port for a short window (a detached listener that exits
+# once every node has connected, or when the window ends) and every node's preflight connects to it
+# from the address of the interface it will use. That proves, before anything starts, that the port
+# is reachable through that interface (routing, firewalls), at no extra round trip.
+LISTENER = r"""
+import os, select, socket, sys, time
+port, peers, window, ready_fd = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+try:
+    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    srv.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    addr = ("::", port)
+except OSError:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    addr = ("0.0.0.0", port)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    srv.bind(addr)
+    srv.listen(256)
+except OSError as exc:
+    os.write(ready_fd, ("E%s" % exc).encode())
+    sys.exit(1)
+os.write(ready_fd, b"R")
+os.close(ready_fd)
+deadline, seen = time.monotonic() + window, 0
+while seen < peers and time.monotonic() < deadline:
+    if select.select([srv], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        conn, _ = srv.accept()
+        seen += 1
+        conn.close()
+srv.close()
+"""
+
+
+def open_master_port(python, port, peers, window):
+    """Start the detached listener on ``port`` for ``peers`` connections or ``window`` seconds.
+
+    Returns None once it listens, or an error string.
+    """
+    import subprocess
+    import select as _select
+    read_fd, write_fd = os.pipe()
+    try:
+        with open(os.devnull, 'rb') as devnull_in, open(os.devnull, 'wb') as devnull_out:
+            subprocess.Popen([python, '-c', LISTENER, str(port), str(peers), str(window), str(write_fd)],
+                             stdin=devnull_in, stdout=devnull_out, stderr=devnull_out, close_fds=True,
+                             pass_fds=(write_fd,), start_new_session=True)
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        return 'cannot start the port listener: {0}'.format(exc)
+    os.close(write_fd)
+    try:
+        if not _select.select([read_fd], [], [], 10)[0]:
+            return 'the port listener did not start within 10 s'
+        answer = os.read(read_fd, 512).decode('utf-8', 'replace')
+    finally:
+        os.close(read_fd)
+    return None if answer == 'R' else 'cannot listen on port {0}: {1}'.format(port, answer[1:] or 'it exited')
+
+
+def reach_master(master_addr, port, source_addr, ifname, timeout, clock=None, sleep=None):
+    """Connect to ``master_addr:port`` from ``source_addr`` (the chosen interface), retrying until ``timeout``."""
+    import time
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    start = clock()
+    attempts, error = 0, None
+    family = socket.AF_INET6 if ':' in master_addr else socket.AF_INET
+    while True:
+        attempts += 1
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(0.5, min(3.0, timeout - (clock() - start))))
+            if source_addr:
+                sock.bind((source_addr, 0))
+            sock.connect((master_addr, port))
+            return dict(ok=True, ifname=ifname, source=source_addr, target='{0}:{1}'.format(master_addr, port),
+                        attempts=attempts, ms=int((clock() - start) * 1000), error=None)
+        except OSError as exc:
+            error = exc.strerror or str(exc)
+        finally:
+            sock.close()
+        if clock() - start >= timeout:
+            break
+        sleep(0.2)
+    return dict(ok=False, ifname=ifname, source=source_addr, target='{0}:{1}'.format(master_addr, port),
+                attempts=attempts, ms=int((clock() - start) * 1000), error=error)

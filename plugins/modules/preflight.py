@@ -1,0 +1,235 @@
+#!/usr/bin/python
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+DOCUMENTATION = r"""
+module: preflight
+short_description: Read-only launch checks of one training node, in one run
+version_added: 0.2.0
+author:
+  - trainops maintainers (@trainops)
+description:
+  - Runs, in one module run on the node, every check the launch needs before it creates or starts anything there,
+    and returns everything it found, so that one launch costs one round trip per node for its checks.
+  - The node's facts, as M(trainops.multinode.node_facts) returns them (GPUs, RDMA, the interface that reaches the
+    master), under C(trainops_node); a bad interface override is a problem.
+  - The training interpreter O(python) and its torch. By default the installed version is read from the package
+    metadata, which takes milliseconds; O(import_torch=true) imports torch (1-2 s of CPU), which also proves that its
+    libraries load.
+  - A job still running in O(state_dir) (see M(trainops.multinode.torchrun)); a problem unless O(replace=true).
+  - O(script) under O(workspace_dir), when given.
+  - The master port, when O(master_port) is given (on the master): a problem when something listens on it, unless
+    O(replace=true).
+  - Every problem found is reported with what to do about it; with O(fail_on_problems=true) the module fails listing
+    all of them.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+options:
+  master_addr:
+    description:
+      - IP address of the master (node rank 0) as the other nodes reach it.
+    type: str
+    required: true
+  socket_ifname:
+    description:
+      - The interface for NCCL/gloo sockets; V(auto) takes the one the kernel routes O(master_addr) through. See
+        M(trainops.multinode.node_facts).
+    type: str
+    default: auto
+  check_ifname:
+    description:
+      - Treat an O(socket_ifname) override that cannot reach the master as a problem.
+    type: bool
+    default: true
+  python:
+    description:
+      - The interpreter the training runs with. Not checked when omitted.
+    type: str
+  import_torch:
+    description:
+      - Import torch instead of reading its version from the package metadata.
+    type: bool
+    default: false
+  state_dir:
+    description:
+      - The node's job state directory (as M(trainops.multinode.torchrun) uses it); C(~) is expanded on the node.
+      - The job recorded there is reported, and is a problem while it runs unless O(replace=true).
+    type: str
+  workspace_dir:
+    description:
+      - The node's workspace; C(~) is expanded on the node. Its absolute path is returned.
+    type: str
+  script:
+    description:
+      - The training script relative to O(workspace_dir); a problem when it is not a file. Not checked when omitted.
+    type: str
+  need_rsync:
+    description:
+      - The workspace will be synced to the node with rsync; a problem when C(rsync) is not on the node's C(PATH).
+    type: bool
+    default: false
+  master_port:
+    description:
+      - Probe this port on the node (give it on the master only). Not probed when omitted.
+    type: int
+  reach_port:
+    description:
+      - Check that this node reaches the master's O(reach_port) from the address of the interface it will use (see
+        O(socket_ifname)), retrying for O(reach_timeout) seconds; a problem when it cannot. Give the master port on
+        every node, and O(reach_peers) on the master.
+      - Skipped in check mode.
+    type: int
+  reach_peers:
+    description:
+      - On the master only: open O(reach_port) for the check with a short-lived listener that exits once this many
+        nodes (the master included) have connected, or after O(reach_timeout) + 10 seconds.
+      - The listener runs detached, so that the nodes' checks, run in parallel, can connect to it; it needs C(forks)
+        at least the number of nodes, or the master first in the inventory.
+    type: int
+  reach_timeout:
+    description:
+      - Seconds a node keeps trying to reach the master's port.
+    type: int
+    default: 20
+  replace:
+    description:
+      - The launch will replace a running job, so neither a running job nor a taken master port is a problem.
+    type: bool
+    default: false
+  fail_on_problems:
+    description:
+      - Fail, listing every problem, when any was found. With V(false) the problems are only returned.
+    type: bool
+    default: true
+  root:
+    description:
+      - Prefix for every procfs/sysfs/dev path read for the facts (for tests on recorded trees).
+    type: path
+    default: /
+requirements:
+  - C(ip) from iproute2 with JSON output (C(-j)).
+notes:
+  - Read-only; safe in check mode.
+seealso:
+  - module: trainops.multinode.node_facts
+  - module: trainops.multinode.torchrun
+"""
+
+EXAMPLES = r"""
+- name: Check a node before launching on it
+  trainops.multinode.preflight:
+    master_addr: 10.0.0.11
+    python: /opt/venv/bin/python
+    state_dir: ~/.trainops/state
+    workspace_dir: ~/.trainops/workspace
+    script: train.py
+    master_port: "{{ 29500 if node_rank == 0 else omit }}"
+  register: checked
+
+- name: Use what it found
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname }}: torch {{ checked.torch.version }} on {{ trainops_node.network.ifname }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The node's facts under C(trainops_node), as M(trainops.multinode.node_facts) returns them.
+  returned: when the facts could be detected
+  type: dict
+  sample: {trainops_node: {gpu: {vendor: none, count: 0}, network: {ifname: ens5, address: 10.0.0.12}}}
+problems:
+  description: What stops a launch on this node, each with what to do about it. Empty when the node is ready.
+  returned: always
+  type: list
+  elements: str
+  sample: ["port 29500 is already in use on the master (10.0.0.11). Pick another one with -e master_port=NNNNN, ..."]
+torch:
+  description:
+    - The training interpreter's C(python) version and C(executable), torch's C(version) and C(location), whether it
+      was C(imported), and C(error) when torch could not be found or imported.
+  returned: when O(python) is given
+  type: dict
+  sample: {python: 3.11.9, executable: /opt/venv/bin/python, version: 2.13.0+cpu, imported: false, error: null}
+job:
+  description: The job recorded in O(state_dir), as M(trainops.multinode.torchrun) with O(state=query) returns it.
+  returned: when O(state_dir) is given
+  type: dict
+  sample: {run_id: null, status: absent}
+paths:
+  description: The absolute C(state_dir) and C(workspace_dir) on the node (C(null) when not given).
+  returned: always
+  type: dict
+  sample: {state_dir: /root/.trainops/state, workspace_dir: /root/.trainops/workspace}
+script_exists:
+  description: Whether O(script) is a file under O(workspace_dir).
+  returned: when O(script) and O(workspace_dir) are given
+  type: bool
+rsync:
+  description: The path of C(rsync) on the node, C(null) when it has none.
+  returned: when O(need_rsync=true)
+  type: str
+  sample: /usr/bin/rsync
+reach:
+  description:
+    - Whether the master's port was reached (C(ok)) from C(source) on C(ifname) to C(target), after how many C(attempts)
+      and C(ms), and the last C(error).
+  returned: when O(reach_port) is given, not in check mode
+  type: dict
+  sample: {ok: true, ifname: ens5, source: 10.0.0.12, target: "10.0.0.11:29500", attempts: 1, ms: 2, error: null}
+master_port_free:
+  description: Whether nothing listens on O(master_port); C(null) when not probed.
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import Runner
+from ansible_collections.trainops.multinode.plugins.module_utils._preflight import preflight
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            master_addr=dict(type='str', required=True),
+            socket_ifname=dict(type='str', default='auto'),
+            check_ifname=dict(type='bool', default=True),
+            python=dict(type='str'),
+            import_torch=dict(type='bool', default=False),
+            state_dir=dict(type='str'),
+            workspace_dir=dict(type='str'),
+            script=dict(type='str'),
+            need_rsync=dict(type='bool', default=False),
+            master_port=dict(type='int'),
+            reach_port=dict(type='int'),
+            reach_peers=dict(type='int'),
+            reach_timeout=dict(type='int', default=20),
+            replace=dict(type='bool', default=False),
+            fail_on_problems=dict(type='bool', default=True),
+            root=dict(type='path', default='/'),
+        ),
+        supports_check_mode=True,
+    )
+    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}))
+    result = preflight(runner, module.params, root=module.params['root'], check_mode=module.check_mode)
+    if result['problems'] and module.params['fail_on_problems']:
+        module.fail_json(msg=' | '.join(result['problems']), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,194 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests of the one-run launch preflight: every problem is collected with what to do about it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
+from ansible_collections.trainops.multinode.plugins.module_utils import _preflight as pf
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import System
+
+LINKS = [{'ifname': 'lo', 'mtu': 65536, 'operstate': 'UNKNOWN', 'addr_info': [
+    {'family': 'inet', 'local': '127.0.0.1', 'prefixlen': 8}]},
+    {'ifname': 'enp1s0f0', 'mtu': 9000, 'operstate': 'UP', 'addr_info': [
+        {'family': 'inet', 'local': '10.77.0.12', 'prefixlen': 24}]}]
+ROUTE = {'dst': '10.77.0.11', 'dev': 'enp1s0f0', 'prefsrc': '10.77.0.12'}
+TORCH_OK = {'python': '3.11.9', 'executable': '/opt/venv/bin/python', 'version': '2.13.0+cpu',
+            'location': '/opt/venv/lib/python3.11/site-packages/torch/__init__.py', 'imported': False, 'error': None}
+
+
+class FakeRunner:
+    def __init__(self, torch=None, torch_rc=0, torch_err=''):
+        self.torch, self.torch_rc, self.torch_err, self.calls = torch, torch_rc, torch_err, []
+
+    def run(self, argv):
+        self.calls.append(argv)
+        if argv[:4] == ['ip', '-j', 'addr', 'show']:
+            return 0, json.dumps(LINKS), ''
+        if argv[:4] == ['ip', '-j', 'route', 'get']:
+            return 0, json.dumps([ROUTE]), ''
+        if argv[1] == '-c':
+            out = json.dumps(self.torch) if isinstance(self.torch, dict) else (self.torch or '')
+            return self.torch_rc, out, self.torch_err
+        raise AssertionError(argv)
+
+
+def params(**kw):
+    base = dict(master_addr='10.77.0.11', socket_ifname='auto', check_ifname=True, python='/opt/venv/bin/python',
+                import_torch=False, state_dir=None, workspace_dir=None, script=None, master_port=None, replace=False,
+                need_rsync=False)
+    base.update(kw)
+    return base
+
+
+def test_a_ready_node_has_no_problems_and_returns_facts_torch_and_paths(tmp_path):
+    runner = FakeRunner(torch=TORCH_OK)
+    (tmp_path / 'ws').mkdir()
+    (tmp_path / 'ws' / 'train.py').write_text('print(1)\n')
+    result = pf.preflight(runner, params(state_dir=str(tmp_path / 'state'), workspace_dir=str(tmp_path / 'ws'),
+                                         script='train.py', master_port=29500),
+                          root=str(tmp_path / 'noroot'), port_check=lambda port: False)
+    assert result['problems'] == []
+    assert result['ansible_facts']['trainops_node']['network']['ifname'] == 'enp1s0f0'
+    assert result['torch']['version'] == '2.13.0+cpu'
+    assert result['job']['status'] == 'absent'
+    assert result['script_exists'] is True
+    assert result['master_port_free'] is True
+    assert result['paths'] == {'state_dir': str(tmp_path / 'state'), 'workspace_dir': str(tmp_path / 'ws')}
+    # read-only: the state directory was not created
+    assert not (tmp_path / 'state').exists()
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    runner = FakeRunner(torch={'python': '3.11.9', 'version': None, 'error': "No module named 'torch'"})
+    result = pf.preflight(runner, params(socket_ifname='bond0.2093', workspace_dir=str(tmp_path), script='train.py',
+                                         master_port=29500),
+                          root=str(tmp_path), port_check=lambda port: True)
+    text = '\n'.join(result['problems'])
+    assert len(result['problems']) == 4, text
+    assert "interface 'bond0.2093' does not exist on this node" in text
+    assert "cannot find torch: No module named 'torch'" in text
+    assert 'train.py does not exist' in text
+    assert 'port 29500 is already in use on the master (10.77.0.11)' in text
+    assert result['ansible_facts'] == {}
+
+
+def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch):
+    state_dir = tmp_path / 'state'
+    run_dir = state_dir / 'runs' / 'old-run'
+    run_dir.mkdir(parents=True)
+    (state_dir / 'current.json').write_text(json.dumps({'run_id': 'old-run'}))
+    (run_dir / 'job.json').write_text(json.dumps({'run_id': 'old-run', 'argv': ['torchrun']}))
+    # this very process stands in for the running supervisor
+    me = System().read_proc_stat(os.getpid())
+    (run_dir / 'pids.json').write_text(json.dumps({'supervisor_pid': os.getpid(), 'supervisor_start_time': me.start_time,
+                                                   'pid': os.getpid(), 'start_time': me.start_time,
+                                                   'started_at': '2026-11-22T10:00:00Z'}))
+    running = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_dir), master_port=29500),
+                           root=str(tmp_path), port_check=lambda port: True)
+    assert running['job']['status'] == 'running'
+    assert any('job old-run is still running here' in p for p in running['problems'])
+    replaced = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_dir), master_port=29500, replace=True),
+                            root=str(tmp_path), port_check=lambda port: True)
+    assert replaced['problems'] == []
+    assert replaced['master_port_free'] is False
+
+
+def test_torch_probe_reports_a_crashing_interpreter():
+    runner = FakeRunner(torch='', torch_rc=1, torch_err='Traceback ...\nImportError: libcudart.so.12: cannot open')
+    probe = pf.torch_probe(runner, '/opt/venv/bin/python', import_torch=True)
+    assert probe['error'] == 'rc=1: Traceback ... / ImportError: libcudart.so.12: cannot open'
+    script = runner.calls[0][2]
+    assert 'IMPORT' not in script and 'if True:' in script
+
+
+def test_torch_probe_runs_for_real_in_this_interpreter():
+    """The probe script itself, run by a real interpreter, with and without importing torch."""
+    def run(argv):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    runner = nf.Runner(run)
+    by_metadata = pf.torch_probe(runner, sys.executable)
+    assert by_metadata['error'] is None and by_metadata['imported'] is False
+    import torch
+    assert by_metadata['version'] == torch.__version__
+    imported = pf.torch_probe(runner, sys.executable, import_torch=True)
+    assert imported['imported'] is True and imported['version'] == torch.__version__
+    missing = pf.torch_probe(runner, '/nonexistent/python')
+    assert missing['version'] is None and missing['error']
+
+
+def test_port_in_use_sees_a_real_listener():
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        assert pf.port_in_use(port) is True
+    finally:
+        listener.close()
+    assert pf.port_in_use(port) is False
+
+
+def test_missing_rsync_is_a_problem(tmp_path, monkeypatch):
+    monkeypatch.setattr(pf.shutil, 'which', lambda name: None)
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(need_rsync=True), root=str(tmp_path))
+    assert result['rsync'] is None
+    assert any('rsync is not installed' in p for p in result['problems'])
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_the_master_opens_its_port_and_every_node_reaches_it_for_real():
+    port = _free_port()
+    assert pf.open_master_port(sys.executable, port, 2, 10) is None
+    assert pf.port_in_use(port) is True
+    first = pf.reach_master('127.0.0.1', port, '127.0.0.1', 'lo', 5)
+    second = pf.reach_master('127.0.0.1', port, '127.0.0.1', 'lo', 5)
+    assert first['ok'] and second['ok'] and first['target'] == '127.0.0.1:%d' % port
+    # the listener leaves as soon as both peers came: the port is free again for torchrun
+    deadline = time.monotonic() + 5
+    while pf.port_in_use(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pf.port_in_use(port) is False
+
+
+def test_an_unreachable_master_port_is_a_problem_after_the_timeout(tmp_path):
+    port = _free_port()
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(master_addr='127.0.0.1', reach_port=port, reach_timeout=1),
+                          root=str(tmp_path))
+    assert result['reach']['ok'] is False and result['reach']['attempts'] >= 2
+    assert any('cannot reach the master port 127.0.0.1:%d' % port in p for p in result['problems'])
+
+
+def test_a_taken_master_port_cannot_be_opened_for_the_check():
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(1)
+    try:
+        error = pf.open_master_port(sys.executable, listener.getsockname()[1], 2, 5)
+    finally:
+        listener.close()
+    assert error and 'cannot listen on port' in error
+
+
+def test_check_mode_skips_the_reachability_check(tmp_path):
+    opened = []
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(reach_port=29500, reach_peers=2), root=str(tmp_path),
+                          check_mode=True, listen=lambda *a: opened.append(a))
+    assert 'reach' not in result and opened == []
