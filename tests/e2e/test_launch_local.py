@@ -143,6 +143,7 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     ({'nproc': 0}, ['nproc=0']),
     ({'threads': 100}, ['threads=100']),
     ({'master_port': 80}, ['master_port=80']),
+    ({'channels': 8, 'min_channels': 9}, ['min_channels=9']),
     ({'script': 'does_not_exist.py'}, ['does_not_exist.py', 'does not exist']),
     ({'overrides': ['no-equals-sign']}, ['overrides=']),
     ({'trainops_socket_ifname': 'nosuchnic0'}, ["'nosuchnic0' does not exist on this node"]),
@@ -191,7 +192,7 @@ def test_wait_false_then_status_then_stop(lab):
     # a second launch refuses while the job runs, and starts nothing
     refused = lab.run('playbooks/launch.yml', {}, timeout=120)
     assert refused.returncode != 0
-    assert 'still running job' in refused.failure_text
+    assert 'is still running here' in refused.failure_text
     assert len(lab.experiment_dirs()) == 1
 
     status = lab.run('playbooks/status.yml', {}, timeout=120)
