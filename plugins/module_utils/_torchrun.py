@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -415,6 +416,14 @@ def compute_fingerprint(argv, env, chdir):
     return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
 
+def render_env_file(env, run_id):
+    """The environment every rank of the run gets on top of the node's, as a file a shell can source."""
+    lines = ['# Environment of every rank of run %s on this node (set by trainops.multinode.torchrun).' % run_id,
+             '# Reproduce a rank by hand: set -a; . ./env.sh; set +a']
+    lines.extend('export %s=%s' % (key, shlex.quote(value)) for key, value in sorted(env.items()))
+    return '\n'.join(lines) + '\n'
+
+
 def read_json(path):
     """Return the parsed JSON object in ``path`` or ``None`` (missing, unreadable or half-written)."""
     try:
@@ -491,6 +500,7 @@ class TorchrunNode(object):
             'log': os.path.join(run_dir, 'node.log'),
             'supervisor': os.path.join(run_dir, 'supervisor.py'),
             'supervisor_log': os.path.join(run_dir, 'supervisor.log'),
+            'env_file': os.path.join(run_dir, 'env.sh'),
         }
 
     def current_run_id(self):
@@ -568,6 +578,7 @@ class TorchrunNode(object):
             'signal': exit_rec.get('signal'),
             'run_dir': paths['run_dir'] if state['run_id'] else None,
             'log_path': paths['log'] if state['run_id'] else None,
+            'env_file': paths['env_file'] if state['run_id'] and os.path.exists(paths['env_file']) else None,
             'fingerprint': spec.get('fingerprint'),
         }
 
@@ -675,6 +686,7 @@ class TorchrunNode(object):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
         write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
+        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id), mode=0o600)
         write_json_atomic(paths['job'], spec)
         rc = self.system.spawn_detached([sys.executable, paths['supervisor'], paths['job']], cwd=paths['run_dir'],
                                         output_path=paths['supervisor_log'])

@@ -292,6 +292,12 @@ job:
       description: Path of C(node.log) on the node.
       type: str
       sample: /var/lib/trainops/node0/runs/llama-ft-20250101/node.log
+    env_file:
+      description:
+        - Path of C(env.sh) in the run directory (mode 0600): the O(env) every rank got, as C(export KEY=value) lines a
+          shell can source to reproduce a rank by hand. C(null) before the run started.
+      type: str
+      sample: /var/lib/trainops/node0/runs/llama-ft-20250101/env.sh
     fingerprint:
       description: sha256 of argv, env and chdir.
       type: str

@@ -12,6 +12,8 @@ import contextlib
 import json
 import os
 import signal
+import stat
+import subprocess
 import sys
 
 import pytest
@@ -325,13 +327,14 @@ def test_is_alive_and_descendants():
 
 def test_start_fresh(tmp_path, fake):
     fake.on_spawn = recording_spawn(fake)
-    params = start_params(tmp_path, env={'NCCL_DEBUG': 'INFO'}, chdir='/srv/train')
+    params = start_params(tmp_path, env={'NCCL_DEBUG': 'INFO', 'NCCL_SOCKET_IFNAME': '=bond0.2093', 'X': "a b'c"},
+                          chdir='/srv/train')
     result = tr.run_module(params, system=fake)
     assert result['changed'] is True
     job = result['job']
     assert job['status'] == 'running'
     assert (job['pid'], job['pgid'], job['supervisor_pid']) == (501, 501, 500)
-    assert job['env'] == {'NCCL_DEBUG': 'INFO'}
+    assert job['env'] == {'NCCL_DEBUG': 'INFO', 'NCCL_SOCKET_IFNAME': '=bond0.2093', 'X': "a b'c"}
     assert job['chdir'] == '/srv/train'
     assert job['fingerprint'] == tr.compute_fingerprint(job['argv'], job['env'], '/srv/train')
     run_dir = str(tmp_path / 'state' / 'runs' / 'run1')
@@ -349,6 +352,13 @@ def test_start_fresh(tmp_path, fake):
     assert recorded['argv'] == job['argv'] and recorded['fingerprint'] == job['fingerprint']
     with open(str(tmp_path / 'state' / 'current.json')) as f:
         assert json.load(f)['run_id'] == 'run1'
+    # the env file: mode 0600, and a shell that sources it gets exactly the env back
+    assert job['env_file'] == os.path.join(run_dir, 'env.sh')
+    assert stat.S_IMODE(os.stat(job['env_file']).st_mode) == 0o600
+    dumped = subprocess.run(['bash', '-c', 'set -a; . "$1"; env -0', 'bash', job['env_file']], env={},
+                            capture_output=True, text=True, check=True).stdout
+    got = dict(item.split('=', 1) for item in dumped.split('\0') if item)
+    assert {k: got[k] for k in job['env']} == job['env']
 
 
 def test_supervisor_source_compiles():
