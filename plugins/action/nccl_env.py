@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Compute a node's NCCL/RCCL environment on the controller from its ``trainops_node`` facts.
+
+Two forms (see plugins/modules/nccl_env.py for the documentation):
+
+* ``facts`` + settings: the environment of this host's ranks (``compute`` in module_utils/_nccl_env.py);
+* ``cluster``: ``{host: registered result of the first form}``, checked across nodes (``check_cluster``).
+
+Nothing runs on the managed node and nothing changes anywhere.
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import (
+    check_cluster,
+    compute,
+    nccl_conf_path,
+    render_env_file,
+    render_nccl_conf,
+)
+
+SETTINGS_SPEC = dict(
+    network_mode=dict(type='str', choices=['auto', 'rdma', 'tcp']),
+    socket_ifname=dict(type='raw'),
+    ib_hca=dict(type='raw'),
+    gid_index=dict(type='raw'),
+    net_gdr_level=dict(type='raw'),
+    channels=dict(type='int'),
+    min_channels=dict(type='int'),
+    threads=dict(type='int'),
+    nccl_debug=dict(type='str'),
+    vendor=dict(type='str', choices=['nvidia', 'amd', 'none']),
+    nproc_per_node=dict(type='int'),
+    rocm_defaults=dict(type='dict'),
+    require_transport=dict(type='bool'),
+    env_overrides=dict(type='dict'),
+)
+
+ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), **SETTINGS_SPEC)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        if task_vars is None:
+            task_vars = {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+
+        dummy, args = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC, mutually_exclusive=[('facts', 'cluster')],
+            required_one_of=[('facts', 'cluster')])
+        result['changed'] = False
+
+        if args.get('cluster') is not None:
+            given = sorted(k for k in SETTINGS_SPEC if k in self._task.args)
+            check = check_cluster(args['cluster'])
+            result.update(table=check['table'], transports=check['transports'], errors=check['errors'],
+                          warning_messages=check['warnings'])
+            if given:
+                check['warnings'].append('settings ignored with cluster: %s' % ', '.join(given))
+            if check['warnings']:
+                result['warnings'] = list(check['warnings'])
+            if check['errors']:
+                result['failed'] = True
+                result['msg'] = 'NCCL settings disagree across nodes:\n- %s\n%s' % (
+                    '\n- '.join(check['errors']), check['table'])
+            else:
+                result['msg'] = 'NCCL settings agree across %d node(s):\n%s' % (len(check['transports']), check['table'])
+            return result
+
+        host = to_text(task_vars.get('inventory_hostname') or 'localhost')
+        # only the settings the task gave: a missing one takes compute()'s default (source "default"/"detected"),
+        # while an explicit null means "leave it unset" for nccl_debug, gid_index and net_gdr_level
+        settings = dict((k, args.get(k)) for k in SETTINGS_SPEC if k in self._task.args)
+        res = compute(args['facts'], settings)
+        result.update(
+            env=res['env'], sources=res['sources'], reasons=res['reasons'], transport=res['transport'],
+            link_layer=res['link_layer'], hcas=res['hcas'], socket_ifname=res['socket_ifname'], vendor=res['vendor'],
+            gpudirect=res['gpudirect'], unset=res['unset'], errors=res['errors'], warning_messages=res['warnings'],
+            nccl_conf_path=nccl_conf_path(res['vendor']))
+        if res['warnings']:
+            result['warnings'] = ['%s: %s' % (host, w) for w in res['warnings']]
+        if res['errors']:
+            result['failed'] = True
+            result['msg'] = '%s: the NCCL environment cannot be computed:\n%s' % (
+                host, '\n'.join('%s: %s' % (host, e) for e in res['errors']))
+            return result
+        header = 'NCCL/RCCL environment of %s (trainops.multinode.nccl_env), transport %s' % (host, res['transport'])
+        result['env_file'] = render_env_file(res['env'], header=header)
+        result['nccl_conf'] = render_nccl_conf(res['env'], header=header)
+        result['msg'] = '%s: transport %s, %d variable(s)' % (host, res['transport'], len(res['env']))
+        return result

@@ -1,0 +1,621 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests of the per-host NCCL/RCCL environment, on fact dicts built from the trainops_node contract
+(docs in /work/notes/facts-schema.md): 8xMI300X with bnxt_re RoCE, 8xH100 with mlx5 InfiniBand, 4xH100 with
+SR-IOV RoCE VFs, an Ethernet-only GPU node, a CPU-only node, a node whose HCA ports are down and a lab-like
+node with a VLAN interface bond0.2093."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _nccl_env as ne
+
+
+# --- fact builders (shapes from the contract) ------------------------------------------------------
+
+def iface(name, *addrs, mtu=1500, state='UP'):
+    return {'ifname': name, 'mtu': mtu, 'operstate': state, 'addresses': list(addrs)}
+
+
+def network(ifname, ifaces, address=None):
+    by_name = dict((i['ifname'], i) for i in ifaces)
+    addr = address or (by_name[ifname]['addresses'][0].split('/')[0] if by_name[ifname]['addresses'] else None)
+    return {'master_addr': '10.0.0.11', 'routed_ifname': ifname, 'route_src': addr, 'ifname': ifname,
+            'address': addr, 'mtu': by_name[ifname]['mtu'], 'operstate': by_name[ifname]['operstate'],
+            'overridden': False, 'interfaces': ifaces}
+
+
+def port(number=1, state='ACTIVE', phys='LinkUp', layer='InfiniBand', rate=400.0, netdev=None, gid=None, gid_addr=None):
+    rate_text = None if rate is None else '%g Gb/sec (4X %s)' % (rate, 'NDR' if layer == 'InfiniBand' else 'ETH')
+    return {'port': number, 'state': state, 'phys_state': phys, 'link_layer': layer, 'rate': rate_text,
+            'rate_gbps': rate, 'netdev': netdev, 'roce_v2_gid_index': gid,
+            'roce_v2_gid': None if gid is None else '0000:0000:0000:0000:0000:ffff:%s' % (gid_addr or '0a00:0001')}
+
+
+def device(name, driver, pci, ports, vf=False):
+    return {'name': name, 'driver': driver, 'pci_id': pci, 'virtual_function': vf, 'ports': ports}
+
+
+def rdma(devices, nvidia_peermem=False, nv_peer_mem=False, amd_peer_mem=False, dma_buf=False, available=None):
+    active = ['%s:%d' % (d['name'], p['port']) for d in devices for p in d['ports'] if p['state'] == 'ACTIVE']
+    layers = set(p['link_layer'] for d in devices for p in d['ports'] if p['state'] == 'ACTIVE')
+    transport = 'none' if not layers else 'mixed' if len(layers) > 1 else (
+        'infiniband' if layers == {'InfiniBand'} else 'roce')
+    gdr = {'nvidia_peermem': nvidia_peermem, 'nv_peer_mem': nv_peer_mem, 'amd_peer_mem': amd_peer_mem, 'dma_buf': dma_buf}
+    gdr['available'] = available if available is not None else any(gdr.values())
+    return {'devices': devices, 'active_ports': active, 'transport': transport, 'gpudirect': gdr}
+
+
+def gpu(vendor, count, model=None, interconnect='none'):
+    pci = ['0000:%02x:00.0' % (0x18 + 0x10 * i) for i in range(count)]
+    return {'vendor': vendor, 'count': count, 'models': [model] * count, 'pci_ids': pci if count else [],
+            'driver_version': {'nvidia': '550.90.07', 'amd': '6.8.5'}.get(vendor),
+            'interconnect': {'type': interconnect, 'source': None if interconnect == 'none' else 'sysfs'},
+            'sources': {'nvidia': ['procfs', 'nvidia-smi'], 'amd': ['kfd-topology', 'amd-smi']}.get(vendor, [])}
+
+
+def mi300x():
+    """8x MI300X, 8 Broadcom Thor2 400G RoCE NICs (bnxt_re0..7), front-end enp49s0f0np0, docker0."""
+    nics = ['ens%dnp0' % (10 + i) for i in range(8)]
+    devs = [device('bnxt_re%d' % i, 'bnxt_en', '0000:%02x:00.0' % (0x05 + i * 0x20),
+                   [port(layer='Ethernet', rate=400.0, netdev=nics[i], gid=3, gid_addr='0a01:%04x' % (i + 1))])
+            for i in range(8)]
+    ifaces = ([iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('enp49s0f0np0', '10.0.0.12/24', mtu=9000)]
+              + [iface(n, '10.1.%d.12/24' % i, mtu=9000) for i, n in enumerate(nics)]
+              + [iface('docker0', '172.17.0.1/16', state='DOWN')])
+    return {'gpu': gpu('amd', 8, 'AMD Instinct MI300X', 'xgmi'),
+            'rdma': rdma(list(reversed(devs)), amd_peer_mem=True),
+            'network': network('enp49s0f0np0', ifaces)}
+
+
+def h100_ib(frontend=False, peermem=True):
+    """8x H100 SXM, 8 ConnectX-7 NDR InfiniBand HCAs (mlx5_0..7, ib0..7), nvidia_peermem loaded.
+
+    ``frontend`` adds mlx5_8, a 100G Ethernet (RoCE-capable) front-end port that is ACTIVE too, as on DGX H100.
+    """
+    devs = [device('mlx5_%d' % i, 'mlx5_core', '0000:%02x:00.0' % (0x1a + i * 0x10), [port(netdev='ib%d' % i)])
+            for i in range(8)]
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN')] + [
+        iface('ib%d' % i, '10.2.%d.21/24' % i, mtu=4092) for i in range(8)]
+    if frontend:
+        devs.append(device('mlx5_8', 'mlx5_core', '0000:aa:00.0',
+                           [port(layer='Ethernet', rate=100.0, netdev='eno8np0', gid=3)]))
+        ifaces.append(iface('eno8np0', '10.0.0.21/24', mtu=9000))
+        ifname = 'eno8np0'
+    else:
+        ifaces.append(iface('eno1', '10.0.0.21/24'))
+        ifname = 'eno1'
+    return {'gpu': gpu('nvidia', 8, 'NVIDIA H100 80GB HBM3', 'nvlink'),
+            'rdma': rdma(devs, nvidia_peermem=peermem),
+            'network': network(ifname, ifaces)}
+
+
+def h100_sriov():
+    """OpenShift pod, 4x H100 and 4 SR-IOV RoCE VFs (net1..net4); the VFs' RoCE v2 GIDs sit at 3, 3, 5, 5."""
+    gids = [3, 3, 5, 5]
+    devs = [device('mlx5_%d' % (i + 2), 'mlx5_core', '0000:%02x:00.%d' % (0x3b, i + 2),
+                   [port(layer='Ethernet', rate=200.0, netdev='net%d' % (i + 1), gid=gids[i])], vf=True)
+            for i in range(4)]
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('eth0', '10.128.2.15/23', mtu=1400)] + [
+        iface('net%d' % (i + 1), '192.168.%d.15/24' % (i + 1), mtu=9000) for i in range(4)]
+    return {'gpu': gpu('nvidia', 4, 'NVIDIA H100 80GB HBM3', 'nvlink'),
+            'rdma': rdma(devs, nvidia_peermem=True),
+            'network': network('eth0', ifaces)}
+
+
+def ethernet_gpu():
+    """2x L40S, no RDMA at all."""
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('eno1', '192.168.10.31/24'),
+              iface('docker0', '172.17.0.1/16', state='DOWN')]
+    return {'gpu': gpu('nvidia', 2, 'NVIDIA L40S', 'pcie'), 'rdma': rdma([]), 'network': network('eno1', ifaces)}
+
+
+def cpu_only():
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('ens5', '10.77.0.12/24', mtu=9000)]
+    return {'gpu': gpu('none', 0), 'rdma': rdma([]), 'network': network('ens5', ifaces)}
+
+
+def ports_down():
+    """8x H100 whose 4 InfiniBand HCAs have no link (cable out / subnet manager down)."""
+    devs = [device('mlx5_%d' % i, 'mlx5_core', '0000:%02x:00.0' % (0x1a + i * 0x10),
+                   [port(state='DOWN', phys='Polling', netdev='ib%d' % i)]) for i in range(3)]
+    devs.append(device('mlx5_3', 'mlx5_core', '0000:4a:00.0', [port(state='INIT', phys='LinkUp', netdev='ib3')]))
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('eno1', '10.0.0.22/24')] + [
+        iface('ib%d' % i, state='DOWN') for i in range(4)]
+    return {'gpu': gpu('nvidia', 8, 'NVIDIA H100 80GB HBM3', 'nvlink'),
+            'rdma': rdma(devs, nvidia_peermem=True), 'network': network('eno1', ifaces)}
+
+
+def lab_bond():
+    """A lab node reaching the master over the VLAN bond0.2093; bond0, eth0, eth1 and docker0 exist too."""
+    ifaces = [iface('lo', '127.0.0.1/8', mtu=65536, state='UNKNOWN'), iface('eth0', '192.168.122.5/24'),
+              iface('eth1'), iface('bond0', '10.9.0.5/24'), iface('bond0.2093', '10.93.0.5/24'),
+              iface('docker0', '172.17.0.1/16', state='DOWN')]
+    return {'gpu': gpu('none', 0), 'rdma': rdma([]), 'network': network('bond0.2093', ifaces)}
+
+
+def run(facts, **settings):
+    res = ne.compute(facts, settings)
+    assert all(isinstance(v, str) for v in res['env'].values()), res['env']
+    assert set(res['sources']) == set(res['env']) == set(res['reasons'])
+    assert set(res['sources'].values()) <= {'detected', 'knob', 'default', 'override'}
+    return res
+
+
+def has(messages, *parts):
+    return [m for m in messages if all(p in m for p in parts)]
+
+
+# --- realistic nodes -----------------------------------------------------------------------------------
+
+def test_mi300x_bnxt_roce():
+    res = run(mi300x(), channels=28, threads=256, nproc_per_node=8)
+    nics = ','.join('bnxt_re%d:1' % i for i in range(8))
+    assert res['env'] == {
+        'NCCL_SOCKET_IFNAME': '=enp49s0f0np0', 'GLOO_SOCKET_IFNAME': 'enp49s0f0np0', 'NCCL_IB_DISABLE': '0',
+        'NCCL_IB_HCA': '=' + nics, 'NCCL_IB_GID_INDEX': '3', 'NCCL_MAX_NCHANNELS': '28',
+        'RCCL_THREADS_PER_BLOCK': '256', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+    assert res['sources'] == {
+        'NCCL_SOCKET_IFNAME': 'detected', 'GLOO_SOCKET_IFNAME': 'detected', 'NCCL_IB_DISABLE': 'detected',
+        'NCCL_IB_HCA': 'detected', 'NCCL_IB_GID_INDEX': 'detected', 'NCCL_MAX_NCHANNELS': 'knob',
+        'RCCL_THREADS_PER_BLOCK': 'knob', 'NCCL_DEBUG': 'default', 'HSA_ENABLE_SDMA': 'default'}
+    assert 'SDMA' in res['reasons']['HSA_ENABLE_SDMA']
+    assert res['transport'] == 'rdma' and res['link_layer'] == 'roce' and res['vendor'] == 'amd'
+    assert res['hcas'] == nics.split(',')  # natural order although the facts listed them reversed
+    assert res['gpudirect'] is True
+    assert res['errors'] == [] and res['warnings'] == []
+
+
+def test_h100_infiniband_with_peermem():
+    res = run(h100_ib(), channels=32, min_channels=16, threads=512, nproc_per_node=8)
+    assert res['env']['NCCL_IB_HCA'] == '=' + ','.join('mlx5_%d:1' % i for i in range(8))
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=eno1' and res['env']['GLOO_SOCKET_IFNAME'] == 'eno1'
+    assert res['env']['NCCL_IB_DISABLE'] == '0'
+    assert res['env']['NCCL_NTHREADS'] == '512' and 'RCCL_THREADS_PER_BLOCK' not in res['env']
+    assert res['env']['NCCL_MIN_NCHANNELS'] == '16' and res['env']['NCCL_MAX_NCHANNELS'] == '32'
+    assert 'NCCL_IB_GID_INDEX' not in res['env']  # InfiniBand: no GID index
+    assert 'NCCL_NET_GDR_LEVEL' not in res['env']  # GPUDirect available: NCCL picks the level
+    assert not [k for k in res['env'] if k.startswith('HSA_')]
+    assert res['transport'] == 'rdma' and res['link_layer'] == 'infiniband' and res['gpudirect'] is True
+    assert res['errors'] == [] and res['warnings'] == []
+
+
+def test_h100_without_peermem_warns_and_sets_no_level():
+    res = run(h100_ib(peermem=False))
+    assert res['gpudirect'] is False
+    assert has(res['warnings'], 'GPUDirect RDMA is not available', 'nvidia_peermem')
+    assert 'NCCL_NET_GDR_LEVEL' not in res['env']
+    res = run(h100_ib(peermem=False), net_gdr_level='SYS')
+    assert res['env']['NCCL_NET_GDR_LEVEL'] == 'SYS'
+    assert has(res['warnings'], 'NCCL_NET_GDR_LEVEL=SYS has no effect')
+
+
+def test_h100_with_active_frontend_roce_port_prefers_infiniband():
+    res = run(h100_ib(frontend=True))
+    assert res['hcas'] == ['mlx5_%d:1' % i for i in range(8)]
+    assert res['link_layer'] == 'infiniband'
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+    assert has(res['warnings'], 'InfiniBand and Ethernet', 'mlx5_8:1')
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=eno8np0'
+
+
+def test_sriov_gid_indexes_disagree_is_an_error():
+    res = run(h100_sriov(), nproc_per_node=4)
+    assert len(res['errors']) == 1
+    msg = res['errors'][0]
+    assert '3: mlx5_2:1, mlx5_3:1; 5: mlx5_4:1, mlx5_5:1' in msg
+    assert 'one NCCL_IB_GID_INDEX per process' in msg and 'gid_index' in msg and 'ib_hca' in msg
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+    assert res['env']['NCCL_IB_HCA'] == '=mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1'
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=eth0'
+    assert res['transport'] == 'rdma' and res['link_layer'] == 'roce'
+
+
+def test_sriov_gid_override_wins_with_a_warning():
+    res = run(h100_sriov(), gid_index=3)
+    assert res['errors'] == []
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['sources']['NCCL_IB_GID_INDEX'] == 'knob'
+    assert has(res['warnings'], 'mlx5_4:1 (5)', 'mlx5_5:1 (5)')
+    res = run(h100_sriov(), gid_index='5')
+    assert res['env']['NCCL_IB_GID_INDEX'] == '5'
+
+
+def test_sriov_narrower_ib_hca_resolves_the_gid():
+    res = run(h100_sriov(), ib_hca=['mlx5_4', 'mlx5_5'])
+    assert res['errors'] == []
+    assert res['env']['NCCL_IB_HCA'] == '=mlx5_4:1,mlx5_5:1' and res['sources']['NCCL_IB_HCA'] == 'knob'
+    assert res['env']['NCCL_IB_GID_INDEX'] == '5' and res['sources']['NCCL_IB_GID_INDEX'] == 'detected'
+
+
+def test_sriov_gid_unset_leaves_it_to_nccl():
+    for value in ('unset', None):
+        res = run(h100_sriov(), gid_index=value)
+        assert res['errors'] == []
+        assert 'NCCL_IB_GID_INDEX' not in res['env']
+        assert has(res['warnings'], 'NCCL >= 2.21')
+
+
+def test_ethernet_only_gpu_node_uses_sockets():
+    res = run(ethernet_gpu(), threads=256, nproc_per_node=2)
+    assert res['transport'] == 'tcp' and res['link_layer'] is None and res['hcas'] == []
+    assert res['env']['NCCL_IB_DISABLE'] == '1' and res['sources']['NCCL_IB_DISABLE'] == 'detected'
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=eno1'
+    assert not [k for k in res['env'] if k.startswith('NCCL_IB_') and k != 'NCCL_IB_DISABLE']
+    assert res['errors'] == [] and res['warnings'] == []
+
+
+def test_rdma_requested_without_active_port_is_an_error():
+    res = run(ethernet_gpu(), network_mode='rdma')
+    assert has(res['errors'], 'network_mode rdma', 'no ACTIVE RDMA port', 'no RDMA devices found')
+    res = run(ports_down(), network_mode='rdma')
+    assert has(res['errors'], 'no ACTIVE RDMA port', 'mlx5_0:1 DOWN (Polling)', 'mlx5_3:1 INIT')
+
+
+def test_ports_down_fall_back_to_tcp_with_a_warning():
+    res = run(ports_down())
+    assert res['transport'] == 'tcp' and res['env']['NCCL_IB_DISABLE'] == '1'
+    assert has(res['warnings'], 'no port is usable', 'mlx5_0:1 DOWN (Polling)', 'mlx5_2:1 DOWN', 'TCP sockets')
+    assert res['errors'] == []
+
+
+def test_cpu_only_node():
+    res = run(cpu_only(), channels=28, threads=256, nproc_per_node=2)
+    assert res['vendor'] == 'none' and res['transport'] == 'tcp'
+    assert res['env'] == {'NCCL_SOCKET_IFNAME': '=ens5', 'GLOO_SOCKET_IFNAME': 'ens5', 'NCCL_IB_DISABLE': '1',
+                          'NCCL_MAX_NCHANNELS': '28', 'NCCL_DEBUG': 'WARN'}
+    assert res['errors'] == [] and res['warnings'] == []
+
+
+def test_lab_vlan_interface_is_matched_exactly():
+    res = run(lab_bond())
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=bond0.2093'
+    assert res['env']['GLOO_SOCKET_IFNAME'] == 'bond0.2093'
+    assert res['socket_ifname'] == ['bond0.2093']
+    res = run(lab_bond(), socket_ifname='bond0')
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=bond0' and res['sources']['NCCL_SOCKET_IFNAME'] == 'knob'
+    assert res['errors'] == []
+
+
+def test_prefix_overrides_warn_about_what_they_catch():
+    res = run(lab_bond(), env_overrides={'NCCL_SOCKET_IFNAME': 'bond0'})
+    assert res['env']['NCCL_SOCKET_IFNAME'] == 'bond0' and res['sources']['NCCL_SOCKET_IFNAME'] == 'override'
+    assert has(res['warnings'], "prefix 'bond0' matches bond0, bond0.2093", '=bond0')
+    res = run(lab_bond(), env_overrides={'NCCL_SOCKET_IFNAME': 'eth'})
+    assert has(res['warnings'], "prefix 'eth' matches eth0, eth1")
+    res = run(lab_bond(), env_overrides={'NCCL_SOCKET_IFNAME': '^docker0'})
+    assert has(res['warnings'], 'leaves lo, eth0, eth1, bond0, bond0.2093')
+    res = run(lab_bond(), env_overrides={'NCCL_SOCKET_IFNAME': '=bond0.2093'})
+    assert res['warnings'] == [] and res['errors'] == []
+
+
+def test_interface_overrides_that_do_not_exist_are_errors():
+    res = run(lab_bond(), socket_ifname='bond0.2094')
+    assert has(res['errors'], "socket_ifname 'bond0.2094' does not exist", 'bond0.2093', 'eth1')
+    assert 'NCCL_SOCKET_IFNAME' not in res['env']
+    res = run(lab_bond(), env_overrides={'NCCL_SOCKET_IFNAME': '=eth9'})
+    assert has(res['errors'], 'NCCL_SOCKET_IFNAME==eth9 selects no interface')
+    res = run(lab_bond(), env_overrides={'GLOO_SOCKET_IFNAME': 'eth9'})
+    assert has(res['errors'], 'GLOO_SOCKET_IFNAME=eth9 names eth9')
+    res = run(lab_bond(), socket_ifname='^docker0')
+    assert has(res['errors'], 'socket_ifname must be auto, an interface name or a list')
+
+
+def test_socket_interface_without_address_or_down():
+    res = run(lab_bond(), socket_ifname='eth1')
+    assert has(res['errors'], "'eth1' has no IP address")
+    res = run(lab_bond(), socket_ifname=['docker0'])
+    assert res['env']['NCCL_SOCKET_IFNAME'] == '=docker0'
+    assert has(res['warnings'], "'docker0' is DOWN")
+
+
+def test_missing_routed_interface_is_an_error():
+    facts = cpu_only()
+    facts['network']['ifname'] = None
+    res = run(facts)
+    assert has(res['errors'], 'facts.network.ifname is empty')
+
+
+def test_nproc_larger_than_gpus():
+    res = run(h100_sriov(), gid_index=3, nproc_per_node=8)
+    assert has(res['errors'], 'nproc_per_node 8 is larger than the 4 GPU(s)')
+    assert run(h100_sriov(), gid_index=3, nproc_per_node=4)['errors'] == []
+    assert run(cpu_only(), nproc_per_node=64)['errors'] == []  # CPU ranks are not limited by GPUs
+    res = run(cpu_only(), vendor='nvidia', nproc_per_node=1)
+    assert has(res['errors'], 'larger than the 0 GPU(s)', 'detected none')
+
+
+# --- ib_hca ---------------------------------------------------------------------------------------------
+
+def test_ib_hca_override_validation():
+    res = run(h100_ib(), ib_hca=['mlx5_0', 'mlx5_9'])
+    assert has(res['errors'], "HCA 'mlx5_9'", 'does not exist', 'mlx5_7')
+    res = run(h100_ib(), ib_hca='mlx5_0:2')
+    assert has(res['errors'], 'port 2 of mlx5_0', 'does not exist', 'its ports: 1')
+    res = run(ports_down(), ib_hca=['mlx5_0:1'])
+    assert has(res['errors'], 'mlx5_0:1', 'not ACTIVE', 'DOWN (Polling)')
+    res = run(ports_down(), ib_hca=['mlx5_3'])
+    assert has(res['errors'], 'mlx5_3', 'no ACTIVE port', 'INIT')
+    res = run(h100_ib(frontend=True), ib_hca=['mlx5_0', 'mlx5_8'])
+    assert has(res['errors'], 'mixes link layers', 'infiniband: mlx5_0:1', 'roce: mlx5_8:1')
+    res = run(h100_ib(), ib_hca='^mlx5_7')
+    assert has(res['errors'], 'excludes HCAs')
+
+
+def test_ib_hca_string_keeps_the_given_order_and_exact_form():
+    res = run(h100_ib(), ib_hca='=mlx5_1:1,mlx5_0:1,mlx5_1')
+    assert res['errors'] == []
+    assert res['env']['NCCL_IB_HCA'] == '=mlx5_1:1,mlx5_0:1'
+    assert res['hcas'] == ['mlx5_1:1', 'mlx5_0:1']
+
+
+def test_ib_hca_ignored_over_tcp():
+    res = run(h100_ib(), network_mode='tcp', ib_hca=['mlx5_0'])
+    assert res['transport'] == 'tcp' and res['env']['NCCL_IB_DISABLE'] == '1'
+    assert res['sources']['NCCL_IB_DISABLE'] == 'knob'
+    assert 'NCCL_IB_HCA' not in res['env']
+    assert has(res['warnings'], 'ib_hca ignored') and has(res['warnings'], 'will not use the ACTIVE RDMA ports')
+
+
+def test_auto_selection_prefers_pfs_drops_gidless_and_slower_ports():
+    facts = mi300x()
+    devs = facts['rdma']['devices']
+    by_name = dict((d['name'], d) for d in devs)
+    by_name['bnxt_re7']['ports'][0]['roce_v2_gid_index'] = None
+    res = run(facts)
+    assert res['hcas'] == ['bnxt_re%d:1' % i for i in range(7)]
+    assert has(res['warnings'], 'without a RoCE v2 GID', 'bnxt_re7:1', 'ens17np0')
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3'
+
+    facts = mi300x()
+    by_name = dict((d['name'], d) for d in facts['rdma']['devices'])
+    by_name['bnxt_re0']['ports'][0]['rate_gbps'] = 100.0
+    res = run(facts)
+    assert res['hcas'] == ['bnxt_re%d:1' % i for i in range(1, 8)]
+    assert has(res['warnings'], 'different rates', 'using the 400 Gb/s ports', 'bnxt_re0:1 (100 Gb/s)')
+
+    facts = h100_sriov()
+    facts['rdma']['devices'].append(device('mlx5_0', 'mlx5_core', '0000:3b:00.0',
+                                           [port(layer='Ethernet', rate=200.0, netdev='ens1f0np0', gid=3)]))
+    res = run(facts)
+    assert res['hcas'] == ['mlx5_0:1']
+    assert has(res['warnings'], 'virtual functions', 'mlx5_2:1')
+    assert res['errors'] == []
+
+
+def test_explicit_roce_port_without_gid_needs_a_gid_index():
+    facts = mi300x()
+    facts['rdma']['devices'][0]['ports'][0]['roce_v2_gid_index'] = None  # bnxt_re7 (the list is reversed)
+    res = run(facts, ib_hca=['bnxt_re7', 'bnxt_re6'])
+    assert has(res['errors'], 'bnxt_re7:1', 'no RoCE v2 GID')
+    assert run(facts, ib_hca=['bnxt_re7', 'bnxt_re6'], gid_index=3)['errors'] == []
+
+
+# --- knobs --------------------------------------------------------------------------------------------
+
+def test_nccl_debug():
+    assert run(cpu_only())['env']['NCCL_DEBUG'] == 'WARN'
+    res = run(cpu_only(), nccl_debug='info')
+    assert res['env']['NCCL_DEBUG'] == 'INFO' and res['sources']['NCCL_DEBUG'] == 'knob'
+    for value in (None, '', 'unset'):
+        assert 'NCCL_DEBUG' not in run(cpu_only(), nccl_debug=value)['env']
+    assert has(run(cpu_only(), nccl_debug='LOUD')['errors'], 'nccl_debug must be one of VERSION, WARN, INFO, TRACE')
+
+
+def test_channels_and_threads_validation():
+    res = run(h100_ib(), channels='42', min_channels='8', threads='256')
+    assert (res['env']['NCCL_MAX_NCHANNELS'], res['env']['NCCL_MIN_NCHANNELS'], res['env']['NCCL_NTHREADS']) == (
+        '42', '8', '256')
+    assert has(run(h100_ib(), channels=8, min_channels=16)['errors'], 'min_channels 16 is larger than channels 8')
+    assert has(run(h100_ib(), channels=0)['errors'], 'channels must be an integer >= 1')
+    assert has(run(h100_ib(), threads='many')['errors'], 'threads must be an integer >= 1')
+    assert has(run(h100_ib(), threads=300)['warnings'], 'threads 300', 'NCCL_NTHREADS accepts 64, 128, 256, 512')
+    assert run(mi300x(), threads=300)['warnings'] == []  # RCCL: no such list
+    assert 'NCCL_NTHREADS' not in run(cpu_only(), threads=256)['env']
+
+
+def test_net_gdr_level():
+    res = run(h100_ib(), net_gdr_level='pxb')
+    assert res['env']['NCCL_NET_GDR_LEVEL'] == 'PXB' and res['sources']['NCCL_NET_GDR_LEVEL'] == 'knob'
+    assert run(h100_ib(), net_gdr_level=5)['env']['NCCL_NET_GDR_LEVEL'] == '5'
+    assert 'NCCL_NET_GDR_LEVEL' not in run(h100_ib(), net_gdr_level=None)['env']
+    assert has(run(h100_ib(), net_gdr_level='FAR')['errors'], 'net_gdr_level must be auto, unset, one of LOC/PIX')
+    res = run(ethernet_gpu(), net_gdr_level='SYS')
+    assert 'NCCL_NET_GDR_LEVEL' not in res['env'] and has(res['warnings'], 'net_gdr_level SYS ignored')
+    facts = mi300x()
+    facts['rdma']['gpudirect'] = {'nvidia_peermem': False, 'nv_peer_mem': False, 'amd_peer_mem': False,
+                                  'dma_buf': False, 'available': False}
+    assert has(run(facts)['warnings'], 'GPUDirect RDMA is not available', 'amdkfd')
+
+
+def test_gid_index_validation():
+    assert has(run(mi300x(), gid_index='three')['errors'], 'gid_index must be auto, unset or an integer')
+    assert has(run(mi300x(), gid_index=-1)['errors'], 'gid_index must be')
+    res = run(h100_ib(), gid_index=0)
+    assert res['env']['NCCL_IB_GID_INDEX'] == '0' and has(res['warnings'], 'no RoCE port is used')
+    res = run(ethernet_gpu(), gid_index=3)
+    assert 'NCCL_IB_GID_INDEX' not in res['env'] and has(res['warnings'], 'gid_index ignored')
+
+
+def test_rocm_defaults():
+    assert not [k for k in run(mi300x(), rocm_defaults={})['env'] if k.startswith('HSA_')]
+    res = run(mi300x(), rocm_defaults={'HSA_ENABLE_IPC_MODE_LEGACY': 1, 'HSA_ENABLE_SDMA': None})
+    assert res['env']['HSA_ENABLE_IPC_MODE_LEGACY'] == '1' and 'HSA_ENABLE_SDMA' not in res['env']
+    assert res['sources']['HSA_ENABLE_IPC_MODE_LEGACY'] == 'knob'
+    assert 'HSA_ENABLE_SDMA' not in run(h100_ib(), rocm_defaults={'HSA_ENABLE_SDMA': '0'})['env']
+    assert has(run(mi300x(), rocm_defaults={'BAD NAME': 1})['errors'], 'rocm_defaults')
+    assert has(run(mi300x(), rocm_defaults=['HSA_ENABLE_SDMA'])['errors'], 'rocm_defaults must be a dict')
+
+
+def test_require_transport_sets_nccl_net():
+    assert run(h100_ib(), require_transport=True)['env']['NCCL_NET'] == 'IB'
+    assert run(ethernet_gpu(), require_transport=True)['env']['NCCL_NET'] == 'Socket'
+    assert 'NCCL_NET' not in run(h100_ib())['env']
+
+
+def test_vendor_setting():
+    res = run(h100_ib(), vendor='amd', threads=256)
+    assert res['vendor'] == 'amd' and res['env']['RCCL_THREADS_PER_BLOCK'] == '256'
+    assert has(run(h100_ib(), vendor='intel')['errors'], 'vendor must be one of nvidia, amd, none')
+
+
+# --- env_overrides ----------------------------------------------------------------------------------------
+
+def test_env_overrides_win_and_null_removes():
+    res = run(mi300x(), channels=28, env_overrides={
+        'NCCL_MAX_NCHANNELS': 40, 'NCCL_DEBUG': None, 'NCCL_NCHANNELS_PER_NET_PEER': 8, 'NCCL_PROTO': 'Simple',
+        'TORCH_NCCL_ASYNC_ERROR_HANDLING': True, 'NCCL_IB_GID_INDEX': '5'})
+    env, src = res['env'], res['sources']
+    assert env['NCCL_MAX_NCHANNELS'] == '40' and src['NCCL_MAX_NCHANNELS'] == 'override'
+    assert env['NCCL_IB_GID_INDEX'] == '5' and src['NCCL_IB_GID_INDEX'] == 'override'
+    assert env['NCCL_NCHANNELS_PER_NET_PEER'] == '8' and env['NCCL_PROTO'] == 'Simple'
+    assert env['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
+    assert 'NCCL_DEBUG' not in env and 'NCCL_DEBUG' not in src and res['unset'] == ['NCCL_DEBUG']
+    assert res['errors'] == []
+
+
+def test_env_overrides_invalid():
+    res = run(cpu_only(), env_overrides={'1BAD': 'x', 'GOOD': 'a\nb', 'LIST': [1, 2]})
+    assert has(res['errors'], "'1BAD' is not a valid environment variable name")
+    assert has(res['errors'], 'GOOD', 'one line')
+    assert has(res['errors'], 'LIST', 'string, number or boolean')
+    assert 'GOOD' not in res['env'] and 'LIST' not in res['env']
+    assert has(run(cpu_only(), env_overrides='NCCL_DEBUG=INFO')['errors'], 'env_overrides must be a dict')
+
+
+def test_env_override_ib_hca_is_checked():
+    facts = h100_ib()
+    facts['rdma']['devices'].extend(device('mlx5_%d' % i, 'mlx5_core', None, [port(netdev='ib%d' % i)])
+                                    for i in (10, 11))
+    res = run(facts, env_overrides={'NCCL_IB_HCA': 'mlx5_1'})
+    assert res['env']['NCCL_IB_HCA'] == 'mlx5_1'
+    assert has(res['warnings'], "prefix 'mlx5_1' matches mlx5_1, mlx5_10, mlx5_11")
+    assert has(run(facts, env_overrides={'NCCL_IB_HCA': '=mlx5_9'})['errors'], 'selects no RDMA device')
+    assert has(run(facts, env_overrides={'NCCL_IB_HCA': '=mlx5_0:2'})['errors'], 'port 2 of mlx5_0')
+    assert run(facts, env_overrides={'NCCL_IB_HCA': '=mlx5_0:1,mlx5_1:1'})['warnings'] == []
+
+
+def test_env_override_ib_disable_changes_the_transport():
+    res = run(h100_ib(), env_overrides={'NCCL_IB_DISABLE': '1'})
+    assert res['transport'] == 'tcp' and res['hcas'] == [] and res['link_layer'] is None
+    assert has(res['warnings'], 'turns RDMA off')
+    res = run(h100_ib(), network_mode='tcp', env_overrides={'NCCL_IB_DISABLE': 0})
+    assert res['transport'] == 'rdma' and res['link_layer'] == 'infiniband'
+    res = run(ethernet_gpu(), env_overrides={'NCCL_IB_DISABLE': 0})
+    assert res['transport'] == 'tcp' and has(res['warnings'], 'no RDMA port is ACTIVE')
+
+
+# --- facts edge cases -------------------------------------------------------------------------------------
+
+def test_facts_without_rdma_section():
+    facts = ethernet_gpu()
+    del facts['rdma']
+    res = run(facts)
+    assert res['transport'] == 'tcp' and res['gpudirect'] is None
+    assert has(res['warnings'], 'no rdma section')
+
+
+def test_no_facts_and_unknown_settings():
+    res = ne.compute(None, {'chanels': 3})
+    assert has(res['errors'], 'no node facts given')
+    assert has(res['errors'], 'unknown setting(s): chanels')
+    assert has(ne.compute(cpu_only(), {'network_mode': 'fast'})['errors'], 'network_mode must be auto, rdma or tcp')
+
+
+def test_compute_does_not_modify_its_inputs():
+    facts, settings = mi300x(), {'env_overrides': {'NCCL_DEBUG': None}, 'ib_hca': ['bnxt_re0']}
+    before = copy.deepcopy((facts, settings))
+    ne.compute(facts, settings)
+    assert (facts, settings) == before
+
+
+# --- across nodes ------------------------------------------------------------------------------------
+
+def test_check_cluster_agreeing_nodes():
+    check = ne.check_cluster({'gpu2': run(h100_ib()), 'gpu1': run(h100_ib())})
+    assert check['errors'] == [] and check['warnings'] == []
+    assert check['transports'] == {'gpu1': 'rdma', 'gpu2': 'rdma'}
+    lines = check['table'].splitlines()
+    assert lines[0].split() == ['host', 'vendor', 'transport', 'NCCL_SOCKET_IFNAME', 'NCCL_IB_HCA', 'status']
+    assert lines[2].startswith('gpu1') and lines[3].startswith('gpu2')
+    assert 'rdma (infiniband)' in lines[2] and '=mlx5_0:1,' in lines[2] and '=eno1' in lines[2]
+
+
+def test_check_cluster_transport_mismatch():
+    check = ne.check_cluster({'gpu1': run(h100_ib()), 'gpu2': run(ports_down()), 'gpu3': run(h100_ib())})
+    assert has(check['errors'], 'different transports', 'rdma on gpu1, gpu3', 'tcp on gpu2', 'hang')
+    row = [line for line in check['table'].splitlines() if line.startswith('gpu2')][0]
+    assert row.split()[1:3] == ['nvidia', 'tcp']
+
+
+def test_check_cluster_link_layer_vendor_and_missing_results():
+    check = ne.check_cluster({'a': run(h100_ib()), 'b': run(h100_sriov(), gid_index=3)})
+    assert has(check['errors'], 'different link layers', 'infiniband on a', 'roce on b')
+    assert has(check['warnings'], 'different numbers of HCA ports', '4 on b', '8 on a')
+    check = ne.check_cluster({'a': run(h100_ib()), 'b': run(mi300x()), 'c': None, 'd': {}})
+    assert has(check['errors'], 'different GPU vendors', 'amd on b', 'nvidia on a')
+    assert has(check['errors'], 'c: no NCCL environment was computed')
+    assert has(check['errors'], 'd: no NCCL environment was computed')
+    assert has(check['errors'], 'different link layers')  # a is InfiniBand, b RoCE
+    check = ne.check_cluster({'a': run(lab_bond()), 'b': run(cpu_only())})
+    assert check['errors'] == []
+
+
+# --- rendering ---------------------------------------------------------------------------------------
+
+ENV = {'NCCL_SOCKET_IFNAME': '=bond0.2093', 'GLOO_SOCKET_IFNAME': 'bond0.2093', 'NCCL_DEBUG': 'WARN',
+       'NCCL_IB_HCA': '=mlx5_0:1,mlx5_1:1', 'X_SPACED': 'a b', 'X_QUOTE': "it's $HOME `x`", 'X_EMPTY': '',
+       'NCCL_EXCLUDE': '^=docker0,lo', 'HSA_ENABLE_SDMA': '0', 'RCCL_THREADS_PER_BLOCK': '256'}
+
+
+def test_env_file_sorted_quoted_and_sourceable(tmp_path):
+    text = ne.render_env_file(ENV, header='trainops test\nsecond line')
+    lines = text.splitlines()
+    assert lines[:2] == ['# trainops test', '# second line']
+    body = lines[2:]
+    assert [line.split('=', 1)[0] for line in body] == sorted(ENV)
+    assert 'NCCL_SOCKET_IFNAME==bond0.2093' in body and 'NCCL_IB_HCA==mlx5_0:1,mlx5_1:1' in body
+    assert "X_SPACED='a b'" in body and "NCCL_EXCLUDE='^=docker0,lo'" in body and "X_EMPTY=''" in body
+    path = tmp_path / 'nccl.env'
+    path.write_text(text)
+    script = 'set -a; . "%s"; set +a; for v in %s; do printf "%%s=%%s\\0" "$v" "${!v}"; done' % (path, ' '.join(sorted(ENV)))
+    out = subprocess.run(['bash', '-c', script], check=True, capture_output=True, env={'HOME': '/nonexistent'}).stdout
+    parsed = dict(item.split('=', 1) for item in out.decode().split('\0') if item)
+    assert parsed == ENV
+
+
+def test_env_file_unquoted_and_invalid():
+    assert "X_SPACED=a b" in ne.render_env_file(ENV, quote=False).splitlines()
+    with pytest.raises(ValueError):
+        ne.render_env_file({'BAD NAME': '1'})
+    with pytest.raises(ValueError):
+        ne.render_env_file({'OK': 'two\nlines'})
+
+
+def test_nccl_conf():
+    text = ne.render_nccl_conf(ENV, header='written for gpu1 with a=b')
+    lines = text.splitlines()
+    comments = [line for line in lines if line.startswith('#')]
+    settings = [line for line in lines if not line.startswith('#')]
+    assert all('=' not in line for line in comments)  # older RCCL parses any line with '='
+    assert comments[0] == '# written for gpu1 with a:b'
+    assert has(comments, 'GLOO_SOCKET_IFNAME', 'HSA_ENABLE_SDMA', 'X_SPACED')
+    parsed = dict(line.split('=', 1) for line in settings)  # what NCCL's parser does: split at the first '='
+    assert parsed == dict((k, v) for k, v in ENV.items() if k.startswith(('NCCL_', 'RCCL_')))
+    assert [line.split('=', 1)[0] for line in settings] == sorted(parsed)
+    assert ne.nccl_conf_path('amd') == '/etc/rccl.conf' and ne.nccl_conf_path('nvidia') == '/etc/nccl.conf'
+
+
+def test_parse_and_match_nccl_lists():
+    assert ne.parse_nccl_list('^=docker0,lo') == (True, True, [('docker0', None), ('lo', None)])
+    assert ne.parse_nccl_list('=mlx5_0:1,mlx5_1') == (False, True, [('mlx5_0', 1), ('mlx5_1', None)])
+    names = ['lo', 'eth0', 'eth1', 'bond0', 'bond0.2093', 'docker0']
+    assert ne.match_names('eth', names) == ['eth0', 'eth1']
+    assert ne.match_names('=bond0', names) == ['bond0']
+    assert ne.match_names('bond0', names) == ['bond0', 'bond0.2093']
+    assert ne.match_names('^docker,lo', names) == ['eth0', 'eth1', 'bond0', 'bond0.2093']
+    assert ne.match_names('^=bond0', names) == ['lo', 'eth0', 'eth1', 'bond0.2093', 'docker0']
