@@ -563,6 +563,7 @@ def compute(facts, settings=None):
     if mode == 'tcp':
         transport = 'tcp'
         if not hca_auto:
+            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
             out.warnings.append('ib_hca ignored: network_mode is tcp')
         if active and vendor != 'none':
             out.warnings.append('network_mode tcp: NCCL will not use the ACTIVE RDMA ports %s (TCP sockets are several '
@@ -570,6 +571,7 @@ def compute(facts, settings=None):
     elif mode == 'auto' and vendor == 'none':
         transport = 'tcp'  # gloo on CPU-only nodes uses sockets only
         if not hca_auto:
+            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
             out.warnings.append('ib_hca ignored: the node has no GPUs and gloo uses TCP sockets')
     else:
         chosen = _auto_ports(out, active, gid_auto) if hca_auto else _explicit_ports(out, ports, hca_value)

@@ -147,6 +147,9 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     ({'script': 'does_not_exist.py'}, ['does_not_exist.py', 'does not exist']),
     ({'overrides': ['no-equals-sign']}, ['overrides=']),
     ({'trainops_socket_ifname': 'nosuchnic0'}, ["'nosuchnic0' does not exist on this node"]),
+    ({'network_mode': 'rdma'}, ['network_mode rdma but no ACTIVE RDMA port on this host']),
+    ({'trainops_ib_hca': ['mlx5_0']}, ["ib_hca names HCA 'mlx5_0', which does not exist on this host"]),
+    ({'trainops_gpu_vendor': 'nvidia', 'nproc': 2}, ['nproc_per_node 2']),
 ])
 def test_bad_input_fails_before_any_node_is_touched(lab, extra, words):
     proc = lab.run('playbooks/launch.yml', extra, timeout=120)
@@ -210,3 +213,30 @@ def test_wait_false_then_status_then_stop(lab):
     manifest = json.load(open(os.path.join(path, 'manifest.json')))
     assert manifest['outcome'] == 'failed'
     assert all(r['status'] == 'exited' for r in manifest['results'].values())
+
+
+def test_bench_measures_allreduce_bus_bandwidth_with_each_hosts_environment(lab):
+    proc = lab.run('playbooks/bench.yml', {'min_bytes': '64K', 'max_bytes': '256K', 'iters': 3, 'warmup': 1, 'nproc': 2})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    results = proc.summary['artifact_data']['trainops_allreduce']
+    assert results['world_size'] == 4 and results['ok'] is True
+    assert [r['size'] for r in results['results']] == [65536, 131072, 262144]
+    for record in results['results']:
+        assert record['wrong'] == 0
+        assert abs(record['busbw_gbps'] - record['algbw_gbps'] * 2 * 3 / 4) < 1e-6 * max(1.0, record['busbw_gbps'])
+    experiment = proc.summary['artifact_data']['trainops_experiment']['path']
+    with open(os.path.join(experiment, 'manifest.json')) as handle:
+        manifest = json.load(handle)
+    for node in manifest['nodes']:
+        assert node['network']['transport'] == 'tcp'
+        assert node['env']['NCCL_SOCKET_IFNAME'] == '=lo' and node['env']['NCCL_IB_DISABLE'] == '1'
+        # the env file in the node's run directory holds exactly what the ranks got
+        with open(node['env_file']) as handle:
+            text = handle.read()
+        assert "export NCCL_SOCKET_IFNAME='=lo'" in text or 'export NCCL_SOCKET_IFNAME==lo' in text
+    # every rank saw its host's settings
+    for rank in range(4):
+        with open(os.path.join(experiment, 'outputs', 'rank_%02d_env.json' % rank)) as handle:
+            seen = json.load(handle)
+        env = seen.get('env', seen)
+        assert env['NCCL_SOCKET_IFNAME'] == '=lo' and env['GLOO_SOCKET_IFNAME'] == 'lo'

@@ -361,6 +361,13 @@ def test_ib_hca_ignored_over_tcp():
     assert has(res['warnings'], 'ib_hca ignored') and has(res['warnings'], 'will not use the ACTIVE RDMA ports')
 
 
+def test_ib_hca_naming_a_missing_device_is_an_error_even_when_unused():
+    res = run(cpu_only(), ib_hca=['mlx5_0'])
+    assert has(res['errors'], "ib_hca names HCA 'mlx5_0', which does not exist on this host")
+    res = run(h100_ib(), network_mode='tcp', ib_hca=['mlx5_9'])
+    assert has(res['errors'], "ib_hca names HCA 'mlx5_9'")
+
+
 def test_auto_selection_prefers_pfs_drops_gidless_and_slower_ports():
     facts = mi300x()
     devs = facts['rdma']['devices']
