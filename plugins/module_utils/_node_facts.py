@@ -2,33 +2,56 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Node facts for trainops.multinode: GPUs and the network interface that reaches the master.
+"""Node facts for trainops.multinode: GPUs, RDMA devices and the network interface that reaches the master.
 
 Everything read from the filesystem goes through ``root`` so tests run on fake sysfs/procfs trees;
-every command goes through ``Runner.run`` so tests can replace it.
+every command goes through ``Runner`` (``run`` and ``which``) so tests can replace it.
+
+GPUs and RDMA devices are read from procfs/sysfs first. The vendor tools (``nvidia-smi``, ``amd-smi``,
+``rocm-smi``) only fill what the files cannot tell (GPU interconnect, a missing model or driver version)
+and only when they are installed; a tool that is missing, fails or times out never fails the facts.
 """
 
 from __future__ import annotations
 
-import glob
 import ipaddress
 import json
 import os
+import re
 
 
 class NodeFactsError(Exception):
     """A failure that the module reports with ``fail_json``."""
 
 
-class Runner:
-    """Runs commands; the one place tests replace. ``run(argv)`` returns (rc, stdout, stderr)."""
+TOOL_TIMEOUT = 30
+"""Seconds a vendor tool may run (through ``timeout(1)`` when it exists) before it is abandoned."""
 
-    def __init__(self, run_command):
+TOOL_DIRS = ['/opt/rocm/bin']
+"""Where vendor tools are looked for besides ``PATH`` (ROCm does not always link its tools into ``/usr/bin``)."""
+
+
+class Runner:
+    """Runs commands; the one place tests replace.
+
+    ``run(argv)`` returns ``(rc, stdout, stderr)``; ``which(name)`` returns the path of an executable or
+    ``None``. A runner without ``which`` has no vendor tools.
+    """
+
+    def __init__(self, run_command, which=None):
         self._run_command = run_command
+        self._which = which
 
     def run(self, argv):
         return self._run_command(argv)
 
+    def which(self, name):
+        return self._which(name) if self._which else None
+
+
+# ------------------------------------------------------------------------------------------------
+# filesystem, always under root
+# ------------------------------------------------------------------------------------------------
 
 def _path(root, *parts):
     return os.path.join(root, *[p.lstrip('/') for p in parts])
@@ -38,32 +61,86 @@ def _read(root, *parts):
     try:
         with open(_path(root, *parts)) as handle:
             return handle.read().strip()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def _exists(root, *parts):
+    return os.path.exists(_path(root, *parts))
+
+
+def _listdir(root, *parts):
+    try:
+        return os.listdir(_path(root, *parts))
+    except (IOError, OSError):
+        return []
+
+
+def _natural_key(name):
+    """mlx5_2 before mlx5_10."""
+    return [int(token) if token.isdigit() else token for token in re.split(r'(\d+)', name)]
+
+
+def _link_name(root, *parts):
+    """The last component of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
+    try:
+        return os.path.basename(os.readlink(_path(root, *parts)).rstrip('/')) or None
     except (IOError, OSError):
         return None
 
 
-def gpu_facts(root='/'):
-    """GPU vendor and count from procfs/sysfs: NVIDIA from /proc/driver/nvidia/gpus, AMD from kfd topology."""
-    nvidia = sorted(glob.glob(_path(root, 'proc/driver/nvidia/gpus/*')))
-    if nvidia:
-        models = []
-        for gpu in nvidia:
-            info = _read(gpu, 'information') or ''
-            model = [line.split(':', 1)[1].strip() for line in info.splitlines() if line.startswith('Model:')]
-            models.append(model[0] if model else None)
-        return dict(vendor='nvidia', count=len(nvidia), pci_ids=[os.path.basename(g) for g in nvidia], models=models)
-    amd = []
-    for node in sorted(glob.glob(_path(root, 'sys/class/kfd/kfd/topology/nodes/*'))):
-        gpu_id = _read(node, 'gpu_id')
-        if gpu_id and gpu_id != '0':
-            amd.append(os.path.basename(node))
-    if amd and os.path.exists(_path(root, 'dev/kfd')):
-        return dict(vendor='amd', count=len(amd), pci_ids=[], models=[])
-    return dict(vendor='none', count=0, pci_ids=[], models=[])
+_BDF = re.compile(r'^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 
+
+def _pci_id_of(root, *parts):
+    """The PCI bus id of the nearest PCI device a sysfs ``device`` link leads to, or None."""
+    path = _path(root, *parts)
+    if not os.path.lexists(path):
+        return None
+    for component in reversed(os.path.realpath(path).split(os.sep)):
+        if _BDF.match(component):
+            return component
+    return None
+
+
+def _properties(text):
+    """``key value`` lines of a kfd topology ``properties`` file, values as integers."""
+    props = {}
+    for line in (text or '').splitlines():
+        fields = line.split()
+        if len(fields) == 2:
+            try:
+                props[fields[0]] = int(fields[1])
+            except ValueError:
+                continue
+    return props
+
+
+def _kernel_symbols(root, wanted):
+    """Which of the ``wanted`` symbols /proc/kallsyms lists (names are visible without root)."""
+    found = set()
+    try:
+        with open(_path(root, 'proc/kallsyms')) as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) >= 3 and fields[2] in wanted:
+                    found.add(fields[2])
+                    if len(found) == len(wanted):
+                        break
+    except (IOError, OSError, UnicodeDecodeError):
+        pass
+    return found
+
+
+# ------------------------------------------------------------------------------------------------
+# commands
+# ------------------------------------------------------------------------------------------------
 
 def _json(runner, argv):
-    rc, out, err = runner.run(argv)
+    try:
+        rc, out, err = runner.run(argv)
+    except OSError as exc:
+        raise NodeFactsError('{0} could not run: {1}'.format(' '.join(argv), exc))
     if rc != 0:
         raise NodeFactsError('{0} failed (rc={1}): {2}'.format(' '.join(argv), rc, (err or out).strip()))
     try:
@@ -71,6 +148,557 @@ def _json(runner, argv):
     except ValueError as exc:
         raise NodeFactsError('cannot parse the output of {0}: {1}'.format(' '.join(argv), exc))
 
+
+def _which(runner, name):
+    which = getattr(runner, 'which', None)
+    return which(name) if which else None
+
+
+def _tool(runner, argv, warnings, quiet=False):
+    """Stdout of a vendor tool, or None when it is not installed, fails or times out (with a warning)."""
+    path = _which(runner, argv[0])
+    if not path:
+        return None
+    command = [path] + list(argv[1:])
+    timeout = _which(runner, 'timeout')
+    if timeout:
+        command = [timeout, '-k', '5', str(TOOL_TIMEOUT)] + command
+    try:
+        rc, out, err = runner.run(command)
+    except OSError as exc:
+        rc, out, err = 127, '', str(exc)
+    if rc != 0:
+        if not quiet:
+            reason = 'timed out after {0}s'.format(TOOL_TIMEOUT) if timeout and rc in (124, 137) else \
+                'failed (rc={0})'.format(rc)
+            detail = ' '.join((err or out or '').split())[:300]
+            warnings.append('{0} {1}{2}; its facts are left out'.format(' '.join(argv), reason,
+                                                                        ': ' + detail if detail else ''))
+        return None
+    return out or ''
+
+
+def _tool_json(runner, argv, warnings):
+    out = _tool(runner, argv, warnings)
+    if out is None:
+        return None
+    try:
+        return json.loads(out)
+    except ValueError:
+        warnings.append('cannot parse the JSON output of {0}; its facts are left out'.format(' '.join(argv)))
+        return None
+
+
+def _json_values(data, key_matches):
+    """Every scalar value, anywhere in ``data``, whose key satisfies ``key_matches``."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, (dict, list)):
+                yield from _json_values(value, key_matches)
+            elif key_matches(str(key)):
+                yield value
+    elif isinstance(data, list):
+        for item in data:
+            yield from _json_values(item, key_matches)
+
+
+def _link_kind(values):
+    """xgmi when a GPU pair is linked by XGMI, pcie when the pairs are only PCIe, else unknown."""
+    values = set(str(v).upper() for v in values)
+    if 'XGMI' in values:
+        return 'xgmi'
+    if 'PCIE' in values:
+        return 'pcie'
+    return 'unknown'
+
+
+def _normalize_bdf(bus_id):
+    """``00000000:1B:00.0`` (nvidia-smi) -> ``0000:1b:00.0`` (sysfs)."""
+    bus_id = (bus_id or '').strip().lower()
+    domain, sep, rest = bus_id.partition(':')
+    if not sep:
+        return None
+    bdf = '{0}:{1}'.format(domain[-4:].rjust(4, '0'), rest)
+    return bdf if _BDF.match(bdf) else None
+
+
+# ------------------------------------------------------------------------------------------------
+# GPUs
+# ------------------------------------------------------------------------------------------------
+
+_NVRM_VERSION = re.compile(r'Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)')
+_AMDGPU_IDS = ('usr/share/libdrm/amdgpu.ids', 'opt/amdgpu/share/libdrm/amdgpu.ids')
+_KFD_NODES = 'sys/class/kfd/kfd/topology/nodes'
+_IOLINK_PCIE = 2
+_IOLINK_XGMI = 11
+
+
+def _nvidia_driver(root):
+    """(driver version, open kernel module) from /proc/driver/nvidia/version, else /sys/module/nvidia/version."""
+    nvrm = [line for line in (_read(root, 'proc/driver/nvidia/version') or '').splitlines()
+            if line.startswith('NVRM version:')]
+    version, open_module = None, False
+    if nvrm:
+        match = _NVRM_VERSION.search(nvrm[0])
+        version = match.group(1) if match else None
+        open_module = 'Open Kernel Module' in nvrm[0]
+    return version or _read(root, 'sys/module/nvidia/version') or None, open_module
+
+
+def _nvidia_inventory(root):
+    base = 'proc/driver/nvidia/gpus'
+    pci_ids = sorted(_listdir(root, base))
+    if not pci_ids:
+        return None
+    models = []
+    for bus_id in pci_ids:
+        info = _read(root, base, bus_id, 'information') or ''
+        model = [line.split(':', 1)[1].strip() for line in info.splitlines() if line.startswith('Model:')]
+        models.append(model[0] if model and model[0] else None)
+    return dict(vendor='nvidia', count=len(pci_ids), pci_ids=pci_ids, models=models, names=list(models),
+                driver_version=_nvidia_driver(root)[0], sources=['procfs'], interconnect=None)
+
+
+def _kfd_gpu_nodes(root):
+    """The kfd topology nodes that are GPUs (gpu_id not 0), with their properties and links."""
+    nodes = []
+    for name in sorted((n for n in _listdir(root, _KFD_NODES) if n.isdigit()), key=int):
+        node = os.path.join(_KFD_NODES, name)
+        gpu_id = _read(root, node, 'gpu_id')
+        if not gpu_id or not gpu_id.isdigit() or int(gpu_id) == 0:
+            continue
+        links = []
+        for kind in ('io_links', 'p2p_links'):
+            for link in _listdir(root, node, kind):
+                props = _properties(_read(root, node, kind, link, 'properties'))
+                if 'type' in props and 'node_to' in props:
+                    links.append((props['type'], props['node_to']))
+        nodes.append(dict(id=int(name), props=_properties(_read(root, node, 'properties')), links=links))
+    return nodes
+
+
+def _kfd_pci_id(props):
+    """PCI bus id of a kfd node: location_id is PCI_DEVID(bus, devfn) (partition id in bits 31:28), plus domain."""
+    location = props.get('location_id', 0) & 0xffff
+    if not location:
+        return None
+    return '{0:04x}:{1:02x}:{2:02x}.{3:x}'.format(props.get('domain', 0), location >> 8, (location >> 3) & 0x1f,
+                                                  location & 0x7)
+
+
+def _hex(text):
+    try:
+        return int(text, 16)
+    except (TypeError, ValueError):
+        return None
+
+
+def _amdgpu_ids(root):
+    """libdrm's table of marketing names: {(device id, revision): name}."""
+    for path in _AMDGPU_IDS:
+        text = _read(root, path)
+        if not text:
+            continue
+        names = {}
+        for line in text.splitlines():
+            fields = [f.strip() for f in line.split(',', 2)]
+            if line.startswith('#') or len(fields) != 3:
+                continue
+            device, revision = _hex(fields[0]), _hex(fields[1])
+            if device is not None and revision is not None and fields[2]:
+                names.setdefault((device, revision), fields[2])
+        return names
+    return {}
+
+
+def _gfx_name(version):
+    """gfx_target_version 90402 -> gfx942, 90010 -> gfx90a."""
+    if not version:
+        return None
+    return 'gfx{0}{1:x}{2:x}'.format(version // 10000, (version // 100) % 100, version % 100)
+
+
+def _amd_inventory(root):
+    nodes = _kfd_gpu_nodes(root)
+    if not nodes or not _exists(root, 'dev/kfd'):
+        return None
+    ids = None
+    pci_ids, names, gfx = [], [], []
+    for node in nodes:
+        props = node['props']
+        bus_id = _kfd_pci_id(props)
+        pci_dir = os.path.join('sys/bus/pci/devices', bus_id) if bus_id else None
+        device = _hex(_read(root, pci_dir, 'device')) if pci_dir else None
+        revision = _hex(_read(root, pci_dir, 'revision')) if pci_dir else None
+        if device is None:
+            device = props.get('device_id')
+        name = None
+        if device:
+            ids = _amdgpu_ids(root) if ids is None else ids
+            name = ids.get((device, revision if revision is not None else 0))
+        if not name and pci_dir:
+            name = _read(root, pci_dir, 'product_name') or None
+        pci_ids.append(bus_id)
+        names.append(name)
+        gfx.append(_gfx_name(props.get('gfx_target_version')))
+    if None in pci_ids:
+        pci_ids = []
+    return dict(vendor='amd', count=len(nodes), pci_ids=pci_ids, names=names, gfx=gfx,
+                models=[n or g for n, g in zip(names, gfx)], driver_version=_read(root, 'sys/module/amdgpu/version'),
+                sources=['kfd-topology'], interconnect=_kfd_interconnect(nodes))
+
+
+def _kfd_interconnect(nodes):
+    """xgmi/pcie from the io_links/p2p_links between GPU nodes; a shared XGMI hive_id also means xgmi."""
+    if len(nodes) < 2:
+        return None
+    gpu_ids = set(node['id'] for node in nodes)
+    types = set(kind for node in nodes for kind, to in node['links'] if to in gpu_ids and to != node['id'])
+    if _IOLINK_XGMI in types:
+        return 'xgmi'
+    hives = [node['props'].get('hive_id', 0) for node in nodes]
+    if all(hives) and len(set(hives)) < len(hives):
+        return 'xgmi'
+    if types and types <= set([_IOLINK_PCIE]):
+        return 'pcie'
+    return None
+
+
+def _gpu_inventory(root):
+    inventory = _nvidia_inventory(root) or _amd_inventory(root)
+    if inventory is None:
+        inventory = dict(vendor='none', count=0, pci_ids=[], models=[], names=[], driver_version=None, sources=[],
+                         interconnect=None)
+    return inventory
+
+
+def gpu_facts(root='/'):
+    """GPU vendor, count, PCI ids and models from procfs/sysfs alone (no command is run).
+
+    NVIDIA from /proc/driver/nvidia/gpus; AMD from the kfd topology (with /dev/kfd), PCI ids from each node's
+    location_id/domain, models from libdrm's amdgpu.ids or the card's product_name, else its gfx target.
+    """
+    inventory = _gpu_inventory(root)
+    return dict(vendor=inventory['vendor'], count=inventory['count'], pci_ids=list(inventory['pci_ids']),
+                models=list(inventory['models']))
+
+
+def _nvidia_smi_gpus(runner, warnings, quiet=False):
+    """[(pci id, name, driver version)] from nvidia-smi, or None."""
+    out = _tool(runner, ['nvidia-smi', '--query-gpu=pci.bus_id,name,driver_version', '--format=csv,noheader'],
+                warnings, quiet)
+    if out is None:
+        return None
+    rows = []
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split(',')]
+        if len(fields) >= 3 and _normalize_bdf(fields[0]):
+            rows.append((_normalize_bdf(fields[0]), fields[1] or None, fields[-1] or None))
+    return rows
+
+
+def _topo_matrix_kind(text):
+    """nvlink when a GPU pair of ``nvidia-smi topo -m`` is NV<n>, pcie when every pair is a PCIe/SMP path."""
+    columns, cells = 0, []
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if not columns and re.match(r'^GPU\d+$', fields[0]) and line[:1].isspace():
+            columns = len([f for f in fields if re.match(r'^GPU\d+$', f)])
+        elif columns and re.match(r'^GPU\d+$', fields[0]):
+            cells.extend(c for c in fields[1:1 + columns] if c != 'X')
+    if any(re.match(r'^NV\d+$', c) for c in cells):
+        return 'nvlink'
+    if cells and all(c in ('PIX', 'PXB', 'PHB', 'NODE', 'SYS') for c in cells):
+        return 'pcie'
+    return 'unknown'
+
+
+def _nvlink_status_kind(text):
+    """nvlink when ``nvidia-smi nvlink -s`` shows an active link, pcie when it lists links and none is active."""
+    links = [m.group(1) for m in re.finditer(r'^\s*Link \d+:\s*(.*)$', text, re.M)]
+    if any('/s' in link for link in links):
+        return 'nvlink'
+    return 'pcie' if links else 'unknown'
+
+
+def _nvidia_links(runner, warnings):
+    """(type, source, whether nvidia-smi answered)."""
+    answered = False
+    for argv, kind_of in ((['nvidia-smi', 'topo', '-m'], _topo_matrix_kind),
+                          (['nvidia-smi', 'nvlink', '-s'], _nvlink_status_kind)):
+        out = _tool(runner, argv, warnings)
+        if out is None:
+            continue
+        answered = True
+        kind = kind_of(out)
+        if kind != 'unknown':
+            return kind, ' '.join(argv), answered
+    return 'unknown', None, answered
+
+
+def _nvidia_supplement(facts, runner, warnings):
+    used = False
+    if facts['driver_version'] is None or None in facts['models']:
+        rows = _nvidia_smi_gpus(runner, warnings)
+        if rows is not None:
+            used = True
+            by_id = dict((bus_id, (name, driver)) for bus_id, name, driver in rows)
+            facts['models'] = [m or by_id.get(b, (None, None))[0] for m, b in zip(facts['models'], facts['pci_ids'])]
+            facts['driver_version'] = facts['driver_version'] or next((d for _b, _n, d in rows if d), None)
+    if facts['count'] > 1:
+        kind, source, answered = _nvidia_links(runner, warnings)
+        used = used or answered
+        if source:
+            facts['interconnect'] = dict(type=kind, source=source)
+    if used:
+        facts['sources'].append('nvidia-smi')
+
+
+def _amd_smi_static(runner, warnings):
+    data = _tool_json(runner, ['amd-smi', 'static', '--asic', '--bus', '--driver', '--json'], warnings)
+    if isinstance(data, dict):
+        data = data.get('gpu_data')
+    if not isinstance(data, list):
+        return None
+    names, driver = [], None
+    for gpu in data:
+        if not isinstance(gpu, dict):
+            continue
+        bus, asic, drv = [gpu.get(k) if isinstance(gpu.get(k), dict) else {} for k in ('bus', 'asic', 'driver')]
+        names.append(((bus.get('bdf') or '').lower() or None, asic.get('market_name')))
+        driver = driver or drv.get('version') or drv.get('driver_version')
+    return names, driver
+
+
+def _rocm_smi_static(runner, warnings):
+    data = _tool_json(runner, ['rocm-smi', '--showproductname', '--showbus', '--showdriverversion', '--json'],
+                      warnings)
+    if not isinstance(data, dict):
+        return None
+    names = []
+    for key in sorted((k for k in data if k.startswith('card')), key=_natural_key):
+        card = dict((str(k).lower(), v) for k, v in data[key].items()) if isinstance(data[key], dict) else {}
+        names.append(((card.get('pci bus') or '').lower() or None, card.get('card series')))
+    system = data.get('system') if isinstance(data.get('system'), dict) else {}
+    return names, dict((str(k).lower(), v) for k, v in system.items()).get('driver version')
+
+
+_AMD_TOOLS = (
+    ('amd-smi', _amd_smi_static, ['amd-smi', 'topology', '--json'], lambda key: key.lower() in ('type', 'link_type')),
+    ('rocm-smi', _rocm_smi_static, ['rocm-smi', '--showtopotype', '--json'], lambda key: 'link type' in key.lower()),
+)
+
+
+def _known(value):
+    return value not in (None, '', 'N/A')
+
+
+def _amd_supplement(facts, inventory, runner, warnings):
+    names = list(inventory['names'])
+    for tool, static, topology, key_matches in _AMD_TOOLS:
+        need_static = None in names or facts['driver_version'] is None
+        need_links = facts['count'] > 1 and facts['interconnect']['type'] == 'unknown'
+        if not (need_static or need_links) or not _which(runner, tool):
+            continue
+        used = False
+        info = static(runner, warnings) if need_static else None
+        if info is not None:
+            used = True
+            reported, driver = info
+            by_id = dict((bus_id, name) for bus_id, name in reported if bus_id and _known(name))
+            in_order = [name for _b, name in reported]
+            for index, name in enumerate(names):
+                if name is None and facts['pci_ids']:
+                    names[index] = by_id.get(facts['pci_ids'][index])
+                elif name is None and len(in_order) == len(names) and _known(in_order[index]):
+                    names[index] = in_order[index]
+            if facts['driver_version'] is None and _known(driver):
+                facts['driver_version'] = driver
+        data = _tool_json(runner, topology, warnings) if need_links else None
+        if data is not None:
+            used = True
+            kind = _link_kind(_json_values(data, key_matches))
+            if kind != 'unknown':
+                facts['interconnect'] = dict(type=kind, source=tool)
+        if used:
+            facts['sources'].append(tool)
+    facts['models'] = [name or gfx for name, gfx in zip(names, inventory['gfx'])]
+
+
+def gpu_details(root='/', runner=None, warnings=None):
+    """Every GPU fact: procfs/sysfs first, then the vendor tools (through ``runner``) for what those lack.
+
+    Returns vendor, count, models, pci_ids, driver_version, interconnect (type, source) and sources.
+    """
+    warnings = [] if warnings is None else warnings
+    inventory = _gpu_inventory(root)
+    facts = dict(vendor=inventory['vendor'], count=inventory['count'], models=list(inventory['models']),
+                 pci_ids=list(inventory['pci_ids']), driver_version=inventory['driver_version'] or None,
+                 interconnect=dict(type='none', source=None), sources=list(inventory['sources']))
+    if facts['vendor'] == 'none':
+        # no driver files: a GPU may still answer through nvidia-smi (a container without /proc/driver/nvidia)
+        rows = _nvidia_smi_gpus(runner, warnings, quiet=True) if runner is not None else None
+        if not rows:
+            return facts
+        facts.update(vendor='nvidia', count=len(rows), pci_ids=[r[0] for r in rows], models=[r[1] for r in rows],
+                     driver_version=next((r[2] for r in rows if r[2]), None), sources=['nvidia-smi'])
+    if facts['count'] > 1:
+        kind = inventory['interconnect']
+        facts['interconnect'] = dict(type=kind, source='kfd-topology') if kind else dict(type='unknown', source=None)
+    if runner is None:
+        return facts
+    if facts['vendor'] == 'nvidia' and facts['sources'] == ['procfs']:
+        _nvidia_supplement(facts, runner, warnings)
+    elif facts['vendor'] == 'nvidia' and facts['count'] > 1:
+        kind, source, _answered = _nvidia_links(runner, warnings)
+        if source:
+            facts['interconnect'] = dict(type=kind, source=source)
+    elif facts['vendor'] == 'amd':
+        _amd_supplement(facts, inventory, runner, warnings)
+    return facts
+
+
+# ------------------------------------------------------------------------------------------------
+# RDMA
+# ------------------------------------------------------------------------------------------------
+
+_IB_CLASS = 'sys/class/infiniband'
+_AMDKFD_PEER_MEM = ('sys/kernel/mm/memory_peers/amdkfd/version', 'sys/kernel/memory_peers/amdkfd/version',
+                    'sys/memory_peers/amdkfd/version')
+_DMABUF_SYMBOL = 'ib_umem_dmabuf_get'
+_PEER_MEMORY_SYMBOL = 'ib_register_peer_memory_client'
+
+
+def _state_text(value):
+    """``4: ACTIVE`` -> ``ACTIVE``."""
+    if value is None:
+        return None
+    return value.split(':', 1)[1].strip() if ':' in value else value.strip()
+
+
+def _rate_gbps(rate):
+    match = re.match(r'\s*(\d+(?:\.\d+)?)\s*Gb/sec', rate or '')
+    return float(match.group(1)) if match else None
+
+
+def _gid_is_zero(gid):
+    return not gid.replace(':', '').strip('0')
+
+
+def _gid_is_ipv4_mapped(gid):
+    return gid.replace(':', '').lower().startswith('0' * 20 + 'ffff')
+
+
+def _gid_is_link_local(gid):
+    return gid.lower().startswith('fe80')
+
+
+def _port_gids(root, port_dir):
+    """[(index, gid, type, netdev)] of the port's populated GID table entries."""
+    entries = []
+    for index in _listdir(root, port_dir, 'gids'):
+        if not index.isdigit():
+            continue
+        gid = _read(root, port_dir, 'gids', index)
+        if not gid or _gid_is_zero(gid):
+            continue
+        entries.append((int(index), gid, _read(root, port_dir, 'gid_attrs/types', index),
+                        _read(root, port_dir, 'gid_attrs/ndevs', index)))
+    return sorted(entries)
+
+
+def _roce_v2_gid(entries):
+    """The RoCE v2 entry: an IPv4-mapped GID first, else a global IPv6 one (NCCL never uses link-local GIDs)."""
+    roce_v2 = [entry for entry in entries if entry[2] == 'RoCE v2']
+    for wanted in (_gid_is_ipv4_mapped, lambda gid: not _gid_is_link_local(gid)):
+        for entry in roce_v2:
+            if wanted(entry[1]):
+                return entry
+    return None
+
+
+def _port_netdev(root, dev_dir, port, entries, chosen):
+    """The netdev of the port's GIDs (the RoCE v2 one first), else the device's only (or dev_port) netdev."""
+    for entry in ([chosen] if chosen else []) + entries:
+        if entry[3]:
+            return entry[3]
+    nets = sorted(_listdir(root, dev_dir, 'device/net'), key=_natural_key)
+    for net in nets:
+        if len(nets) > 1 and _read(root, dev_dir, 'device/net', net, 'dev_port') not in (None, str(port - 1)):
+            continue
+        return net
+    return nets[0] if nets else None
+
+
+def _port_facts(root, dev_dir, port):
+    port_dir = os.path.join(dev_dir, 'ports', str(port))
+    link_layer = _read(root, port_dir, 'link_layer')
+    rate = _read(root, port_dir, 'rate')
+    entries = _port_gids(root, port_dir) if link_layer == 'Ethernet' else []
+    chosen = _roce_v2_gid(entries)
+    return dict(port=port, state=_state_text(_read(root, port_dir, 'state')),
+                phys_state=_state_text(_read(root, port_dir, 'phys_state')), link_layer=link_layer, rate=rate,
+                rate_gbps=_rate_gbps(rate), netdev=_port_netdev(root, dev_dir, port, entries, chosen),
+                roce_v2_gid_index=chosen[0] if chosen else None, roce_v2_gid=chosen[1] if chosen else None)
+
+
+def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
+    """Which GPUDirect RDMA paths the kernel offers, and whether one fits the GPU vendor.
+
+    nvidia_peermem / nv_peer_mem: the modules NCCL looks for (nv_peer_mem also as the ``nv_mem`` memory peer);
+    amd_peer_mem: the ``amdkfd`` memory peer RCCL looks for, or the kernel's ib_register_peer_memory_client with
+    amdgpu loaded; dma_buf: the kernel's RDMA dma-buf import (ib_umem_dmabuf_get). NVIDIA GPUs use dma-buf only
+    with the open kernel modules.
+    """
+    symbols = set()
+    if rdma_devices or _exists(root, 'sys/module/ib_core'):
+        symbols = _kernel_symbols(root, frozenset((_DMABUF_SYMBOL, _PEER_MEMORY_SYMBOL)))
+    nvidia_peermem = _exists(root, 'sys/module/nvidia_peermem')
+    nv_peer_mem = _exists(root, 'sys/module/nv_peer_mem') or _exists(root, 'sys/kernel/mm/memory_peers/nv_mem/version')
+    amd_peer_mem = any(_exists(root, path) for path in _AMDKFD_PEER_MEM) or \
+        (_PEER_MEMORY_SYMBOL in symbols and _exists(root, 'sys/module/amdgpu'))
+    dma_buf = _DMABUF_SYMBOL in symbols
+    if gpu_vendor == 'nvidia':
+        usable = nvidia_peermem or nv_peer_mem or (dma_buf and _nvidia_driver(root)[1])
+    elif gpu_vendor == 'amd':
+        usable = amd_peer_mem or dma_buf
+    else:
+        usable = False
+    return dict(nvidia_peermem=nvidia_peermem, nv_peer_mem=nv_peer_mem, amd_peer_mem=amd_peer_mem, dma_buf=dma_buf,
+                available=bool(rdma_devices and usable))
+
+
+def rdma_facts(root='/', gpu_vendor='none'):
+    """Every RDMA device of /sys/class/infiniband with its ports, the ACTIVE ports, their transport, GPUDirect."""
+    devices, active, layers = [], [], set()
+    for name in sorted(_listdir(root, _IB_CLASS), key=_natural_key):
+        dev_dir = os.path.join(_IB_CLASS, name)
+        ports = [_port_facts(root, dev_dir, int(port))
+                 for port in sorted((p for p in _listdir(root, dev_dir, 'ports') if p.isdigit()), key=int)]
+        for port in ports:
+            if port['state'] == 'ACTIVE':
+                active.append('{0}:{1}'.format(name, port['port']))
+                layers.add(port['link_layer'])
+        devices.append(dict(name=name, driver=_link_name(root, dev_dir, 'device/driver'),
+                            pci_id=_pci_id_of(root, dev_dir, 'device'),
+                            virtual_function=os.path.lexists(_path(root, dev_dir, 'device/physfn')), ports=ports))
+    if 'InfiniBand' in layers and 'Ethernet' in layers:
+        transport = 'mixed'
+    elif 'InfiniBand' in layers:
+        transport = 'infiniband'
+    elif 'Ethernet' in layers:
+        transport = 'roce'
+    else:
+        transport = 'none'
+    return dict(devices=devices, active_ports=active, transport=transport,
+                gpudirect=gpudirect_facts(root, gpu_vendor, bool(devices)))
+
+
+# ------------------------------------------------------------------------------------------------
+# network
+# ------------------------------------------------------------------------------------------------
 
 def interfaces(runner):
     """Every interface with its MTU, state and addresses (CIDR), from ``ip -j addr show``."""
@@ -127,5 +755,8 @@ def network_facts(runner, master_addr, socket_ifname='auto', check_ifname=True):
                 overridden=chosen != routed, interfaces=ifaces)
 
 
-def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/'):
-    return dict(gpu=gpu_facts(root), network=network_facts(runner, master_addr, socket_ifname, check_ifname))
+def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None):
+    """``trainops_node``: gpu, rdma and network facts. Tool problems are appended to ``warnings``."""
+    network = network_facts(runner, master_addr, socket_ifname, check_ifname)
+    gpu = gpu_details(root, runner, warnings)
+    return dict(gpu=gpu, rdma=rdma_facts(root, gpu['vendor']), network=network)

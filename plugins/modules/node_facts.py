@@ -8,13 +8,25 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_facts
-short_description: GPUs of a node and the network interface that reaches the training master
+short_description: GPUs, RDMA devices and the network interface that reaches the training master
 version_added: 0.1.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - Detects, on the node itself, the GPU vendor and count from procfs/sysfs (C(/proc/driver/nvidia/gpus),
-    C(/sys/class/kfd/kfd/topology/nodes) with C(/dev/kfd)).
+  - Detects, on the node itself, the GPUs from procfs/sysfs first; NVIDIA from C(/proc/driver/nvidia/gpus/<pci>/information)
+    and C(/proc/driver/nvidia/version), AMD from the kfd topology C(/sys/class/kfd/kfd/topology/nodes) with C(/dev/kfd),
+    each GPU node mapped to its PCI device through C(location_id)/C(domain), its model from libdrm's C(amdgpu.ids) or the
+    card's C(product_name), its XGMI or PCIe links from the nodes' C(io_links)/C(p2p_links).
+  - The vendor tools C(nvidia-smi), C(amd-smi) and C(rocm-smi) only supplement what the files cannot tell (the GPU
+    interconnect on NVIDIA from C(nvidia-smi topo -m) or C(nvidia-smi nvlink -s), a missing model or driver version)
+    and only when they are installed; a missing, failing or hanging tool never fails the module (a warning says
+    what was left out).
+  - Lists every RDMA device of C(/sys/class/infiniband) with its ports (state, physical state, link layer, rate), the
+    netdev behind each port, and on Ethernet ports the RoCE v2 GID index read from the port's GID table
+    (C(gid_attrs/types/<index>) is C(RoCE v2), the GID is not zero and not link-local, an IPv4-mapped GID preferred);
+    a GID index is never assumed.
+  - Reports the GPUDirect RDMA paths the kernel offers (C(nvidia_peermem), C(nv_peer_mem), the AMD C(amdkfd) peer
+    memory client, RDMA dma-buf) and whether one is usable for the GPUs found.
   - Asks the kernel which interface routes the master's address (C(ip -j route get)), never guessing from interface
     names and never relying on a default route; on the master itself it picks the interface that carries the address.
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
@@ -53,16 +65,28 @@ options:
   root:
     description:
       - Prefix for every procfs/sysfs/dev path read (for tests on recorded trees).
+      - Commands (C(ip), the vendor tools) still run on the node itself.
     type: path
     default: /
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:
   - Read-only; safe in check mode.
+  - Vendor tools are looked up in C(PATH) and C(/opt/rocm/bin) and run under C(timeout) (30 seconds) when that exists.
+  - A RoCE v2 GID index is only reported when the port's GID table has a RoCE v2 entry with a usable address; with
+    none, RV(ansible_facts.trainops_node.rdma.devices[].ports[].roce_v2_gid_index) is V(null); nothing is inferred
+    from the usual index 3.
+seealso:
+  - name: NCCL environment variables
+    description: NCCL_IB_GID_INDEX, NCCL_IB_HCA and NCCL_SOCKET_IFNAME, which these facts feed.
+    link: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+  - name: sysfs-class-infiniband
+    description: The kernel's description of the RDMA sysfs files read here.
+    link: https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband
 """
 
 EXAMPLES = r"""
-- name: Detect the node's GPUs and the interface that reaches the master
+- name: Detect the node's GPUs, RDMA devices and the interface that reaches the master
   trainops.multinode.node_facts:
     master_addr: 10.0.0.11
 
@@ -76,6 +100,36 @@ EXAMPLES = r"""
   trainops.multinode.node_facts:
     master_addr: 10.0.0.11
     socket_ifname: ens5
+
+- name: Fail before launch when a node has no active RDMA port
+  ansible.builtin.assert:
+    that:
+      - trainops_node.rdma.transport != 'none'
+    fail_msg: "{{ inventory_hostname }}: no ACTIVE RDMA port ({{ trainops_node.rdma.devices | map(attribute='name') | join(', ') }})"
+
+- name: Pass the active HCAs to NCCL, and the RoCE v2 GID index when every active port has the same one
+  ansible.builtin.set_fact:
+    nccl_rdma_env:
+      NCCL_IB_HCA: "={{ trainops_node.rdma.active_ports | join(',') }}"
+      NCCL_IB_GID_INDEX: "{{ gid_indexes | first | string }}"
+  vars:
+    gid_indexes: >-
+      {{ trainops_node.rdma.devices | map(attribute='ports') | flatten | selectattr('state', 'equalto', 'ACTIVE')
+         | map(attribute='roce_v2_gid_index') | list }}
+  when:
+    - trainops_node.rdma.transport == 'roce'
+    - gid_indexes | unique | length == 1
+    - gid_indexes[0] is number
+
+- name: Warn when the GPUs cannot use GPUDirect RDMA
+  ansible.builtin.debug:
+    msg: >-
+      {{ inventory_hostname }}: no GPUDirect RDMA path for {{ trainops_node.gpu.vendor }} GPUs
+      (nvidia_peermem, amdkfd peer memory or RDMA dma-buf); NCCL/RCCL will stage through host memory
+  when:
+    - trainops_node.gpu.vendor != 'none'
+    - trainops_node.rdma.transport != 'none'
+    - not trainops_node.rdma.gpudirect.available
 """
 
 RETURN = r"""
@@ -90,10 +144,196 @@ ansible_facts:
       returned: always
       contains:
         gpu:
-          description: C(vendor) (nvidia, amd or none), C(count), C(pci_ids), C(models).
+          description: The node's GPUs.
           type: dict
           returned: always
-          sample: {vendor: nvidia, count: 8, pci_ids: ["0000:18:00.0"], models: ["NVIDIA H100 80GB HBM3"]}
+          contains:
+            vendor:
+              description: V(nvidia), V(amd) or V(none).
+              type: str
+              returned: always
+              sample: nvidia
+            count:
+              description: Number of GPUs (on AMD, kfd GPU nodes, so a partitioned GPU counts once per partition).
+              type: int
+              returned: always
+              sample: 8
+            models:
+              description:
+                - One model per GPU, in the order of RV(ansible_facts.trainops_node.gpu.pci_ids); V(null) where unknown.
+                - On AMD the marketing name (libdrm C(amdgpu.ids), the card's C(product_name), C(amd-smi) or
+                  C(rocm-smi)), else the gfx target (for example V(gfx942)).
+              type: list
+              elements: str
+              returned: always
+              sample: ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]
+            pci_ids:
+              description: PCI bus ids of the GPUs, sorted; V([]) when they are not known.
+              type: list
+              elements: str
+              returned: always
+              sample: ["0000:1b:00.0", "0000:43:00.0"]
+            driver_version:
+              description: Version of the GPU kernel driver (C(nvidia) or C(amdgpu)); V(null) when unknown.
+              type: str
+              returned: always
+              sample: 535.161.08
+            interconnect:
+              description: How the GPUs of the node are linked to each other.
+              type: dict
+              returned: always
+              contains:
+                type:
+                  description:
+                    - V(nvlink), V(xgmi), V(pcie), V(none) (fewer than two GPUs) or V(unknown) (nothing could tell).
+                  type: str
+                  returned: always
+                  sample: nvlink
+                source:
+                  description:
+                    - What told it, V(nvidia-smi topo -m), V(nvidia-smi nvlink -s), V(kfd-topology), V(amd-smi),
+                      V(rocm-smi); V(null) when nothing did.
+                  type: str
+                  returned: always
+                  sample: nvidia-smi topo -m
+            sources:
+              description: What was read, among V(procfs), V(kfd-topology), V(nvidia-smi), V(amd-smi), V(rocm-smi).
+              type: list
+              elements: str
+              returned: always
+              sample: [procfs, nvidia-smi]
+        rdma:
+          description: The node's RDMA devices (C(/sys/class/infiniband)) and GPUDirect RDMA support.
+          type: dict
+          returned: always
+          contains:
+            devices:
+              description: Every RDMA device, in natural name order.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                name:
+                  description: Name of the device in C(/sys/class/infiniband).
+                  type: str
+                  returned: always
+                  sample: mlx5_0
+                driver:
+                  description: Kernel driver of the device's PCI function (its C(device/driver) link); V(null) if none.
+                  type: str
+                  returned: always
+                  sample: mlx5_core
+                pci_id:
+                  description: PCI bus id of the device; V(null) if it has none.
+                  type: str
+                  returned: always
+                  sample: "0000:18:00.0"
+                virtual_function:
+                  description: Whether the device is an SR-IOV virtual function (it has C(device/physfn)).
+                  type: bool
+                  returned: always
+                  sample: false
+                ports:
+                  description: The device's ports, by port number.
+                  type: list
+                  elements: dict
+                  returned: always
+                  contains:
+                    port:
+                      description: Port number.
+                      type: int
+                      returned: always
+                      sample: 1
+                    state:
+                      description: Logical state, the text of C(ports/<n>/state) (V(ACTIVE), V(DOWN), V(INIT), V(ARMED)).
+                      type: str
+                      returned: always
+                      sample: ACTIVE
+                    phys_state:
+                      description: Physical state, the text of C(ports/<n>/phys_state) (V(LinkUp), V(Disabled), V(Polling)).
+                      type: str
+                      returned: always
+                      sample: LinkUp
+                    link_layer:
+                      description: V(InfiniBand) or V(Ethernet) (RoCE).
+                      type: str
+                      returned: always
+                      sample: InfiniBand
+                    rate:
+                      description: The port's C(rate) as the kernel writes it.
+                      type: str
+                      returned: always
+                      sample: 400 Gb/sec (4X NDR)
+                    rate_gbps:
+                      description: The rate in Gb/s; V(null) when it cannot be read.
+                      type: float
+                      returned: always
+                      sample: 400.0
+                    netdev:
+                      description:
+                        - The network interface behind the port, from the port's C(gid_attrs/ndevs) (the RoCE v2 GID's
+                          first), else the device's C(device/net) entry; V(null) when it has none.
+                      type: str
+                      returned: always
+                      sample: ibp24s0
+                    roce_v2_gid_index:
+                      description:
+                        - Ethernet ports only, else V(null). The GID table index whose C(gid_attrs/types/<index>) is
+                          C(RoCE v2) with a GID that is neither zero nor link-local, an IPv4-mapped GID preferred;
+                          V(null) when there is none.
+                      type: int
+                      returned: always
+                      sample: 3
+                    roce_v2_gid:
+                      description: The GID at RV(ansible_facts.trainops_node.rdma.devices[].ports[].roce_v2_gid_index).
+                      type: str
+                      returned: always
+                      sample: "0000:0000:0000:0000:0000:ffff:0a0a:000b"
+            active_ports:
+              description: The V(ACTIVE) ports as V(<device>:<port>).
+              type: list
+              elements: str
+              returned: always
+              sample: ["mlx5_0:1", "mlx5_1:1"]
+            transport:
+              description: V(infiniband), V(roce), V(mixed) (both) or V(none), of the V(ACTIVE) ports.
+              type: str
+              returned: always
+              sample: infiniband
+            gpudirect:
+              description: GPUDirect RDMA support in the kernel.
+              type: dict
+              returned: always
+              contains:
+                nvidia_peermem:
+                  description: The C(nvidia_peermem) module is loaded (C(/sys/module/nvidia_peermem)).
+                  type: bool
+                  returned: always
+                  sample: true
+                nv_peer_mem:
+                  description: The legacy C(nv_peer_mem) module is loaded (or its C(nv_mem) memory peer is registered).
+                  type: bool
+                  returned: always
+                  sample: false
+                amd_peer_mem:
+                  description:
+                    - The C(amdkfd) memory peer client is registered (C(memory_peers/amdkfd/version) as RCCL looks for
+                      it), or the kernel exports C(ib_register_peer_memory_client) with C(amdgpu) loaded.
+                  type: bool
+                  returned: always
+                  sample: false
+                dma_buf:
+                  description: The kernel's RDMA core imports dma-bufs (C(ib_umem_dmabuf_get) in C(/proc/kallsyms)).
+                  type: bool
+                  returned: always
+                  sample: true
+                available:
+                  description:
+                    - The node has an RDMA device and one of the above suits its GPUs (NVIDIA, C(nvidia_peermem),
+                      C(nv_peer_mem), or dma-buf with the open kernel modules; AMD, the peer memory client or dma-buf).
+                  type: bool
+                  returned: always
+                  sample: true
         network:
           description:
             - C(ifname) (the interface to use), C(routed_ifname) (the one the kernel routes the master through),
@@ -107,6 +347,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import (
+    TOOL_DIRS,
     NodeFactsError,
     Runner,
     node_facts,
@@ -123,12 +364,16 @@ def main():
         ),
         supports_check_mode=True,
     )
-    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}))
+    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}, handle_exceptions=False),
+                    lambda name: module.get_bin_path(name, opt_dirs=TOOL_DIRS))
+    warnings = []
     try:
         facts = node_facts(runner, module.params['master_addr'], module.params['socket_ifname'],
-                           module.params['check_ifname'], module.params['root'])
+                           module.params['check_ifname'], module.params['root'], warnings)
     except NodeFactsError as exc:
         module.fail_json(msg=str(exc))
+    for warning in warnings:
+        module.warn(warning)
     module.exit_json(changed=False, ansible_facts=dict(trainops_node=facts))
 
 
