@@ -262,8 +262,11 @@ def empty_state(path, remote='origin', untracked=True):
     )
 
 
-def collect(runner, path, remote='origin', max_files=50, untracked=True):
+def collect(runner, path, remote='origin', max_files=50, untracked=True, scope=False):
     """Return the git state of ``path`` (see the module's RETURN for every key).
+
+    With ``scope``, only changes under ``path`` count as dirty (``path`` may be a subdirectory of the work
+    tree, e.g. the training code inside a larger repository); the commit is the whole repository's.
 
     A path that is missing, not a directory, not inside a work tree, or a bare repository is a normal answer
     (``state`` says which). :class:`GitStateError` is raised when git itself fails.
@@ -299,8 +302,12 @@ def collect(runner, path, remote='origin', max_files=50, untracked=True):
 
     base = ['-C', top, '-c', 'safe.directory=' + top, '-c', 'core.fsmonitor=false',
             '-c', 'core.abbrev={0}'.format(SHORT_LEN)]
+    pathspec = []
+    if scope:
+        relative = os.path.relpath(os.path.realpath(path), os.path.realpath(top))
+        pathspec = ['--', relative] if relative != '.' else []
     rc, out, err = runner.git(base + ['status', '--porcelain=v2', '--branch', '-z',
-                                      '--untracked-files=' + ('normal' if untracked else 'no')])
+                                      '--untracked-files=' + ('normal' if untracked else 'no')] + pathspec)
     if rc != 0:
         return _fail(state, 'git status failed in {0} (rc={1}): {2}'.format(top, rc, _first_error(err, out)))
     status = parse_status(out)

@@ -20,6 +20,12 @@ import shutil
 import socket
 import sys
 
+from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
+    STATE_ERROR,
+    GitStateError,
+    collect as git_collect,
+    empty_state as git_empty_state,
+)
 from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import (
     NodeFactsError,
     node_facts,
@@ -106,7 +112,7 @@ def _abspath(path):
     return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
-def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False, listen=None):
+def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False, listen=None, git_runner=None):
     """Run every check; return the module result (``problems`` empty when the node may start)."""
     problems = []
     result = dict(changed=False, problems=problems)
@@ -152,6 +158,19 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
         if not result['script_exists']:
             problems.append('{0} does not exist. Sync the code to the node (trainops_sync_workspace: true) or fix '
                             'script/trainops_workspace_dir.'.format(script_path))
+
+    git_path = params.get('git_path')
+    if git_path:
+        # compared across nodes by the controller (filter trainops.multinode.git_compare), not judged here
+        if git_runner is None:
+            state = git_empty_state(git_path)
+            state.update(state=STATE_ERROR, message='git is not installed on this node (no git in PATH)')
+        else:
+            try:
+                state = git_collect(git_runner, _abspath(git_path), max_files=20, scope=True)
+            except GitStateError as exc:
+                state = exc.state
+        result['git'] = state
 
     if params.get('need_rsync'):
         result['rsync'] = shutil.which('rsync')

@@ -66,6 +66,12 @@ options:
       - V(false) is faster on trees with very many untracked files.
     type: bool
     default: true
+  scope:
+    description:
+      - Only changes under O(path) make the tree dirty, for code that is a subdirectory of a larger repository. The
+        commit and branch are the whole repository's.
+    type: bool
+    default: false
 requirements:
   - git 2.15 or newer on the node (C(--porcelain=v2), C(GIT_OPTIONAL_LOCKS)).
 notes:
@@ -247,6 +253,7 @@ def main():
             remote=dict(type='str', default='origin'),
             max_files=dict(type='int', default=50),
             untracked=dict(type='bool', default=True),
+            scope=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -266,7 +273,7 @@ def main():
 
     try:
         state = collect(Runner(run_command, git=git), params['path'], remote=params['remote'],
-                        max_files=params['max_files'], untracked=params['untracked'])
+                        max_files=params['max_files'], untracked=params['untracked'], scope=params['scope'])
     except GitStateError as exc:
         module.fail_json(msg=exc.msg, git=exc.state)
     module.exit_json(changed=False, git=state)

@@ -16,13 +16,14 @@ description:
   - Runs, in one module run on the node, every check the launch needs before it creates or starts anything there,
     and returns everything it found, so that one launch costs one round trip per node for its checks.
   - The node's facts, as M(trainops.multinode.node_facts) returns them (GPUs, RDMA, the interface that reaches the
-    master), under C(trainops_node); a bad interface override is a problem.
+    master), under C(trainops_node); a bad interface override is a problem. Only procfs/sysfs are read here, no vendor
+    tool runs (C(nvidia-smi), C(amd-smi)), so the GPU interconnect is not reported.
   - The training interpreter O(python) and its torch. By default the installed version is read from the package
     metadata, which takes milliseconds; O(import_torch=true) imports torch (1-2 s of CPU), which also proves that its
     libraries load.
   - A job still running in O(state_dir) (see M(trainops.multinode.torchrun)); a problem unless O(replace=true).
   - O(script) under O(workspace_dir), when given.
-  - The master port, when O(master_port) is given (on the master): a problem when something listens on it, unless
+  - The master port, when O(master_port) is given (on the master); a problem when something listens on it, unless
     O(replace=true).
   - Every problem found is reported with what to do about it; with O(fail_on_problems=true) the module fails listing
     all of them.
@@ -77,6 +78,12 @@ options:
     description:
       - The training script relative to O(workspace_dir); a problem when it is not a file. Not checked when omitted.
     type: str
+  git_path:
+    description:
+      - Read the git state of this checkout on the node (see M(trainops.multinode.git_state)); C(~) is expanded on the
+        node. It is returned, not judged; the launch compares all nodes with the filter
+        P(trainops.multinode.git_compare#filter).
+    type: str
   need_rsync:
     description:
       - The workspace will be synced to the node with rsync; a problem when C(rsync) is not on the node's C(PATH).
@@ -95,7 +102,7 @@ options:
     type: int
   reach_peers:
     description:
-      - On the master only: open O(reach_port) for the check with a short-lived listener that exits once this many
+      - On the master only, open O(reach_port) for the check with a short-lived listener that exits once this many
         nodes (the master included) have connected, or after O(reach_timeout) + 10 seconds.
       - The listener runs detached, so that the nodes' checks, run in parallel, can connect to it; it needs C(forks)
         at least the number of nodes, or the master first in the inventory.
@@ -178,6 +185,11 @@ script_exists:
   description: Whether O(script) is a file under O(workspace_dir).
   returned: when O(script) and O(workspace_dir) are given
   type: bool
+git:
+  description: The git state of O(git_path), as M(trainops.multinode.git_state) returns it (up to 20 files listed).
+  returned: when O(git_path) is given
+  type: dict
+  sample: {state: repository, branch: main, commit: 3f1c2e9d0a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d, dirty: false}
 rsync:
   description: The path of C(rsync) on the node, C(null) when it has none.
   returned: when O(need_rsync=true)
@@ -198,6 +210,7 @@ master_port_free:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.trainops.multinode.plugins.module_utils._git_state import Runner as GitRunner
 from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import Runner
 from ansible_collections.trainops.multinode.plugins.module_utils._preflight import preflight
 
@@ -213,6 +226,7 @@ def main():
             state_dir=dict(type='str'),
             workspace_dir=dict(type='str'),
             script=dict(type='str'),
+            git_path=dict(type='str'),
             need_rsync=dict(type='bool', default=False),
             master_port=dict(type='int'),
             reach_port=dict(type='int'),
@@ -224,8 +238,17 @@ def main():
         ),
         supports_check_mode=True,
     )
-    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}))
-    result = preflight(runner, module.params, root=module.params['root'], check_mode=module.check_mode)
+    # no vendor tool runs here (Runner without `which`): the launch needs GPU counts and RDMA ports, which
+    # procfs/sysfs give in milliseconds; trainops.multinode.node_facts adds what nvidia-smi/amd-smi tell
+    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}, handle_exceptions=False))
+    git_runner = None
+    if module.params['git_path']:
+        git = module.get_bin_path('git')
+        if git:
+            git_runner = GitRunner(lambda argv, env: module.run_command(
+                argv, environ_update=env, expand_user_and_vars=False, errors='replace'), git=git)
+    result = preflight(runner, module.params, root=module.params['root'], check_mode=module.check_mode,
+                       git_runner=git_runner)
     if result['problems'] and module.params['fail_on_problems']:
         module.fail_json(msg=' | '.join(result['problems']), **result)
     module.exit_json(**result)

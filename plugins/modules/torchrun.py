@@ -294,7 +294,7 @@ job:
       sample: /var/lib/trainops/node0/runs/llama-ft-20250101/node.log
     env_file:
       description:
-        - Path of C(env.sh) in the run directory (mode 0600): the O(env) every rank got, as C(export KEY=value) lines a
+        - Path of C(env.sh) in the run directory (mode 0600) with the O(env) every rank got, as C(export KEY=value) lines a
           shell can source to reproduce a rank by hand. C(null) before the run started.
       type: str
       sample: /var/lib/trainops/node0/runs/llama-ft-20250101/env.sh

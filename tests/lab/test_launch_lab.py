@@ -98,7 +98,29 @@ def test_launch_across_lab_nodes_each_rank_on_its_host_with_its_interface(lab_no
             assert seen['env']['NCCL_SOCKET_IFNAME'] == '=' + node['ifname']
             assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
     assert len({n['ifname'] for n in lab.nodes}) == min(nodes, 4)
+    # the manifest records what each host's own facts chose, and the env file on the node says the same
+    by_host = {n['host']: n for n in manifest['nodes']}
+    for node in lab.nodes:
+        record = by_host[node['name']]
+        assert record['network']['socket_ifname'] == [node['ifname']] or record['network']['socket_ifname'] == node['ifname']
+        assert record['network']['transport'] == 'tcp' and record['env']['NCCL_IB_DISABLE'] == '1'
+        env_file = lab.ssh(node['name'], 'cat %s' % record['env_file']).stdout
+        assert "export GLOO_SOCKET_IFNAME=%s\n" % node['ifname'] in env_file, env_file
     assert not job_processes(lab)
+
+
+def test_nccl_env_role_writes_each_hosts_own_settings(lab_nodes, tmp_path):
+    lab = lab_nodes(4)
+    proc = run_playbook('playbooks/nccl_env.yml', str(tmp_path), {'trainops_nccl_env_file': '/srv/trainops/nccl.env'},
+                        inventory=lab.inventory)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    for node in lab.nodes:
+        text = lab.ssh(node['name'], 'cat /srv/trainops/nccl.env').stdout
+        assert "NCCL_SOCKET_IFNAME='=%s'" % node['ifname'] in text or 'NCCL_SOCKET_IFNAME==%s' % node['ifname'] in text, text
+        assert 'GLOO_SOCKET_IFNAME=%s\n' % node['ifname'] in text and 'NCCL_IB_DISABLE=1' in text
+        # a shell on the node gets exactly that interface, which exists there
+        out = lab.ssh(node['name'], 'set -a; . /srv/trainops/nccl.env; ip -o link show "$GLOO_SOCKET_IFNAME"').stdout
+        assert node['ifname'] in out
 
 
 def test_wrong_interface_override_fails_before_anything_starts(lab_nodes, tmp_path):
