@@ -6,13 +6,17 @@ way CI does, with the local inventory's two logical nodes redirected into a temp
 import glob
 import json
 import os
+import shutil
 import signal
+import subprocess
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 from playbook_runner import free_port, run_playbook
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def processes_under(path):
@@ -240,3 +244,52 @@ def test_bench_measures_allreduce_bus_bandwidth_with_each_hosts_environment(lab)
             seen = json.load(handle)
         env = seen.get('env', seen)
         assert env['NCCL_SOCKET_IFNAME'] == '=lo' and env['GLOO_SOCKET_IFNAME'] == 'lo'
+
+
+def _git(cwd, *args):
+    subprocess.run(['git', '-C', str(cwd)] + list(args), check=True, capture_output=True,
+                   env=dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@example.com',
+                            GIT_COMMITTER_NAME='t', GIT_COMMITTER_EMAIL='t@example.com'))
+
+
+def _checkouts(lab, tmp_path):
+    """The controller's repository of the workspace, and a clone of it as each node's own workspace."""
+    origin = tmp_path / 'code'
+    shutil.copytree(os.path.join(REPO, 'files', 'workspace'), str(origin))
+    _git(tmp_path, 'init', '-q', '-b', 'main', str(origin))
+    _git(origin, 'add', '-A')
+    _git(origin, 'commit', '-q', '-m', 'code')
+    for node in ('node0', 'node1'):
+        os.makedirs(os.path.join(lab.nodes, node))
+        _git(tmp_path, 'clone', '-q', str(origin), os.path.join(lab.nodes, node, 'workspace'))
+    return origin
+
+
+def test_nodes_on_another_branch_or_dirty_refuse_to_launch_with_a_table(lab, tmp_path):
+    origin = _checkouts(lab, tmp_path)
+    node1 = os.path.join(lab.nodes, 'node1', 'workspace')
+    _git(node1, 'checkout', '-q', '-b', 'experiment')
+    with open(os.path.join(node1, 'train.py'), 'a') as handle:
+        handle.write('# local edit\n')
+    _git(node1, 'commit', '-q', '-am', 'edit')
+    base = {'trainops_sync_workspace': False, 'trainops_workspace_src': str(origin)}
+    proc = lab.run('playbooks/launch.yml', base, timeout=180)
+    assert proc.returncode != 0
+    text = proc.failure_text
+    assert 'the code differs across nodes' in text, text
+    assert '! node1' in text and 'on branch experiment (controller is on branch main)' in text, text
+    assert '! node0' not in text
+    assert lab.experiment_dirs() == [] and not lab.leftovers()
+
+    # back on main, but with an uncommitted change: refused, unless allow_dirty
+    _git(node1, 'checkout', '-q', 'main')
+    with open(os.path.join(node1, 'train.py'), 'a') as handle:
+        handle.write('# uncommitted\n')
+    dirty = lab.run('playbooks/launch.yml', base, timeout=180)
+    assert dirty.returncode != 0 and 'dirty: 1 changed or untracked file (train.py)' in dirty.failure_text, dirty.failure_text
+    allowed = lab.run('playbooks/launch.yml', dict(base, allow_dirty=True, config='config/tiny.yaml'))
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    manifest_path = os.path.join(allowed.summary['artifact_data']['trainops_experiment']['path'], 'manifest.json')
+    with open(manifest_path) as handle:
+        code = json.load(handle)['code']
+    assert code['branch'] == 'main' and code['checked_on_nodes'] is True and len(code['commit']) == 40
