@@ -64,11 +64,14 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-def torch_probe(runner, python, import_torch=False):
-    """The training interpreter's Python and torch, as a dict; ``error`` says what is wrong."""
+def torch_probe(runner, python, import_torch=False, prefix=None):
+    """The training interpreter's Python and torch, as a dict; ``error`` says what is wrong.
+
+    ``prefix`` runs it elsewhere, e.g. ``['docker', 'exec', 'trainops-train']`` for the training container.
+    """
     script = TORCH_PROBE.replace('IMPORT', 'True' if import_torch else 'False')
     try:
-        rc, out, err = runner.run([python, '-c', script])
+        rc, out, err = runner.run(list(prefix or []) + [python, '-c', script])
     except (OSError, ValueError) as exc:
         return dict(python=None, version=None, location=None, imported=False, error=str(exc))
     try:
@@ -128,12 +131,14 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
 
     python = params.get('python')
     if python:
-        torch = torch_probe(runner, python, params.get('import_torch', False))
+        prefix = [params.get('container_engine') or 'docker', 'exec', params['container']] if params.get('container') else []
+        torch = torch_probe(runner, python, params.get('import_torch', False), prefix)
         result['torch'] = torch
         if torch.get('error') or not torch.get('version'):
-            problems.append('{0} cannot {1} torch: {2}. Install torch for that interpreter on the node, or point '
+            problems.append('{0}{1} cannot {2} torch: {3}. Install torch for that interpreter on the node, or point '
                             'trainops_python at one that has it.'.format(
-                                python, 'import' if params.get('import_torch') else 'find',
+                                python, ' in container ' + params['container'] if params.get('container') else '',
+                                'import' if params.get('import_torch') else 'find',
                                 torch.get('error') or 'no version found'))
 
     paths = dict(state_dir=_abspath(params.get('state_dir')), workspace_dir=_abspath(params.get('workspace_dir')))

@@ -147,6 +147,17 @@ class System(object):
         except subprocess.TimeoutExpired:
             return None
 
+    def run(self, argv, timeout=60):
+        """Run ``argv`` to completion; return (rc, stdout, stderr) as text (rc 127 when it cannot start)."""
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=timeout, check=False)
+        except OSError as exc:
+            return 127, '', str(exc)
+        except subprocess.TimeoutExpired:
+            return 124, '', '%s did not finish within %d s' % (argv[0], timeout)
+        return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')
+
     # --- locking ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, path):

@@ -357,6 +357,38 @@ def validate_start_params(params):
         raise TorchrunError('entrypoint must not be empty')
     if (params.get('stop_timeout') or 0) < 0:
         raise TorchrunError('stop_timeout must be >= 0')
+    if params.get('container') is not None and not CONTAINER_RE.match(params['container']):
+        raise TorchrunError('container must be a container name or id, got %r' % (params['container'], ))
+
+
+CONTAINER_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+
+
+def container_argv(engine, container, python, run_dir, supervisor, job):
+    """Start the supervisor inside ``container`` (detached), its output appended to supervisor.log there."""
+    return [engine, 'exec', '-d', '-w', run_dir, container, 'sh', '-c', 'exec "$0" "$@" >>supervisor.log 2>&1',
+            python, supervisor, job]
+
+
+def check_container(system, engine, container, run_dir):
+    """The container must run, share the host's PID namespace and see ``run_dir`` at the same path."""
+    rc, out, err = system.run([engine, 'inspect', '--type', 'container', '--format',
+                               '{{.State.Running}} {{.HostConfig.PidMode}}', container])
+    if rc != 0:
+        raise TorchrunError('container %s cannot be inspected with %s (rc %d): %s. Start it first (roles/container, '
+                            'playbooks/container.yml).' % (container, engine, rc, (err or out).strip()))
+    running, _sep, pid_mode = out.strip().partition(' ')
+    if running != 'true':
+        raise TorchrunError('container %s is not running. Start it first (roles/container, playbooks/container.yml).'
+                            % container)
+    if pid_mode != 'host':
+        raise TorchrunError('container %s does not share the host PID namespace (PidMode %r): the pids the supervisor '
+                            'records inside it could not be checked or stopped from the node. Run it with --pid=host '
+                            '(roles/container does).' % (container, pid_mode or 'private'))
+    rc, out, err = system.run([engine, 'exec', container, 'test', '-f', os.path.join(run_dir, 'job.json')])
+    if rc != 0:
+        raise TorchrunError('the run directory %s is not visible inside container %s: mount the node\'s trainops '
+                            'directory at the same path in the container (roles/container does).' % (run_dir, container))
 
 
 def build_argv(params):
@@ -627,6 +659,10 @@ class TorchrunNode(object):
             'state_dir': self.state_dir,
             'cleanup_grace': CLEANUP_GRACE,
         }
+        if params.get('container'):
+            spec['container'] = params['container']
+            spec['container_engine'] = params.get('container_engine') or 'docker'
+            spec['container_python'] = params.get('container_python') or 'python3'
 
         with self._lock(check_mode, create=True):
             state = self.state(run_id)
@@ -688,8 +724,13 @@ class TorchrunNode(object):
         write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
         write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id), mode=0o600)
         write_json_atomic(paths['job'], spec)
-        rc = self.system.spawn_detached([sys.executable, paths['supervisor'], paths['job']], cwd=paths['run_dir'],
-                                        output_path=paths['supervisor_log'])
+        if spec.get('container'):
+            check_container(self.system, spec['container_engine'], spec['container'], paths['run_dir'])
+            argv = container_argv(spec['container_engine'], spec['container'], spec['container_python'],
+                                  paths['run_dir'], paths['supervisor'], paths['job'])
+        else:
+            argv = [sys.executable, paths['supervisor'], paths['job']]
+        rc = self.system.spawn_detached(argv, cwd=paths['run_dir'], output_path=paths['supervisor_log'])
         write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
         if rc != 0:
             raise TorchrunError('The supervisor for run %s could not be started (exit status %s). Supervisor log:\n%s' % (

@@ -60,6 +60,15 @@ options:
     description:
       - The interpreter the training runs with. Not checked when omitted.
     type: str
+  container:
+    description:
+      - Check O(python) and its torch inside this running container instead of on the node (the training runs there).
+    type: str
+  container_engine:
+    description:
+      - The engine CLI for O(container).
+    type: str
+    default: docker
   import_torch:
     description:
       - Import torch instead of reading its version from the package metadata.
@@ -223,6 +232,8 @@ def main():
             check_ifname=dict(type='bool', default=True),
             python=dict(type='str'),
             import_torch=dict(type='bool', default=False),
+            container=dict(type='str'),
+            container_engine=dict(type='str', default='docker'),
             state_dir=dict(type='str'),
             workspace_dir=dict(type='str'),
             script=dict(type='str'),

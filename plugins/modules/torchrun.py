@@ -129,10 +129,31 @@ options:
     type: path
   command_prefix:
     description:
-      - Words put in front of the whole command, for example a profiler wrapper or C(docker exec).
+      - Words put in front of the whole command, for example a profiler wrapper. To run in a container use
+        O(container), not C(docker exec) here (C(docker exec) passes no environment and cannot be stopped from the
+        node).
     type: list
     elements: str
     default: []
+  container:
+    description:
+      - Run the run's supervisor, and so torchrun and its workers, inside this running container (started with
+        C(docker exec -d)); everything else (records, status, stop) stays the same.
+      - The container must share the host's PID namespace (C(--pid=host)), so that the pids recorded inside are the
+        node's, and must see O(state_dir) (and O(chdir)) at the same paths; the module checks both before starting.
+        M(trainops.multinode.torchrun) passes O(env) to the workers explicitly, so the environment reaches them.
+      - The role C(trainops.multinode.container) starts such containers.
+    type: str
+  container_engine:
+    description:
+      - The container engine CLI for O(container), V(docker) or V(podman) (or a path to one).
+    type: str
+    default: docker
+  container_python:
+    description:
+      - The Python inside the container that runs the supervisor.
+    type: str
+    default: python3
   chdir:
     description:
       - Working directory of torchrun and its workers.
@@ -357,6 +378,9 @@ def main():
         python=dict(type='str', default='python3'),
         torchrun=dict(type='path'),
         command_prefix=dict(type='list', elements='str', default=[]),
+        container=dict(type='str'),
+        container_engine=dict(type='str', default='docker'),
+        container_python=dict(type='str', default='python3'),
         chdir=dict(type='path'),
         env=dict(type='dict', default={}),
         replace=dict(type='bool', default=False),

@@ -622,3 +622,57 @@ def test_query_exit_json_wins_over_live_supervisor(tmp_path, fake, node):
 def test_query_invalid_run_id(tmp_path, fake, node):
     with pytest.raises(tr.TorchrunError, match='Invalid run_id'):
         query(node, fake, run_id='../../etc')
+
+
+class ContainerSystem(FakeSystem):
+    """FakeSystem whose engine CLI answers inspect/exec like a running --pid=host container."""
+
+    def __init__(self, pid_mode='host', running='true', visible=True):
+        super().__init__()
+        self.commands = []
+        self.pid_mode, self.running, self.visible = pid_mode, running, visible
+
+    def run(self, argv, timeout=60):
+        self.commands.append(argv)
+        if argv[1] == 'inspect':
+            return 0, '%s %s\n' % (self.running, self.pid_mode), ''
+        if argv[1] == 'exec' and argv[3:5] == ['test', '-f']:
+            return (0 if self.visible else 1), '', ''
+        raise AssertionError(argv)
+
+
+def test_start_in_a_container_runs_the_supervisor_there(tmp_path):
+    fake = ContainerSystem()
+    spawned = []
+
+    def on_spawn(argv, cwd, output_path):
+        spawned.append(argv)
+        # play the supervisor inside the container: argv ends with <python> <supervisor> <job>
+        return recording_spawn(fake)([argv[-3], argv[-2], argv[-1]], cwd, output_path)
+    fake.on_spawn = on_spawn
+    params = start_params(tmp_path, container='trainops-train', container_engine='podman')
+    result = tr.run_module(params, system=fake)
+    run_dir = str(tmp_path / 'state' / 'runs' / 'run1')
+    assert result['job']['status'] == 'running'
+    assert spawned[0][:6] == ['podman', 'exec', '-d', '-w', run_dir, 'trainops-train']
+    assert spawned[0][-3:] == ['python3', os.path.join(run_dir, 'supervisor.py'), os.path.join(run_dir, 'job.json')]
+    assert fake.commands[0][:3] == ['podman', 'inspect', '--type']
+    with open(os.path.join(run_dir, 'job.json')) as f:
+        assert json.load(f)['container'] == 'trainops-train'
+
+
+@pytest.mark.parametrize('system, words', [
+    (ContainerSystem(pid_mode=''), 'does not share the host PID namespace'),
+    (ContainerSystem(running='false'), 'is not running'),
+    (ContainerSystem(visible=False), 'is not visible inside container'),
+])
+def test_start_in_a_container_refuses_what_could_not_be_stopped_or_seen(tmp_path, system, words):
+    with pytest.raises(tr.TorchrunError) as err:
+        tr.run_module(start_params(tmp_path, container='trainops-train'), system=system)
+    assert words in err.value.msg
+    assert not system.spawned
+
+
+def test_container_name_is_validated(tmp_path):
+    with pytest.raises(tr.TorchrunError, match='container must be a container name'):
+        tr.run_module(start_params(tmp_path, container='a b; rm -rf /'), system=FakeSystem())
