@@ -35,39 +35,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
-options:
-  master_addr:
-    description:
-      - IP address of the master (node rank 0) as the other nodes reach it.
-    type: str
-    required: true
-  socket_ifname:
-    description:
-      - The interface to use for NCCL/gloo sockets. V(auto) takes the one the kernel routes O(master_addr) through.
-      - An override must exist on the node and, unless O(check_ifname=false), reach the master (the master's address is
-        on one of its networks, or the kernel routes the master through it).
-    type: str
-    default: auto
-  check_ifname:
-    description:
-      - Fail when the interface cannot reach the master.
-    type: bool
-    default: true
-  root:
-    description:
-      - Prefix for every procfs/sysfs/dev path read (for tests on recorded trees).
-      - Commands (C(ip), the vendor tools) still run on the node itself.
-    type: path
-    default: /
+  - trainops.multinode.node_network
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:

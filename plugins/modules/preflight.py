@@ -30,32 +30,8 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
+  - trainops.multinode.node_network
 options:
-  master_addr:
-    description:
-      - IP address of the master (node rank 0) as the other nodes reach it.
-    type: str
-    required: true
-  socket_ifname:
-    description:
-      - The interface for NCCL/gloo sockets; V(auto) takes the one the kernel routes O(master_addr) through. See
-        M(trainops.multinode.node_facts).
-    type: str
-    default: auto
-  check_ifname:
-    description:
-      - Treat an O(socket_ifname) override that cannot reach the master as a problem.
-    type: bool
-    default: true
   python:
     description:
       - The interpreter the training runs with. Not checked when omitted.
@@ -131,11 +107,6 @@ options:
       - Fail, listing every problem, when any was found. With V(false) the problems are only returned.
     type: bool
     default: true
-  root:
-    description:
-      - Prefix for every procfs/sysfs/dev path read for the facts (for tests on recorded trees).
-    type: path
-    default: /
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:

@@ -15,34 +15,11 @@ from unittest.mock import patch
 
 from ansible.module_utils.testing import patch_module_args
 
+from module_harness import ExitJson, FailJson
+
 from ansible_collections.trainops.multinode.plugins.modules import git_state as module
 
 SHA = '656ce8f5a3eb34b7041d3c53df3339339aaa7398'
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):
-    kwargs.setdefault('changed', False)
-    raise ExitJson(kwargs)
-
-
-def fail_json(self, msg, **kwargs):
-    kwargs['msg'] = msg
-    kwargs['failed'] = True
-    raise FailJson(kwargs)
-
-
-@pytest.fixture(autouse=True)
-def patch_exit():
-    with patch.multiple('ansible.module_utils.basic.AnsibleModule', exit_json=exit_json, fail_json=fail_json):
-        yield
 
 
 class FakeGit(object):

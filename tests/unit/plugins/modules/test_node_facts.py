@@ -16,6 +16,8 @@ import yaml
 
 from ansible.module_utils.testing import patch_module_args
 
+from module_harness import ExitJson, FailJson
+
 from ansible_collections.trainops.multinode.plugins.modules import node_facts as module
 
 _TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
@@ -28,31 +30,6 @@ LINKS = [{'ifname': 'lo', 'mtu': 65536, 'operstate': 'UNKNOWN',
          {'ifname': 'enp170s0f0np0', 'mtu': 9000, 'operstate': 'UP',
           'addr_info': [{'family': 'inet', 'local': '10.10.0.12', 'prefixlen': 24}]}]
 ROUTE = [{'dst': '10.10.0.11', 'dev': 'enp170s0f0np0', 'prefsrc': '10.10.0.12'}]
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):
-    kwargs.setdefault('changed', False)
-    raise ExitJson(kwargs)
-
-
-def fail_json(self, msg, **kwargs):
-    kwargs['msg'] = msg
-    kwargs['failed'] = True
-    raise FailJson(kwargs)
-
-
-@pytest.fixture(autouse=True)
-def patch_exit():
-    with patch.multiple('ansible.module_utils.basic.AnsibleModule', exit_json=exit_json, fail_json=fail_json):
-        yield
 
 
 class Machine:
@@ -186,5 +163,8 @@ def test_documentation_lists_every_returned_key(tmp_path):
     assert sorted(rdma['devices']['contains']) == sorted(node['rdma']['devices'][0])
     assert sorted(rdma['devices']['contains']['ports']['contains']) == sorted(node['rdma']['devices'][0]['ports'][0])
     assert sorted(rdma['gpudirect']['contains']) == sorted(node['rdma']['gpudirect'])
-    documented_options = yaml.safe_load(module.DOCUMENTATION)['options']
+    from ansible_collections.trainops.multinode.plugins.doc_fragments.node_network import ModuleDocFragment
+    documented_options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
+    documented_options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
     assert sorted(documented_options) == ['check_ifname', 'master_addr', 'root', 'socket_ifname']
+    assert 'trainops.multinode.node_network' in yaml.safe_load(module.DOCUMENTATION)['extends_documentation_fragment']

@@ -15,33 +15,10 @@ from unittest.mock import patch
 
 from ansible.module_utils.testing import patch_module_args
 
+from module_harness import ExitJson, FailJson
+
 from ansible_collections.trainops.multinode.plugins.modules import torchrun as module
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):
-    kwargs.setdefault('changed', False)
-    raise ExitJson(kwargs)
-
-
-def fail_json(self, msg, **kwargs):
-    kwargs['msg'] = msg
-    kwargs['failed'] = True
-    raise FailJson(kwargs)
-
-
-@pytest.fixture(autouse=True)
-def patch_exit():
-    with patch.multiple('ansible.module_utils.basic.AnsibleModule', exit_json=exit_json, fail_json=fail_json):
-        yield
 
 
 def run(args, check_mode=False, result=None, error=None):
