@@ -1,4 +1,4 @@
-"""`molecule test -s job` on the multi-host lab of hack/lab.py (root only); see docs/molecule.md.
+"""`molecule test -s <scenario>` for every scenario under molecule/ on the multi-host lab of hack/lab.py (root only); see docs/molecule.md.
 
 The scenario brings the lab up with 2 nodes (molecule/create.yml), launches a short 2 x 2 CPU-rank
 job with the role trainops.multinode.job, runs the status entry point again for idempotence,
@@ -9,6 +9,7 @@ Molecule's state goes to a fresh temporary directory, so a run that was interrup
 "created"/"converged" left behind) cannot make this one skip its create step.
 """
 import fcntl
+import glob
 import json
 import os
 import re
@@ -78,9 +79,13 @@ def lab_status():
         return {'healthy': False, 'nodes': None, 'raw': proc.stdout + proc.stderr}
 
 
-def test_molecule_job_scenario(lab_manager, tmp_path, record_property):
-    """The whole test sequence of molecule/job passes: destroy, syntax, create, converge,
-    idempotence, verify, destroy; and the lab is down afterwards (unless TRAINOPS_LAB_KEEP=1)."""
+SCENARIOS = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(REPO, 'molecule', '*', 'molecule.yml')))
+
+
+@pytest.mark.parametrize('scenario', SCENARIOS)
+def test_molecule_scenario(lab_manager, tmp_path, record_property, scenario):
+    """The whole test sequence of every scenario under molecule/ passes (one per role): destroy, syntax,
+    create, converge, idempotence, verify, destroy; and the lab is down afterwards (unless TRAINOPS_LAB_KEEP=1)."""
     if not os.access(MOLECULE, os.X_OK):
         pytest.skip('molecule is not installed in .venv (make dev-deps)')
     env = dict(os.environ)
@@ -98,7 +103,7 @@ def test_molecule_job_scenario(lab_manager, tmp_path, record_property):
         try:
             lab_manager.touched = True  # molecule changes the lab: the session takes it down at its end
             started = time.monotonic()
-            rc, out, timed_out = run_molecule(['test', '-s', 'job'], env, TIMEOUT)
+            rc, out, timed_out = run_molecule(['test', '-s', scenario], env, TIMEOUT)
             elapsed = time.monotonic() - started
             if timed_out:
                 # the scenario's own destroy did not run: leave the lab down, as molecule would have
@@ -112,10 +117,10 @@ def test_molecule_job_scenario(lab_manager, tmp_path, record_property):
     out = ANSI.sub('', out or '')
     tail = out[-6000:]
 
-    assert not timed_out, 'molecule test -s job ran over %d s and was stopped:\n%s' % (TIMEOUT, tail)
-    assert rc == 0, 'molecule test -s job failed (rc %s):\n%s' % (rc, tail)
+    assert not timed_out, 'molecule test -s %s ran over %d s and was stopped:\n%s' % (scenario, TIMEOUT, tail)
+    assert rc == 0, 'molecule test -s %s failed (rc %s):\n%s' % (scenario, rc, tail)
     for action in ('destroy', 'syntax', 'create', 'converge', 'idempotence', 'verify'):
-        assert re.search(r'job\s+\S+\s+%s: Executed: Successful' % action, out), (action, tail)
+        assert re.search(r'%s\s+\S+\s+%s: Executed: Successful' % (re.escape(scenario), action), out), (action, tail)
     # the scenario leaves the lab down
     if os.environ.get('TRAINOPS_LAB_KEEP') != '1':
         assert after.get('nodes') == [], after
