@@ -66,3 +66,21 @@ def wait_playbook(proc, timeout=420):
     out, _err = proc.communicate(timeout=timeout)
     done = subprocess.CompletedProcess(proc.argv, proc.returncode, out, '')
     return finish(done, proc.argv, proc.started)
+
+
+def wait_until(predicate, timeout, interval=0.5, what=None):
+    """Poll ``predicate`` until it returns something true, for at most ``timeout`` seconds.
+
+    Returns that value; at the deadline returns the predicate's last value, or raises AssertionError
+    naming ``what`` when given.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    value = predicate()
+    if not value and what is not None:
+        raise AssertionError('timed out after %ss waiting for %s' % (timeout, what))
+    return value

@@ -23,6 +23,8 @@ import time
 
 import pytest
 
+from playbook_runner import wait_until
+
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
 
@@ -84,13 +86,7 @@ def alive(pid, start_time=None):
 
 
 def wait_for(predicate, timeout, interval=0.1, what='condition'):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError('timed out after %ss waiting for %s' % (timeout, what))
+    return wait_until(predicate, timeout, interval=interval, what=what)
 
 
 class Tracker(object):

@@ -19,11 +19,12 @@ test using these fixtures is skipped.
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+
+from lab_env import lab_skip_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_PY = os.path.join(REPO, "hack", "lab.py")
@@ -34,17 +35,6 @@ DEFAULT_NODES = int(os.environ.get("TRAINOPS_LAB_NODES", "4"))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs root; builds the multi-host lab of hack/lab.py")
-
-
-def lab_skip_reason():
-    """Why the lab cannot be built here, or None."""
-    if os.geteuid() != 0:
-        return "the lab needs root (network namespaces, veths, bind mounts)"
-    if not shutil.which("ip"):
-        return "`ip` (iproute2) is not installed"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode != 0:
-        return "`ip netns` does not work here"
-    return None
 
 
 def run_lab(*args, env=None, timeout=600, check=True):

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from lab_env import lab_skip_reason
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_PY = os.path.join(REPO, "hack", "lab.py")
 INVENTORY_DIR = os.path.join(REPO, "inventories", "lab")
@@ -22,17 +24,7 @@ IFNAMES = ["ens5", "enp1s0f0", "eth1", "bond0.2093"]
 GENERATED = ["hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json"]
 
 
-def _skip_reason():
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    if not shutil.which("ip"):
-        return "`ip` (iproute2) is not installed"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode != 0:
-        return "`ip netns` does not work here"
-    return None
-
-
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())),
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_skip_reason() is not None, reason=str(lab_skip_reason())),
               pytest.mark.usefixtures('lab_session_lock')]
 
 

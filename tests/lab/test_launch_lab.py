@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from playbook_runner import free_port, run_playbook, start_playbook, wait_playbook
+from playbook_runner import free_port, run_playbook, start_playbook, wait_playbook, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
@@ -45,16 +45,6 @@ def job_processes(lab):
         if procs:
             found[node['name']] = procs
     return found
-
-
-def wait_until(predicate, timeout, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
 
 
 def launch_vars(tmp_path, **extra):
