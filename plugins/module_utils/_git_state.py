@@ -407,9 +407,12 @@ def _node_problems(state, reference, reference_name, allow_dirty):
     if reference is not None:
         ref_branch = None if reference.get('detached') else reference.get('branch')
         if ref_branch is not None:
+            # a detached HEAD at the reference's very commit is the same code (code_sync's git mode checks out
+            # the exact commit, detached); at another commit it is a problem, said below
             if state.get('detached'):
-                problems.append('detached HEAD at {0} ({1} is on branch {2})'.format(
-                    _short(state) or 'no commit', reference_name, ref_branch))
+                if state.get('commit') != reference.get('commit'):
+                    problems.append('detached HEAD at {0} ({1} is on branch {2})'.format(
+                        _short(state) or 'no commit', reference_name, ref_branch))
             elif state.get('branch') != ref_branch:
                 problems.append('on branch {0} ({1} is on branch {2})'.format(
                     state.get('branch'), reference_name, ref_branch))

@@ -382,8 +382,14 @@ def test_compare_not_a_repository_and_missing():
 
 
 def test_compare_detached_node_when_reference_is_on_a_branch():
+    # at the reference's commit (code_sync's git mode checks it out detached): the same code
     ok, problems, _table = gs.compare(state(), {'node0': state(detached=True)})
-    assert ok is False and problems == ['node0: detached HEAD at {0} (controller is on branch main)'.format(SHA[:12])]
+    assert ok is True and problems == []
+    # at another commit: both said
+    ok, problems, _table = gs.compare(state(), {'node0': state(detached=True, commit=SHA2)})
+    assert ok is False and problems == [
+        'node0: detached HEAD at {0} (controller is on branch main)'.format(SHA2[:12]),
+        'node0: at commit {0} (controller is at {1})'.format(SHA2[:12], SHA[:12])]
 
 
 def test_compare_detached_reference_compares_commits_only():
