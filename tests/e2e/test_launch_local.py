@@ -293,3 +293,20 @@ def test_nodes_on_another_branch_or_dirty_refuse_to_launch_with_a_table(lab, tmp
     with open(manifest_path) as handle:
         code = json.load(handle)['code']
     assert code['branch'] == 'main' and code['checked_on_nodes'] is True and len(code['commit']) == 40
+
+
+def test_a_node_that_cannot_start_means_no_node_runs_the_job(lab, tmp_path):
+    # node1's torchrun cannot be executed: node0 did start, and must be stopped again
+    inventory = tmp_path / 'hosts.yml'
+    with open(os.path.join(REPO, 'inventories', 'local', 'hosts.yml')) as handle:
+        text = handle.read()
+    inventory.write_text(text.replace('    node1:\n', '    node1:\n      trainops_torchrun: /nonexistent/torchrun\n'))
+    proc = run_playbook('playbooks/launch.yml', lab.root, {
+        'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
+        'master_port': lab.port, 'config': 'config/tiny.yaml'}, inventory=str(inventory), timeout=300)
+    assert proc.returncode != 0
+    assert 'The job did not start on node1; it was stopped on every other node.' in proc.failure_text, proc.failure_text
+    assert not lab.leftovers()
+    # node0's run was started and then stopped: its record says so
+    node0_runs = glob.glob(os.path.join(lab.nodes, 'node0', 'state', 'runs', '*', 'exit.json'))
+    assert len(node0_runs) == 1
