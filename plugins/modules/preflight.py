@@ -152,7 +152,7 @@ torch:
   type: dict
   sample: {python: 3.11.9, executable: /opt/venv/bin/python, version: 2.13.0+cpu, imported: false, error: null}
 job:
-  description: The job recorded in O(state_dir), as M(trainops.multinode.torchrun) with O(state=query) returns it.
+  description: The job recorded in O(state_dir), as M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query) returns it.
   returned: when O(state_dir) is given
   type: dict
   sample: {run_id: null, status: absent}

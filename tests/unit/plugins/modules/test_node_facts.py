@@ -11,7 +11,6 @@ import os
 
 from unittest.mock import patch
 
-import pytest
 import yaml
 
 from ansible.module_utils.testing import patch_module_args

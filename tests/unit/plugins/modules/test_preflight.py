@@ -36,7 +36,8 @@ def fake_run_command(torch):
     return run_command
 
 
-def run(args, torch=TORCH):
+def run(args, torch=None):
+    torch = TORCH if torch is None else torch
     with patch.object(module.AnsibleModule, 'run_command', fake_run_command(torch)):
         with patch_module_args(args):
             with pytest.raises((ExitJson, FailJson)) as caught:
