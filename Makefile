@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 
-.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status
+.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -59,7 +59,10 @@ lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
 lab-status: ## Show the lab's nodes
 	$(BIN)/python hack/lab.py status
 
-lab-test: dev-deps ## Multi-host tests on the lab (root): launch across nodes, fault injection
+container-image: dev-deps ## Container engine (docker.io) and the registry-free test image archive, once (root)
+	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh && PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
+
+lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule
 	$(PYTEST) -q tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook

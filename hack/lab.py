@@ -22,6 +22,11 @@ Layout (node i = 1..N, NN = two digits):
   /root/.ansible and /etc/hosts;
 * inventories/lab/: hosts.yml, id_ed25519(.pub), known_hosts (the nodes' real host keys),
   lab.json.
+
+Opt-in ``up --engine docker`` (an ``up`` without it takes the engines away again): every node also
+runs a Docker daemon of its own, in its namespaces, with a private /run (so /var/run/docker.sock,
+/var/run/docker and /var/run/docker.pid are the node's) and a private /var/lib/docker, both bind
+mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
 """
 
 import argparse
@@ -74,6 +79,11 @@ PROGRAMS = (
 GENERATED = ("hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json")
 # Directories a node sees as its own: state subdirectory -> mount point, mode.
 NODE_MOUNTS = (("srv", NODE_ROOT, 0o755), ("tmp", "/tmp", 0o1777), ("ansible", "/root/.ansible", 0o700))
+
+# --engine docker: the daemon each node runs (see ensure_engines).
+ENGINES = ("none", "docker")
+DOCKERD = "dockerd"
+DOCKER_DATA_ROOT = "/var/lib/docker"
 
 VERBOSE = False
 
@@ -189,6 +199,18 @@ class Node:
         self.hosts = self.state / "hosts"
         self.changes = []
         self.pid = None
+        # --engine docker: a private /run and /var/lib/docker, and the daemon's files as the
+        # controller sees them (the node sees them at their default paths).
+        self.engine = None
+        self.run_dir = self.state / "run"
+        self.docker_root = self.state / "docker"
+        self.docker_config = self.state / "daemon.json"
+        self.docker_sock = self.run_dir / "docker.sock"
+        self.docker_pidfile = self.run_dir / "docker.pid"
+        self.docker_log = self.state / "dockerd.log"
+        self.cgroup_parent = "%s-node%s" % (PREFIX, self.nn)
+        self.engine_pid = None
+        self.engine_restart = False
 
     def sshd_config(self):
         return "\n".join([
@@ -233,8 +255,60 @@ class Node:
                 bind = "--rbind"
             lines.append("mount %s %s %s" % (bind, self.state / sub, target))
         lines.append("mount --bind %s /etc/hosts" % self.hosts)
+        if self.engine:
+            # The node's own /run (its docker.sock, docker.pid, exec root; no containerd socket of
+            # the machine's) and /var/lib/docker (its own image store); and the machine's cgroup
+            # hierarchies, which the fresh sysfs of `ip netns exec` hides from the node.
+            lines.append("mount --bind %s /run" % self.run_dir)
+            lines.append("mount --bind %s %s" % (self.docker_root, DOCKER_DATA_ROOT))
+            lines += cgroup_mount_lines()
         lines.append("exec %s -D -f %s -E %s" % (SSHD, self.config, self.log))
         return "\n".join(lines)
+
+    def daemon_json(self):
+        """dockerd's settings for this node: the default paths as the node sees them, no iptables,
+        no bridge (containers use the node's network), containers under a cgroup named after it."""
+        return json.dumps({
+            "data-root": DOCKER_DATA_ROOT,
+            "exec-root": "/var/run/docker",
+            "pidfile": "/var/run/docker.pid",
+            "hosts": ["unix:///var/run/docker.sock"],
+            "iptables": False,
+            "ip-masq": False,
+            "bridge": "none",
+            "userland-proxy": False,
+            "cgroup-parent": self.cgroup_parent,
+            "shutdown-timeout": 3,
+            "log-level": "warn",
+            # (the daemon's ID comes from the machine's shared /etc/docker/key.json: not per node)
+            "labels": ["org.trainops.lab.node=%s" % self.name],
+        }, indent=2) + "\n"
+
+
+def cgroup_mount_lines():
+    """Shell lines that mount, under the node's /sys, the same cgroup hierarchies as the machine's
+    (v1 controllers each again, which attaches the same hierarchy, or the v2 tree): `ip netns exec`
+    gives the node a new sysfs without them, and dockerd needs them."""
+    base = "/sys/fs/cgroup"
+    mounts = []
+    with open("/proc/self/mounts") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) >= 4 and (fields[1] == base or fields[1].startswith(base + "/")):
+                mounts.append((fields[1], fields[2], fields[3]))
+    lines = []
+    for target, fstype, options in mounts:
+        if fstype not in ("cgroup", "cgroup2", "tmpfs"):
+            continue
+        lines.append("mkdir -p %s" % shlex.quote(target))
+        lines.append("mount -t %s -o %s %s %s" % (fstype, shlex.quote(options), fstype, shlex.quote(target)))
+        if target == base and fstype == "tmpfs":
+            # the machine's symlinks (cpu -> cpu,cpuacct, ...) on the tmpfs
+            for name in sorted(os.listdir(base)):
+                path = os.path.join(base, name)
+                if os.path.islink(path):
+                    lines.append("ln -sfn %s %s" % (shlex.quote(os.readlink(path)), shlex.quote(path)))
+    return lines
 
 
 def plan(count, subnet):
@@ -600,6 +674,174 @@ def wait_sshd(node, proc, deadline):
 
 
 # ---------------------------------------------------------------------------------------------
+# Container engine per node (up --engine docker)
+
+def same_inode(path_a, path_b):
+    try:
+        a, b = os.stat(path_a), os.stat(path_b)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def has_private_run(pid, node):
+    """The process's mount namespace shows the node's own /run and the cgroup hierarchies (looked at
+    through /proc/PID/root): the mounts of a node with an engine."""
+    try:
+        cgroups = os.listdir("/proc/%d/root/sys/fs/cgroup" % pid)
+    except OSError:
+        cgroups = []
+    return same_inode("/proc/%d/root/run" % pid, node.run_dir) and bool(cgroups)
+
+
+def mnt_ns(pid):
+    try:
+        return os.readlink("/proc/%d/ns/mnt" % pid)
+    except (OSError, TypeError):
+        return None
+
+
+def cgroup_dirs(name):
+    """The cgroups named ``name`` at the top of every hierarchy (v1 controllers, or v2)."""
+    base = Path("/sys/fs/cgroup")
+    tops = [base / name] + [d / name for d in (base.iterdir() if base.is_dir() else []) if d.is_dir()]
+    return [top for top in tops if top.is_dir()]
+
+
+def cgroup_members(names, procs):
+    """The processes in a cgroup (any hierarchy) under one named in ``names``: the nodes' containers.
+    Nothing to read when no such cgroup exists (a lab that never ran an engine)."""
+    names = [name for name in names if cgroup_dirs(name)]
+    if not names:
+        return set()
+    members = set()
+    for pid in procs:
+        try:
+            with open("/proc/%d/cgroup" % pid) as handle:
+                lines = [line.rstrip() for line in handle]
+        except OSError:
+            continue
+        if any(("/%s/" % name) in line or line.endswith("/" + name) for line in lines for name in names):
+            members.add(pid)
+    return members
+
+
+def docker_ping(sock, timeout=2.0):
+    """GET /_ping on a Docker API unix socket answers 200 OK."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(str(sock))
+            conn.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            data = b""
+            while len(data) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return False
+    return data.split(b"\r\n", 1)[0].split(b" ")[1:2] == [b"200"]
+
+
+def engine_running(node, procs):
+    """PID of the node's dockerd if it runs in the node's current network and mount namespaces
+    (those of its sshd) and answers on the node's socket, else None."""
+    pid = read_pid(node.docker_pidfile)
+    inode = netns_inode(node.ns)
+    if pid is None or pid not in procs or not alive(pid) or node.pid is None:
+        return None
+    ns_inode, cmdline = procs[pid]
+    if inode is None or ns_inode != inode or str(node.docker_config) not in cmdline:
+        return None
+    if mnt_ns(pid) != mnt_ns(node.pid) or not docker_ping(node.docker_sock):
+        return None
+    return pid
+
+
+def engine_pids(node, procs):
+    """Every process of the node's engine: its dockerd (by config file), the containerd and shims in
+    the node's network namespace, and the processes of its containers (by cgroup)."""
+    inode = netns_inode(node.ns)
+    pids = set()
+    for pid, (ns_inode, cmdline) in procs.items():
+        if str(node.docker_config) in cmdline:
+            pids.add(pid)
+        elif inode is not None and ns_inode == inode and cmdline.split(" ")[0].split("/")[-1].startswith("containerd"):
+            pids.add(pid)
+    return pids | cgroup_members([node.cgroup_parent], procs)
+
+
+def remove_cgroups(name):
+    """Remove the (empty, once its processes are gone) cgroups named ``name`` that a node's dockerd
+    made as the parent of its containers, in every hierarchy."""
+    for top in cgroup_dirs(name):
+        for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda item: -len(item[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+def prepare_engine(node):
+    """Directories and daemon.json of a node's engine; True when the daemon must restart."""
+    ensure_dir(node.run_dir, 0o755)
+    ensure_dir(node.run_dir / "sshd", 0o755)  # sshd's privilege separation directory
+    ensure_dir(node.run_dir / "lock", 0o1777)
+    shm = node.run_dir / "shm"
+    if not shm.is_symlink():
+        shm.symlink_to("/dev/shm")
+    ensure_dir(node.docker_root, 0o710)
+    return write_if_changed(node.docker_config, node.daemon_json(), 0o644)
+
+
+def start_engine(node):
+    """dockerd in the namespaces of the node's sshd (network, UTS and the mounts with its private /run
+    and /var/lib/docker): to its clients it is the node's daemon at the default paths."""
+    stale = node.docker_pidfile
+    if stale.exists():
+        stale.unlink()
+    checkpoint("%s:engine" % node.name)
+    argv = ["nsenter", "--target", str(node.pid), "--mount", "--uts", "--net", "--",
+            DOCKERD, "--config-file", str(node.docker_config)]
+    debug(" ".join(shlex.quote(a) for a in argv))
+    with open(node.docker_log, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,  # pylint: disable=consider-using-with
+                                start_new_session=True, close_fds=True, cwd="/")
+    return proc
+
+
+def wait_engine(node, proc, deadline):
+    """Until the node's dockerd answers on its socket (nsenter execs it: same pid)."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = node.docker_log.read_text(errors="replace")[-2500:]
+            raise LabError("%s: dockerd exited with %s (log %s):\n%s" % (
+                node.name, proc.returncode, node.docker_log, log.strip()))
+        if read_pid(node.docker_pidfile) == proc.pid and docker_ping(node.docker_sock):
+            return proc.pid
+        time.sleep(0.1)
+    raise LabError("%s: dockerd did not answer on %s in time (see %s)" % (
+        node.name, node.docker_sock, node.docker_log))
+
+
+def stop_engine(node, procs):
+    """Stop the node's engine: dockerd first (it stops its containers and containerd), then whatever
+    is left of it; then its cgroups. True when there was something to stop."""
+    if not node.docker_config.exists() and not cgroup_dirs(node.cgroup_parent):
+        return False  # this node never ran an engine
+    dockerd = {p for p in procs if str(node.docker_config) in procs[p][1]}
+    pids = engine_pids(node, procs)
+    if not pids:
+        remove_cgroups(node.cgroup_parent)
+        return False
+    terminate(dockerd, grace=15.0)
+    terminate({p for p in engine_pids(node, scan_processes()) if alive(p)})
+    remove_cgroups(node.cgroup_parent)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
 # SSH
 
 def ssh_argv(inv, address, *command, timeout=5):
@@ -684,8 +926,10 @@ def render_hosts_yml(inv, nodes, count):
             "    trainops_node_root: %s" % yq(NODE_ROOT),
             "    trainops_master_addr: %s" % yq(nodes[0].address),
             "    trainops_nproc_per_node: 2",
-            "    trainops_gpu_vendor: none",
-            ""]
+            "    trainops_gpu_vendor: none"]
+    if nodes[0].engine:
+        out.append("    trainops_lab_engine: %s" % yq(nodes[0].engine))
+    out.append("")
     return "\n".join(out)
 
 
@@ -698,7 +942,7 @@ def render_known_hosts(nodes):
 
 
 def render_lab_json(inv, net, nodes):
-    return json.dumps({
+    data = {
         "version": 1,
         "subnet": str(net),
         "controller": {"ifname": CTL_LINK, "address": str(net.network_address + 1)},
@@ -721,7 +965,15 @@ def render_lab_json(inv, net, nodes):
             "node_root": NODE_ROOT,
             "master": node.index == 1,
         } for node in nodes],
-    }, indent=2) + "\n"
+    }
+    if nodes[0].engine:
+        # the node's daemon as the controller reaches it (on the node: the default socket)
+        data["engine"] = nodes[0].engine
+        for entry, node in zip(data["nodes"], nodes):
+            entry.update({"engine_pid": node.engine_pid, "docker_host": "unix://%s" % node.docker_sock,
+                          "docker_data_root": str(node.docker_root), "docker_log": str(node.docker_log),
+                          "docker_cgroup_parent": node.cgroup_parent})
+    return json.dumps(data, indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -729,11 +981,20 @@ def render_lab_json(inv, net, nodes):
 
 def remove_node(index, procs):
     node = Node(index, ipaddress.ip_network(DEFAULT_SUBNET))
-    terminate(node_pids(node, procs))
+    terminate(node_pids(node, procs) | engine_pids(node, procs))
+    remove_cgroups(node.cgroup_parent)
     run(["ip", "-n", BR_NS, "link", "del", node.peer], check=False)
     delete_netns(node.ns)
     if node.state.exists():
         shutil.rmtree(node.state)
+
+
+def require_engine(engine):
+    if engine == "docker":
+        for prog in (DOCKERD, "containerd", "nsenter"):
+            if not shutil.which(prog):
+                raise LabError("--engine docker needs %s on this machine: `bash hack/engine.sh` installs "
+                               "docker.io from Debian's packages" % prog)
 
 
 def up(args):
@@ -746,23 +1007,30 @@ def up(args):
         state = read_json(STATE_FILE, {})
         count = args.nodes or state.get("nodes") or DEFAULT_NODES
         subnet = args.subnet or state.get("subnet") or DEFAULT_SUBNET
+        engine = getattr(args, "engine", None) or "none"
+        require_engine(engine)
         net, nodes = plan(count, subnet)
-        say("lab: %d node%s on %s, controller %s %s" % (
-            count, "s" if count > 1 else "", net, CTL_LINK, net.network_address + 1))
+        for node in nodes:
+            node.engine = engine if engine != "none" else None
+        say("lab: %d node%s on %s, controller %s %s%s" % (
+            count, "s" if count > 1 else "", net, CTL_LINK, net.network_address + 1,
+            ", engine %s" % engine if engine != "none" else ""))
         changes = []
 
         # Host-side directories and the controller's key.
         ensure_dir(STATE_ROOT, 0o755)
         created_dirs = list(state.get("created_dirs", []))
-        for path in (NODE_ROOT, "/root/.ansible"):
+        for path in (NODE_ROOT, "/root/.ansible") + ((DOCKER_DATA_ROOT,) if engine != "none" else ()):
             mode = 0o700 if path.endswith(".ansible") else 0o755
             if ensure_dir(path, mode, fix_mode=False) and path not in created_dirs:
                 created_dirs.append(path)
         ensure_dir("/run/sshd", 0o755, fix_mode=False)
         ensure_dir(inv, 0o755, fix_mode=False)
         old_inv = state.get("inventory_dir")
-        write_if_changed(STATE_FILE, json.dumps({"nodes": count, "subnet": str(net), "inventory_dir": str(inv),
-                                                 "created_dirs": created_dirs}, indent=2) + "\n")
+        saved = {"nodes": count, "subnet": str(net), "inventory_dir": str(inv), "created_dirs": created_dirs}
+        if engine != "none":
+            saved["engine"] = engine
+        write_if_changed(STATE_FILE, json.dumps(saved, indent=2) + "\n")
         if old_inv and old_inv != str(inv):
             remove_inventory(Path(old_inv))
         if ensure_keypair(inv / "id_ed25519", "trainops-lab-controller"):
@@ -795,6 +1063,7 @@ def up(args):
                 restart = True
             if write_if_changed(node.hosts, hosts_file(net, nodes, node), 0o644, in_place=True):
                 node.changes.append("/etc/hosts")
+            node.engine_restart = prepare_engine(node) if node.engine else False
             checkpoint("%s:netns" % node.name)
             if ensure_netns(node.ns):
                 node.changes.append("netns")
@@ -809,7 +1078,8 @@ def up(args):
         launched = []
         for node, restart in zip(nodes, restarts):
             pid = sshd_running(node, procs)
-            if pid is not None and not restart:
+            # with an engine, the node's mounts include its private /run (and without, they do not)
+            if pid is not None and not restart and has_private_run(pid, node) == bool(node.engine):
                 node.pid = pid
                 continue
             # The old listener goes; its sessions too when its namespace is not the node's
@@ -823,6 +1093,7 @@ def up(args):
         deadline = time.monotonic() + args.timeout
         for node, proc in launched:
             node.pid = wait_sshd(node, proc, deadline)
+        ensure_engines(nodes, deadline)
 
         for node in nodes:
             if node.changes:
@@ -844,6 +1115,27 @@ def up(args):
                                   "%d change%s" % (len(changes), "s" if len(changes) > 1 else "")
                                   if changes else "no changes"))
     return 0
+
+
+def ensure_engines(nodes, deadline):
+    """--engine docker: a healthy dockerd per node (kept as it is), else (re)started; without an
+    engine, stop any that an earlier `up --engine docker` left."""
+    procs = scan_processes()
+    starting = []
+    for node in nodes:
+        if not node.engine:
+            if stop_engine(node, procs):
+                node.changes.append("dockerd stopped")
+            continue
+        pid = engine_running(node, procs)
+        if pid is not None and not node.engine_restart:
+            node.engine_pid = pid
+            continue
+        restarted = stop_engine(node, procs)
+        starting.append((node, start_engine(node)))
+        node.changes.append("dockerd restarted" if restarted else "dockerd")
+    for node, proc in starting:
+        node.engine_pid = wait_engine(node, proc, deadline + 60)
 
 
 def _rel(path):
@@ -879,7 +1171,15 @@ def down(args):
         inodes = {netns_inode(ns) for ns in namespaces} - {None}
         marker = str(STATE_ROOT) + "/"
         pids = {pid for pid, (inode, cmdline) in procs.items() if inode in inodes or marker in cmdline}
+        # the containers of the nodes' engines (up --engine docker), also those with a network
+        # namespace of their own: by the cgroup their node's dockerd put them in
+        cgroups = {"%s-node%s" % (PREFIX, name[4:]) for name in os.listdir(STATE_ROOT)
+                   if name.startswith("node") and name[4:].isdigit()} if STATE_ROOT.is_dir() else set()
+        cgroups |= {ns for ns in namespaces if node_index(ns)}
+        pids |= cgroup_members(sorted(cgroups), procs)
         terminate(pids)
+        for name in cgroups:
+            remove_cgroups(name)
 
         # 2. Links (explicitly: a namespace kept alive by some mount would keep its veths) and
         #    namespaces, bridge last.
@@ -940,6 +1240,7 @@ def status(args):
         node = Node(index, net)
         links = links_by_name(node.ns) if netns_inode(node.ns) else {}
         pid = sshd_running(node, procs)
+        node.pid = pid
         rows.append({
             "name": node.name, "namespace": node.ns, "ns": netns_inode(node.ns) is not None,
             "ifname": node.ifname, "address": node.address,
@@ -948,6 +1249,10 @@ def status(args):
             "sshd_pid": pid or read_pid(node.pidfile), "sshd_alive": pid is not None,
             "expected": index <= int(state.get("nodes", 0)),
         })
+        if state.get("engine"):
+            engine_pid = engine_running(node, procs) if pid else None
+            rows[-1].update({"engine": state["engine"], "engine_pid": engine_pid or read_pid(node.docker_pidfile),
+                             "engine_alive": engine_pid is not None})
     have_key = (inv / "id_ed25519").exists() and (inv / "known_hosts").exists()
 
     def probe(row):
@@ -959,10 +1264,14 @@ def status(args):
     ctl = links_by_name(None).get(CTL_LINK)
     ctl_ok = link_ok(ctl, str(net.network_address + 1), net.prefixlen, CTL_MAC)
     healthy = ctl_ok and bool(rows) and all(r["ns"] and r["link"] and r["sshd_alive"] and r["ssh"] and r["expected"]
+                                            and r.get("engine_alive", True)
                                             for r in rows)
     if args.json:
-        print(json.dumps({"healthy": healthy, "subnet": str(net), "inventory": str(inv / "hosts.yml"),
-                          "controller": {"ifname": CTL_LINK, "ok": ctl_ok}, "nodes": rows}, indent=2))
+        report = {"healthy": healthy, "subnet": str(net), "inventory": str(inv / "hosts.yml"),
+                  "controller": {"ifname": CTL_LINK, "ok": ctl_ok}, "nodes": rows}
+        if state.get("engine"):
+            report["engine"] = state["engine"]
+        print(json.dumps(report, indent=2))
         return 0 if healthy else 1
     fmt = "%-11s %-22s %-11s %-15s %-14s %s"
     say(fmt % ("NODE", "NS", "IFNAME", "ADDRESS", "SSHD PID", "SSH"))
@@ -970,7 +1279,9 @@ def status(args):
         say(fmt % (r["name"], r["namespace"] if r["ns"] else "(missing)",
                    r["ifname"] if r["link"] else r["ifname"] + " (down)", r["address"],
                    "%s %s" % (r["sshd_pid"] or "-", "alive" if r["sshd_alive"] else "dead"),
-                   "ok" if r["ssh"] else "FAIL"))
+                   "ok" if r["ssh"] else "FAIL")
+            + ("   %s %s %s" % (r["engine"], r["engine_pid"] or "-", "alive" if r["engine_alive"] else "dead")
+               if "engine" in r else ""))
     say("controller %s %s: %s; inventory %s; %s" % (
         CTL_LINK, net.network_address + 1, "ok" if ctl_ok else "MISSING", _rel(inv / "hosts.yml"),
         "healthy" if healthy else "NOT healthy"))
@@ -989,6 +1300,9 @@ def main(argv=None):
                       % DEFAULT_NODES)
     p_up.add_argument("--subnet", help="IPv4 subnet (default: the running lab's, else %s)" % DEFAULT_SUBNET)
     p_up.add_argument("--timeout", type=float, default=60, help="seconds to wait for sshd/ssh (default 60)")
+    p_up.add_argument("--engine", choices=ENGINES,
+                      help="docker: every node also runs its own Docker daemon (private /run and "
+                      "/var/lib/docker; docs/containers.md); none (default): no engine, and any running one is stopped")
     sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")
     p_status = sub.add_parser("status", help="table of nodes; exit 0 only when all are healthy")
     p_status.add_argument("--json", action="store_true", help="machine-readable")

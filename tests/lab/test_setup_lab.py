@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from playbook_runner import free_port, run_playbook
+from test_launch_lab import job_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
@@ -96,9 +97,7 @@ def test_setup_sync_then_launch_and_refuse_a_node_on_another_branch(lab_nodes, t
         if node['name'] != victim:
             assert '! %s' % node['name'] not in text
     assert len(os.listdir(str(tmp_path / 'experiments'))) == before
-    for node in lab.nodes:
-        out = lab.ssh(node['name'], 'pgrep -f torch.distributed.run || true').stdout.strip()
-        assert out == '', (node['name'], out)
+    assert not job_processes(lab)
 
     # back on the commit, but with an uncommitted change: refused unless allow_dirty
     lab.ssh(victim, 'cd /srv/trainops/workspace && git checkout -q -f %s && echo "# wip" >> train.py' % code['commit'])
