@@ -33,3 +33,45 @@ def fail_json(self, msg, **kwargs):
 def patched_exits():
     """Context manager: AnsibleModule.exit_json/fail_json raise ExitJson/FailJson with the result."""
     return patch.multiple('ansible.module_utils.basic.AnsibleModule', exit_json=exit_json, fail_json=fail_json)
+
+
+def module_arguments(module):
+    """The keyword arguments ``module.main()`` gives AnsibleModule (argument_spec, supports_check_mode, ...)."""
+    captured = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_ansible_module(**kwargs):
+        captured.update(kwargs)
+        raise Stop()
+
+    with patch.object(module, 'AnsibleModule', fake_ansible_module):
+        try:
+            module.main()
+        except Stop:
+            pass
+    return captured
+
+
+def assert_documentation_matches_argument_spec(module, *fragments):
+    """DOCUMENTATION options (with the doc fragments' classes) and argument_spec agree on names, types,
+    defaults, choices, elements and required; EXAMPLES and RETURN parse. Returns the captured kwargs."""
+    import yaml
+    captured = module_arguments(module)
+    spec = captured['argument_spec']
+    options = {}
+    for fragment in fragments:
+        options.update(yaml.safe_load(fragment.DOCUMENTATION).get('options') or {})
+    options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
+    assert sorted(options) == sorted(spec)
+    for name, opt in options.items():
+        arg = spec[name]
+        assert opt.get('type', 'str') == arg.get('type', 'str'), name
+        assert opt.get('default') == arg.get('default'), name
+        assert opt.get('choices') == arg.get('choices'), name
+        assert opt.get('elements') == arg.get('elements'), name
+        assert bool(opt.get('required', False)) == bool(arg.get('required', False)), name
+    yaml.safe_load(module.EXAMPLES)
+    yaml.safe_load(module.RETURN)
+    return captured

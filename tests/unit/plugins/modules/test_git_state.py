@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from unittest.mock import patch
 
 from ansible.module_utils.testing import patch_module_args
 
-from module_harness import ExitJson, FailJson
+from module_harness import ExitJson, FailJson, assert_documentation_matches_argument_spec
 
 from ansible_collections.trainops.multinode.plugins.modules import git_state as module
 
@@ -146,28 +145,8 @@ def test_path_is_required():
 
 
 def test_documentation_matches_argument_spec():
-    captured = {}
-
-    class Stop(Exception):
-        pass
-
-    def fake_ansible_module(**kwargs):
-        captured.update(kwargs)
-        raise Stop()
-
-    with patch.object(module, 'AnsibleModule', fake_ansible_module):
-        with pytest.raises(Stop):
-            module.main()
-    spec = captured['argument_spec']
-    options = yaml.safe_load(module.DOCUMENTATION)['options']
-    assert sorted(options) == sorted(spec)
-    for name, opt in options.items():
-        arg = spec[name]
-        assert opt.get('type', 'str') == arg.get('type', 'str'), name
-        assert opt.get('default') == arg.get('default'), name
-        assert bool(opt.get('required', False)) == bool(arg.get('required', False)), name
+    captured = assert_documentation_matches_argument_spec(module)
     assert captured['supports_check_mode'] is True
-    yaml.safe_load(module.EXAMPLES)
     returned = yaml.safe_load(module.RETURN)['git']['contains']
     from ansible_collections.trainops.multinode.plugins.module_utils._git_state import empty_state
     assert sorted(returned) == sorted(empty_state('/x'))

@@ -13,7 +13,7 @@ import yaml
 
 from ansible.module_utils.testing import patch_module_args
 
-from module_harness import ExitJson, FailJson
+from module_harness import ExitJson, FailJson, assert_documentation_matches_argument_spec
 
 from ansible_collections.trainops.multinode.plugins.doc_fragments.node_network import ModuleDocFragment
 from ansible_collections.trainops.multinode.plugins.modules import preflight as module
@@ -46,26 +46,7 @@ def run(args, torch=None):
 
 
 def test_documentation_matches_argument_spec():
-    captured = {}
-
-    class Stop(Exception):
-        pass
-
-    def fake_ansible_module(**kwargs):
-        captured.update(kwargs)
-        raise Stop()
-
-    with patch.object(module, 'AnsibleModule', fake_ansible_module):
-        with pytest.raises(Stop):
-            module.main()
-    spec = captured['argument_spec']
-    options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
-    options.update(yaml.safe_load(module.DOCUMENTATION)['options'])
-    assert sorted(options) == sorted(spec)
-    for name, arg in spec.items():
-        opt = options[name]
-        assert opt.get('type', 'str') == arg.get('type', 'str'), name
-        assert opt.get('default') == arg.get('default'), name
+    assert_documentation_matches_argument_spec(module, ModuleDocFragment)
     returned = yaml.safe_load(module.RETURN)
     assert {'problems', 'torch', 'job', 'paths', 'reach', 'git', 'master_port_free'} <= set(returned)
 

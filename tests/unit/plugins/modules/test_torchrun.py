@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from unittest.mock import patch
 
 from ansible.module_utils.testing import patch_module_args
 
-from module_harness import ExitJson, FailJson
+from module_harness import ExitJson, FailJson, assert_documentation_matches_argument_spec
 
 from ansible_collections.trainops.multinode.plugins.modules import torchrun as module
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError
@@ -105,30 +104,4 @@ def test_bad_choice():
 def test_documentation_matches_argument_spec():
     """DOCUMENTATION options (with the doc fragment) and argument_spec agree on names, types, defaults, choices, elements."""
     from ansible_collections.trainops.multinode.plugins.doc_fragments.torchrun import ModuleDocFragment
-
-    captured = {}
-
-    class Stop(Exception):
-        pass
-
-    def fake_ansible_module(**kwargs):
-        captured.update(kwargs)
-        raise Stop()
-
-    with patch.object(module, 'AnsibleModule', fake_ansible_module):
-        with pytest.raises(Stop):
-            module.main()
-    spec = captured['argument_spec']
-    doc = yaml.safe_load(module.DOCUMENTATION)
-    options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
-    options.update(doc['options'])
-    assert sorted(options) == sorted(spec)
-    for name, opt in options.items():
-        arg = spec[name]
-        assert opt.get('type', 'str') == arg.get('type', 'str'), name
-        assert opt.get('default') == arg.get('default'), name
-        assert opt.get('choices') == arg.get('choices'), name
-        assert opt.get('elements') == arg.get('elements'), name
-        assert bool(opt.get('required', False)) == bool(arg.get('required', False)), name
-    yaml.safe_load(module.EXAMPLES)
-    yaml.safe_load(module.RETURN)
+    assert_documentation_matches_argument_spec(module, ModuleDocFragment)
