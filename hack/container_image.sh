@@ -90,7 +90,7 @@ mkdir -p "$cache"
 work="$(mktemp -d "$cache/.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 started=$SECONDS
-say "building $ref: Debian $suite minbase + python3 from $mirror, $torch_pin ${numpy_pin:+and $numpy_pin} (pip)"
+say "building $ref: Debian $suite minbase + python3 and python3-yaml (train.py reads YAML configs) from $mirror, $torch_pin ${numpy_pin:+and $numpy_pin} (pip)"
 
 # The pip install runs on this machine (customize hook, $1 = the root filesystem): the target is the
 # directory bookworm's python3 searches for locally installed packages. Console scripts (torchrun)
@@ -110,7 +110,7 @@ done
 rm -rf "$site/bin"
 rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*.log'
 
-mmdebstrap --quiet --mode=root --variant=minbase --format=tar --include=python3 \
+mmdebstrap --quiet --mode=root --variant=minbase --format=tar --include=python3,python3-yaml \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --customize-hook="$hook" \

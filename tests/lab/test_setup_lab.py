@@ -44,8 +44,12 @@ def code(tmp_path):
     shutil.rmtree(base, ignore_errors=True)
 
 
+WORKSPACE = '/srv/trainops/setup-test-%d' % os.getpid()  # a checkout of its own on every node
+
+
 def launch_vars(tmp_path, code, **extra):
     extravars = {
+        'trainops_workspace_dir': WORKSPACE,
         'trainops_experiments_dir': str(tmp_path / 'experiments'),
         'master_port': free_port(),
         'trainops_progress_interval': 5,
@@ -68,11 +72,12 @@ def test_setup_sync_then_launch_and_refuse_a_node_on_another_branch(lab_nodes, t
     # setup.yml without the SSH mesh here: lab nodes share this machine's /root, so the mesh has its own
     # test with a private ~/.ssh per node (tests/lab/test_ssh_mesh.py)
     setup = {'sync_mode': 'git', 'repo': code['repo'], 'version': 'HEAD', 'trainops_code_sync_resolve_from': code['work'],
-             'trainops_nccl_env_file': '/srv/trainops/nccl.env', 'setup_ssh_mesh': False}
+             'trainops_nccl_env_file': '/srv/trainops/nccl.env', 'setup_ssh_mesh': False,
+             'trainops_workspace_dir': WORKSPACE}
     first = run_playbook('playbooks/setup.yml', str(tmp_path), setup, inventory=lab.inventory, timeout=600)
     assert first.returncode == 0, first.stdout[-5000:]
     for node in lab.nodes:
-        assert lab.ssh(node['name'], 'git -C /srv/trainops/workspace rev-parse HEAD').stdout.strip() == code['commit']
+        assert lab.ssh(node['name'], 'git -C %s rev-parse HEAD' % WORKSPACE).stdout.strip() == code['commit']
         assert 'GLOO_SOCKET_IFNAME=%s' % node['ifname'] in lab.ssh(node['name'], 'cat /srv/trainops/nccl.env').stdout
     second = run_playbook('playbooks/setup.yml', str(tmp_path), setup, inventory=lab.inventory, timeout=600)
     assert second.returncode == 0, second.stdout[-5000:]
@@ -85,7 +90,7 @@ def test_setup_sync_then_launch_and_refuse_a_node_on_another_branch(lab_nodes, t
 
     # one node moves to another branch: nothing starts anywhere, the table names that node
     victim = lab.nodes[1]['name']
-    lab.ssh(victim, 'cd /srv/trainops/workspace && git checkout -q -b hotfix && echo "# hotfix" >> train.py && '
+    lab.ssh(victim, 'cd ' + WORKSPACE + ' && git checkout -q -b hotfix && echo "# hotfix" >> train.py && '
                     'git -c user.name=t -c user.email=t@example.com commit -q -am hotfix')
     before = len(os.listdir(str(tmp_path / 'experiments')))
     refused = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, code), inventory=lab.inventory,
@@ -100,7 +105,7 @@ def test_setup_sync_then_launch_and_refuse_a_node_on_another_branch(lab_nodes, t
     assert not job_processes(lab)
 
     # back on the commit, but with an uncommitted change: refused unless allow_dirty
-    lab.ssh(victim, 'cd /srv/trainops/workspace && git checkout -q -f %s && echo "# wip" >> train.py' % code['commit'])
+    lab.ssh(victim, 'cd %s && git checkout -q -f %s && echo "# wip" >> train.py' % (WORKSPACE, code['commit']))
     dirty = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, code), inventory=lab.inventory,
                          timeout=300)
     assert dirty.returncode != 0 and 'dirty: 1 changed or untracked file (train.py)' in dirty.failure_text, \
@@ -108,3 +113,5 @@ def test_setup_sync_then_launch_and_refuse_a_node_on_another_branch(lab_nodes, t
     allowed = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, code, allow_dirty=True),
                            inventory=lab.inventory)
     assert allowed.returncode == 0, allowed.stdout[-5000:]
+    for node in lab.nodes:
+        lab.ssh(node['name'], 'rm -rf %s' % WORKSPACE)
