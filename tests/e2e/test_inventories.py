@@ -252,3 +252,28 @@ def test_launch_from_a_node_list(tmp_path):
         argv = node['argv']
         assert argv[argv.index('--master-addr') + 1] == '127.0.0.1'
         assert argv[argv.index('--nproc-per-node') + 1] == '2'
+
+
+def test_launch_from_inside_a_slurm_allocation(tmp_path):
+    """Inside an allocation (the variables srun/salloc set): a real 2-node x 2-rank launch, the nodes of
+    SLURM_JOB_NODELIST in order, ranks per node from SLURM_TASKS_PER_NODE; both nodes are this machine."""
+    (tmp_path / 'allocation.slurm.yml').write_text(
+        'plugin: trainops.multinode.slurm\n'
+        'vars:\n'
+        '  ansible_connection: ansible.builtin.local\n'
+        '  ansible_python_interpreter: "{{ ansible_playbook_python }}"\n'
+        '  trainops_python: "{{ ansible_playbook_python }}"\n'
+        '  trainops_master_addr: 127.0.0.1\n'
+        '  trainops_node_root: "%s/nodes/{{ inventory_hostname }}"\n'
+        '  trainops_gpu_vendor: none\n' % tmp_path)
+    experiments = tmp_path / 'experiments'
+    slurm = {'SLURM_JOB_ID': '4242', 'SLURM_JOB_NODELIST': 'trn-[07-08]', 'SLURM_JOB_NUM_NODES': '2',
+             'SLURM_TASKS_PER_NODE': '2(x2)'}
+    proc = run('ansible-playbook', '-i', tmp_path / 'allocation.slurm.yml', os.path.join(REPO, 'playbooks', 'launch.yml'),
+               '-e', 'config=config/tiny.yaml', '-e', 'trainops_experiments_dir=%s' % experiments,
+               '-e', 'master_port=%d' % free_port(), cwd=tmp_path, timeout=480, extra_env=slurm)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (experiment,) = list(experiments.iterdir())
+    manifest = json.loads((experiment / 'manifest.json').read_text())
+    assert manifest['world_size'] == 4 and manifest['outcome'] == 'succeeded'
+    assert [(n['host'], n['node_rank'], n['ranks']) for n in manifest['nodes']] == [('trn-07', 0, [0, 1]), ('trn-08', 1, [2, 3])]
