@@ -206,6 +206,17 @@ def run_lab(*args, check=True):
     return proc
 
 
+def lab_has_engines():
+    """True when the running lab's nodes run their engines (hack/lab.py status --json)."""
+    proc = subprocess.run([sys.executable, LAB_PY, 'status', '--json'], capture_output=True, text=True, check=False)
+    try:
+        status = json.loads(proc.stdout)
+    except ValueError:
+        return False
+    nodes = status.get('nodes') or []
+    return bool(nodes) and all(node.get('engine') for node in nodes if isinstance(node, dict))
+
+
 @pytest.fixture(scope='module')
 def image_archive():
     """The test image archive (built once, cached), its metadata dict."""
@@ -224,6 +235,11 @@ def container_lab(lab_manager, image_archive):
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             lab_manager.touched = True
+            # a lab built without engines is taken down first: turning engines on in a running lab leaves
+            # sessions of its nodes (sshd) with the view of /run they started with, so `docker` over ssh
+            # could reach another daemon than the node's own (seen when another test module built the lab)
+            if not lab_has_engines():
+                run_lab('down')
             run_lab('up', '--nodes', str(NODES), '--engine', 'docker')
             clab = ContainerLab(lab_manager.ensure(NODES), image_archive)
             run = clab.playbook('playbooks/container.yml', clab.role_vars())
