@@ -16,9 +16,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import shutil
 import socket
+import subprocess
 import sys
+import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
     STATE_ERROR,
@@ -249,8 +252,6 @@ def open_master_port(python, port, peers, window):
 
     Returns None once it listens, or an error string.
     """
-    import subprocess
-    import select as _select
     read_fd, write_fd = os.pipe()
     try:
         with open(os.devnull, 'rb') as devnull_in, open(os.devnull, 'wb') as devnull_out:
@@ -263,7 +264,7 @@ def open_master_port(python, port, peers, window):
         return 'cannot start the port listener: {0}'.format(exc)
     os.close(write_fd)
     try:
-        if not _select.select([read_fd], [], [], 10)[0]:
+        if not select.select([read_fd], [], [], 10)[0]:
             return 'the port listener did not start within 10 s'
         answer = os.read(read_fd, 512).decode('utf-8', 'replace')
     finally:
@@ -273,7 +274,6 @@ def open_master_port(python, port, peers, window):
 
 def reach_master(master_addr, port, source_addr, ifname, timeout, clock=None, sleep=None):
     """Connect to ``master_addr:port`` from ``source_addr`` (the chosen interface), retrying until ``timeout``."""
-    import time
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
     start = clock()

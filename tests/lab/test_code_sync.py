@@ -15,43 +15,12 @@ import uuid
 
 import pytest
 
+from code_tree import EXCLUDED, KEPT, USER_EXCLUDES, expected_digest, write_tree
 from playbook_runner import run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
 NODES = 3
-
-KEPT = {
-    'train.py': 'print("train")\n',
-    'pkg/__init__.py': '',
-    'pkg/model.py': 'HIDDEN = 1024\n',
-    'configs/experiments/ablation.yaml': 'lr: 0.1\n',   # only the top-level experiments/ is excluded
-    'dir with space/notes.txt': 'quoted\n',
-    'data/blob.bin': os.urandom(256 * 1024),
-}
-EXCLUDED = {
-    'experiments/multinode_42ch/logs/node_0.txt': 'old run\n',
-    '.venv/bin/python': 'not a python\n',
-    'pkg/__pycache__/model.cpython-311.pyc': 'bytecode\n',
-    'stray.pyc': 'bytecode\n',
-    '.pytest_cache/v/cache/lastfailed': '{}\n',
-    'web/node_modules/left-pad/index.js': 'x\n',
-    'trainops.egg-info/PKG-INFO': 'x\n',
-    'secret/token.txt': 'user exclude\n',
-}
-USER_EXCLUDES = ['secret/']
-
-
-def write_tree(root, files):
-    for rel, content in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, 'wb') as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode())
-
-
-def digest(files):
-    return {rel: hashlib.sha256(c if isinstance(c, bytes) else c.encode()).hexdigest() for rel, c in files.items()}
 
 
 def node_digest(lab, node, dest):
@@ -109,7 +78,7 @@ def test_rsync_reaches_every_node_identically_and_an_unchanged_tree_changes_noth
     src = str(tmp_path / 'src')
     write_tree(src, dict(KEPT, **EXCLUDED))
     git(src, 'init', '-q')
-    want = digest(KEPT)
+    want = expected_digest(KEPT)
 
     first = sync(lab3, tmp_path, src=src, dest=dest, excludes=USER_EXCLUDES)
     data = results(first, lab3)
@@ -159,7 +128,7 @@ def test_rsync_delete_removes_a_stale_file_only_when_enabled(lab3, dest, tmp_pat
         assert not node_exists(lab3, node, dest + '/stale.py')
         assert node_exists(lab3, node, dest + '/experiments/log.txt')   # excluded: never deleted
         assert data[node]['deleted'] == 1
-        assert node_digest(lab3, node, dest) == dict(digest(KEPT), **{'experiments/log.txt': digest(
+        assert node_digest(lab3, node, dest) == dict(expected_digest(KEPT), **{'experiments/log.txt': expected_digest(
             {'x': 'keep\n'})['x']})
 
 
@@ -187,7 +156,7 @@ def test_rsync_checks_host_keys_with_the_inventorys_known_hosts(lab3, dest, tmp_
     assert not node_exists(lab3, victim['name'], dest)
     for node in lab3.names:
         if node != victim['name']:
-            assert node_digest(lab3, node, dest) == digest(KEPT)
+            assert node_digest(lab3, node, dest) == expected_digest(KEPT)
 
 
 def free_port(address):
@@ -307,7 +276,7 @@ def test_a_dest_under_home_is_the_remote_users_home_on_each_node(lab3, tmp_path,
         data = results(checked_out, lab3)
         assert heads(lab3, '/root/.ansible/%s/git' % name) == {n: git_daemon['v1'] for n in lab3.names}
         for node in lab3.names:
-            assert node_digest(lab3, node, '/root/.ansible/%s/deep/rsync' % name) == digest(KEPT)
+            assert node_digest(lab3, node, '/root/.ansible/%s/deep/rsync' % name) == expected_digest(KEPT)
             assert data[node]['dest'] == '/root/.ansible/%s/git' % name
         assert not os.path.exists('/root/.ansible/%s' % name)   # not the controller's
     finally:

@@ -10,36 +10,12 @@ aside, the finder imports its own (as ``init_plugin_loader`` does in the CLIs), 
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-from ansible.utils.collection_loader import AnsibleCollectionConfig
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-
-
-def _collection_modules():
-    return {name: module for name, module in sys.modules.items()
-            if name == 'ansible_collections' or name.startswith('ansible_collections.')}
+from collection_finder import collection_finder_installed
 
 
 @pytest.fixture(scope='module')
 def collection_finder():
-    if AnsibleCollectionConfig.collection_finder:     # already there (e.g. run under ansible-test): use it
+    with collection_finder_installed():
         yield
-        return
-    plain = _collection_modules()
-    for name in plain:
-        del sys.modules[name]
-    _AnsibleCollectionFinder(paths=[os.path.join(REPO, '.collections')], scan_sys_paths=True)._install()
-    try:
-        yield
-    finally:
-        _AnsibleCollectionFinder._remove()
-        AnsibleCollectionConfig._collection_finder = None
-        for name in _collection_modules():
-            del sys.modules[name]
-        sys.modules.update(plain)

@@ -15,7 +15,6 @@ end-to-end tests check the repository's ``ansible.cfg`` itself).
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -23,38 +22,17 @@ from ansible import constants as C
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import inventory_loader
-from ansible.utils.collection_loader import AnsibleCollectionConfig
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+from collection_finder import collection_finder_installed
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-COLLECTIONS = os.path.join(REPO, '.collections')
 ENABLED = ['host_list', 'script', 'auto', 'trainops.multinode.node_list', 'trainops.multinode.slurm', 'yaml', 'ini',
            'toml']
-
-
-def _collection_modules():
-    return {name: module for name, module in sys.modules.items()
-            if name == 'ansible_collections' or name.startswith('ansible_collections.')}
 
 
 @pytest.fixture(scope='module', autouse=True)
 def collection_finder():
     """Ansible's collection finder for this test module, as ``init_plugin_loader`` installs it in the CLIs."""
-    if AnsibleCollectionConfig.collection_finder:     # already there (e.g. run under ansible-test): use it
+    with collection_finder_installed():
         yield
-        return
-    plain = _collection_modules()
-    for name in plain:
-        del sys.modules[name]
-    _AnsibleCollectionFinder(paths=[COLLECTIONS], scan_sys_paths=True)._install()
-    try:
-        yield
-    finally:
-        _AnsibleCollectionFinder._remove()
-        AnsibleCollectionConfig._collection_finder = None
-        for name in _collection_modules():
-            del sys.modules[name]
-        sys.modules.update(plain)
 
 
 @pytest.fixture
