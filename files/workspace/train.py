@@ -504,8 +504,12 @@ def nccl_version() -> Optional[str]:
 
 
 def collected_env() -> Dict[str, str]:
-    """Communication-related environment variables (NCCL_*, RCCL_*, GLOO_*, HSA_*, TORCH_NCCL_*, ...)."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+    """Communication-related environment variables (NCCL_*, RCCL_*, GLOO_*, HSA_*, TORCH_NCCL_*, ...).
+
+    Secret variables (named in TRAINOPS_SECRET_ENV_NAMES by the launcher) are never recorded, whatever their prefix.
+    """
+    secret = set(filter(None, os.environ.get("TRAINOPS_SECRET_ENV_NAMES", "").split(",")))
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) and k not in secret}
 
 
 def write_json_atomic(path: str, data: Any) -> None:

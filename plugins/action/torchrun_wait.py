@@ -35,6 +35,7 @@ FAILED_STATES = frozenset(('failed', 'error'))
 ARGUMENT_SPEC = dict(
     state_dir=dict(type='str', required=True),  # a path on the managed node: expanded there by the module
     run_id=dict(type='str'),
+    node_id=dict(type='str'),
     node_rank=dict(type='int'),
     sync_dir=dict(type='path', required=True),
     poll_interval=dict(type='float', default=2.0),
@@ -84,8 +85,9 @@ class ActionModule(ActionBase):
     # --- helpers ------------------------------------------------------------------------------
     def _query(self, args, task_vars):
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines']}
-        if args.get('run_id'):
-            module_args['run_id'] = args['run_id']
+        for name in ('run_id', 'node_id'):
+            if args.get(name):
+                module_args[name] = args[name]
         return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
 
     def _stop(self, args, run_id, task_vars):
@@ -93,6 +95,8 @@ class ActionModule(ActionBase):
                        'log_lines': args['log_lines']}
         if run_id:
             module_args['run_id'] = run_id
+        if args.get('node_id'):
+            module_args['node_id'] = args['node_id']
         return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
 
     @staticmethod

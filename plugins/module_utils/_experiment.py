@@ -375,6 +375,12 @@ def _read_text(filename):
         return None
 
 
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(filename, text):
     directory = os.path.dirname(filename)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.{0}.'.format(os.path.basename(filename)), suffix='.tmp')
@@ -384,7 +390,7 @@ def _write_atomic(filename, text):
             handle.write(text.encode('utf-8'))
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary open() would: the user's umask decides
         os.replace(tmp, filename)
         done = True
     finally:

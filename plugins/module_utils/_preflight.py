@@ -14,6 +14,7 @@ anything. Problems the user must fix are collected, not raised, so one run repor
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import os
 import select
@@ -32,6 +33,12 @@ from ansible_collections.trainops.multinode.plugins.module_utils._git_state impo
 from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import (
     NodeFactsError,
     node_facts,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import (
+    NodeIdentityError,
+    dir_token,
+    host_identity,
+    node_state_dir,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
     STATUS_RUNNING,
@@ -144,12 +151,21 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
                                 'import' if params.get('import_torch') else 'find',
                                 torch.get('error') or 'no version found'))
 
-    paths = dict(state_dir=_abspath(params.get('state_dir')), workspace_dir=_abspath(params.get('workspace_dir')))
+    identity = host_identity()
+    result['host'] = identity
+    paths = node_paths(params, problems)
     result['paths'] = paths
+    if params.get('identify_dirs'):
+        identify_dirs(paths, problems, create=not check_mode)
+
+    training_network = params.get('training_network')
+    if training_network and facts is not None:
+        problems.extend(training_network_problems(training_network, params['master_addr'], facts['network'],
+                                                  is_master=bool(params.get('master_port'))))
 
     if paths['state_dir']:
         try:
-            job = TorchrunNode(paths['state_dir']).query(log_lines=0)['job']
+            job = TorchrunNode(paths['state_dir'], identity=identity).query(log_lines=0)['job']
         except TorchrunError as exc:
             job = dict(status='unknown', run_id=None)
             problems.append('cannot read the job state in {0}: {1}'.format(paths['state_dir'], exc.msg))
@@ -211,6 +227,56 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
                             'trainops_socket_ifname.'.format(reach['target'], reach['ifname'], reach['source'], timeout,
                                                              reach['error']))
     return result
+
+
+def node_paths(params, problems):
+    """Absolute paths on this node: the state root, this node's own state directory below it, the workspace."""
+    state_root = _abspath(params.get('state_dir'))
+    paths = dict(state_root=state_root, state_dir=None, workspace_dir=_abspath(params.get('workspace_dir')))
+    if state_root:
+        try:
+            paths['state_dir'] = node_state_dir(state_root, params.get('node_id'))
+        except NodeIdentityError as exc:
+            problems.append(str(exc))
+    return paths
+
+
+def identify_dirs(paths, problems, create=True):
+    """Add the tokens of the state root and the workspace, by which the controller sees which nodes share them.
+
+    Creates both directories (0700) and their tokens when missing, except with ``create=False`` (check mode).
+    """
+    for key in ('state_root', 'workspace_dir'):
+        token_key = key.replace('_dir', '') + '_token'
+        paths[token_key] = None
+        if not paths.get(key):
+            continue
+        try:
+            paths[token_key] = dir_token(paths[key], create=create)
+        except (OSError, NodeIdentityError) as exc:
+            problems.append('cannot create or read {0} ({1}); the user Ansible logs in as needs to own it. Fix its '
+                            'permissions or choose another trainops_node_root.'.format(paths[key], exc))
+
+
+def training_network_problems(cidr, master_addr, network, is_master=False):
+    """The master's address (checked on the master) and the interface this node uses must be on the training network."""
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return ['trainops_training_network={0!r} is not a network in CIDR form (e.g. 10.0.0.0/16)'.format(cidr)]
+    problems = []
+    if is_master and ipaddress.ip_address(master_addr) not in net:
+        problems.append('the master address {0} is not on the training network {1} (trainops_training_network): set '
+                        'trainops_master_addr to the master\'s address on that network; ansible_host is often the '
+                        'management address'.format(master_addr, net))
+    ifname = network.get('ifname')
+    iface = next((i for i in network.get('interfaces') or [] if i.get('ifname') == ifname), {})
+    on_net = [c for c in iface.get('addresses') or [] if ipaddress.ip_interface(c).ip in net]
+    if not on_net:
+        problems.append('interface {0}, which this node would use for training, has no address on the training network '
+                        '{1} (its addresses: {2}): check trainops_master_addr and trainops_socket_ifname'.format(
+                            ifname, net, ', '.join(iface.get('addresses') or []) or 'none'))
+    return problems
 
 
 # --- reachability of the master's port ----------------------------------------------------------

@@ -130,18 +130,19 @@ class System(object):
         return True
 
     # --- spawning -----------------------------------------------------------------------------
-    def spawn_detached(self, argv, cwd, output_path, wait_timeout=30):
-        """Start ``argv`` in a new session, stdin from /dev/null, stdout+stderr appended to ``output_path``.
+    def spawn_detached(self, argv, cwd, output_path, wait_timeout=30, env=None):
+        """Start ``argv`` in a new session, stdin from /dev/null, stdout+stderr appended to ``output_path``
+        (created 0600), with environment ``env`` (default: this process's).
 
         The started program is expected to detach itself (fork and let the first process exit), so this
         waits at most ``wait_timeout`` seconds for the first process and returns its exit status
         (``None`` if it did not exit in time).
         """
         with open(os.devnull, 'rb') as devnull:
-            with open(output_path, 'ab') as out:
+            with os.fdopen(os.open(output_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), 'ab') as out:
                 proc = subprocess.Popen(
                     argv, cwd=cwd, stdin=devnull, stdout=out, stderr=subprocess.STDOUT,
-                    close_fds=True, start_new_session=True)
+                    close_fds=True, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=wait_timeout)
         except subprocess.TimeoutExpired:
@@ -162,7 +163,7 @@ class System(object):
     @contextlib.contextmanager
     def lock(self, path):
         """Hold an exclusive ``flock`` on ``path`` (created if needed) for the ``with`` block."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

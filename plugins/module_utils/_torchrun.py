@@ -9,16 +9,23 @@
 
 """Start, query and stop the ranked torchrun of one node, detached under a small supervisor.
 
-State directory layout (one per logical node)::
+State directory layout (one per node: ``<state root>/<host name or node_id>``, see
+``_node_identity.node_state_dir``, so nodes whose state root is on a shared file system never
+share a file; directories 0700, files 0600)::
 
     <state_dir>/current.json               {"run_id": ...} of the last started run
     <state_dir>/.lock                      flock serialising start/stop on this node
-    <state_dir>/runs/<run_id>/job.json     everything recorded at start (argv, env, chdir, fingerprint, ...)
+    <state_dir>/runs/<run_id>/job.json     everything recorded at start (argv, env, chdir, fingerprint, the
+                                           host's identity, the names of the secret variables, ...)
     <state_dir>/runs/<run_id>/supervisor.py
     <state_dir>/runs/<run_id>/supervisor.log
     <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
     <state_dir>/runs/<run_id>/exit.json    written by the supervisor once torchrun and its tree are gone
+
+Secret variables (``secret_env``) reach the supervisor, and through it every rank, in the environment
+of the process that starts it (for a container, ``docker exec -e NAME`` takes the value from there):
+their values are never written to a file, returned or logged; job.json records their names.
 """
 
 from __future__ import annotations
@@ -33,6 +40,13 @@ import signal
 import sys
 import time
 
+from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import (
+    NodeIdentityError,
+    ensure_private_dir,
+    host_identity,
+    node_state_dir,
+    same_host,
+)
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     System,
     descendants,
@@ -55,6 +69,9 @@ SUPERVISOR_EXIT_WAIT = 10.0
 POLL = 0.2
 
 RUN_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}$')
+ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
+"""Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
 
 SUPERVISOR_SOURCE = r'''# -*- coding: utf-8 -*-
 # Supervisor for one torchrun, written by the trainops.multinode.torchrun module.
@@ -211,6 +228,8 @@ def main():
     exit_path = os.path.join(run_dir, 'exit.json')
     log_path = os.path.join(run_dir, 'node.log')
     grace = float(job.get('cleanup_grace', 5))
+    # the run's records and logs are the user's alone (0600); the ranks get the umask they came with
+    job_umask = os.umask(0o077)
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -241,8 +260,12 @@ def main():
     try:
         with open(os.devnull, 'rb') as devnull:
             with open(log_path, 'ab') as out:
-                proc = subprocess.Popen(job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
-                                        stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+                os.umask(job_umask)
+                try:
+                    proc = subprocess.Popen(job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
+                                            stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+                finally:
+                    os.umask(0o077)
     except Exception as exc:
         msg = 'cannot start %r: %s' % (job['argv'], exc)
         log(msg)
@@ -364,10 +387,19 @@ def validate_start_params(params):
 CONTAINER_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
 
 
-def container_argv(engine, container, python, run_dir, supervisor, job):
-    """Start the supervisor inside ``container`` (detached), its output appended to supervisor.log there."""
-    return [engine, 'exec', '-d', '-w', run_dir, container, 'sh', '-c', 'exec "$0" "$@" >>supervisor.log 2>&1',
-            python, supervisor, job]
+def container_argv(engine, container, python, run_dir, supervisor, job, user=None, pass_env=()):
+    """Start the supervisor inside ``container`` (detached), its output appended to supervisor.log there.
+
+    ``user`` (``uid:gid``) runs it, and so the ranks, as the node's user rather than the image's default
+    (root); each name in ``pass_env`` is given as ``-e NAME``, which takes the value from the environment
+    of the engine's client, so secret values never appear in an argv.
+    """
+    argv = [engine, 'exec', '-d']
+    if user:
+        argv += ['-u', user]
+    for name in pass_env:
+        argv += ['-e', name]
+    return argv + ['-w', run_dir, container, 'sh', '-c', 'exec "$0" "$@" >>supervisor.log 2>&1', python, supervisor, job]
 
 
 def check_container(system, engine, container, run_dir):
@@ -430,28 +462,47 @@ def build_argv(params):
     return [str(a) for a in argv]
 
 
-def normalize_env(env):
+def normalize_env(env, what='env'):
     """Return the job environment as ``{str: str}``; ``None`` values are refused."""
     result = {}
     for key, value in (env or {}).items():
+        if not ENV_NAME_RE.match(str(key)):
+            raise TorchrunError('%s: %r is not a valid environment variable name' % (what, key))
         if value is None:
-            raise TorchrunError('env: the value of %s must not be null' % key)
+            raise TorchrunError('%s: the value of %s must not be null' % (what, key))
         if isinstance(value, bool):
             value = 'true' if value else 'false'
         result[str(key)] = str(value)
     return result
 
 
-def compute_fingerprint(argv, env, chdir):
-    """sha256 over argv, env and chdir (canonical JSON)."""
-    blob = json.dumps({'argv': list(argv), 'env': dict(env or {}), 'chdir': chdir}, sort_keys=True, separators=(',', ':'))
+def split_secret_env(env, secret_env):
+    """``(env, secrets)`` as ``{str: str}``: ``env`` gains TRAINOPS_SECRET_ENV_NAMES; a name in both is refused."""
+    env = normalize_env(env)
+    secrets = normalize_env(secret_env, 'secret_env')
+    both = sorted(set(env) & set(secrets))
+    if both:
+        raise TorchrunError('%s set both in env and in secret_env: give each variable once.' % ', '.join(both))
+    if secrets:
+        env[SECRET_NAMES_VAR] = ','.join(sorted(secrets))
+    return env, secrets
+
+
+def compute_fingerprint(argv, env, chdir, secret_names=()):
+    """sha256 over argv, env, chdir and the names of the secret variables (canonical JSON)."""
+    record = {'argv': list(argv), 'env': dict(env or {}), 'chdir': chdir}
+    if secret_names:
+        record['secret_env_names'] = sorted(secret_names)
+    blob = json.dumps(record, sort_keys=True, separators=(',', ':'))
     return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
 
-def render_env_file(env, run_id):
+def render_env_file(env, run_id, secret_names=()):
     """The environment every rank of the run gets on top of the node's, as a file a shell can source."""
     lines = ['# Environment of every rank of run %s on this node (set by trainops.multinode.torchrun).' % run_id,
              '# Reproduce a rank by hand: set -a; . ./env.sh; set +a']
+    if secret_names:
+        lines.append('# Also set, from trainops_secret_env and never written to a file: %s' % ', '.join(sorted(secret_names)))
     lines.extend('export %s=%s' % (key, shlex.quote(value)) for key, value in sorted(env.items()))
     return '\n'.join(lines) + '\n'
 
@@ -466,21 +517,20 @@ def read_json(path):
     return data if isinstance(data, dict) else None
 
 
-def write_json_atomic(path, data):
-    """Write ``data`` as JSON to ``path`` through a temporary file and ``os.replace``."""
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        json.dump(data, f, sort_keys=True, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def write_json_atomic(path, data, mode=0o600):
+    """Write ``data`` as JSON to ``path`` (mode ``mode``) through a temporary file and ``os.replace``."""
+    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1), mode=mode, sync=True)
 
 
-def write_text_atomic(path, text, mode=0o644):
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+def write_text_atomic(path, text, mode=0o600, sync=False):
+    """Write ``text`` to ``path`` (mode ``mode`` from the start) through a temporary file and ``os.replace``."""
     tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, 'w') as f:
         f.write(text)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.chmod(tmp, mode)
     os.replace(tmp, path)
 
@@ -511,9 +561,10 @@ def tail_lines(path, count, max_bytes=1024 * 1024):
 class TorchrunNode(object):
     """The runs of one logical node, kept in ``state_dir``."""
 
-    def __init__(self, state_dir, system=None):
+    def __init__(self, state_dir, system=None, identity=None):
         self.state_dir = os.path.abspath(state_dir)
         self.system = system or System()
+        self.identity = identity or host_identity()
         self.runs_dir = os.path.join(self.state_dir, 'runs')
         self.current_path = os.path.join(self.state_dir, 'current.json')
         self.lock_path = os.path.join(self.state_dir, '.lock')
@@ -551,7 +602,8 @@ class TorchrunNode(object):
         if check_mode:
             return contextlib.nullcontext()
         if create:
-            os.makedirs(self.runs_dir, exist_ok=True)
+            for path in (self.state_dir, self.runs_dir):
+                ensure_private_dir(path)
         if os.path.isdir(self.state_dir):
             return self.system.lock(self.lock_path)
         return contextlib.nullcontext()
@@ -561,11 +613,26 @@ class TorchrunNode(object):
         paths = self.paths(run_id)
         spec = read_json(paths['job'])
         result = {'run_id': run_id, 'paths': paths, 'spec': spec, 'pids': None, 'exit': None,
-                  'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+                  'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
         if spec is None:
+            self._check_readable(paths)
             return result
+        host = same_host(spec.get('host'), self.identity)
+        if host == 'other':
+            recorded = spec.get('host') or {}
+            raise TorchrunError(
+                'Run %s in %s was recorded by host %s (machine id %s), not by this host %s (machine id %s): two nodes use '
+                'the same state directory. Give each node its own host name or trainops_node_id; this node does not act '
+                'on another host\'s records.' % (run_id, paths['run_dir'], recorded.get('hostname'), recorded.get('machine_id'),
+                                                  self.identity.get('hostname'), self.identity.get('machine_id')))
         pids = read_json(paths['pids'])
         result['pids'] = pids
+        if host == 'rebooted':
+            # pids and start times of an earlier boot mean nothing now: never check or signal them
+            result['exit'] = read_json(paths['exit'])
+            result['status'] = STATUS_EXITED if result['exit'] is not None else STATUS_LOST
+            result['lost_reason'] = None if result['exit'] is not None else 'the node rebooted after the run started'
+            return result
         if pids:
             result['supervisor_alive'] = is_alive(self.system.read_proc_stat(pids.get('supervisor_pid')), pids.get('supervisor_start_time')) \
                 if pids.get('supervisor_pid') else False
@@ -580,7 +647,16 @@ class TorchrunNode(object):
             result['status'] = STATUS_RUNNING
         else:
             result['status'] = STATUS_LOST
+            result['lost_reason'] = 'its supervisor is gone and no exit.json was written'
         return result
+
+    @staticmethod
+    def _check_readable(paths):
+        """A run directory this user cannot read belongs to someone else: say so rather than call it absent."""
+        run_dir = paths['run_dir']
+        if os.path.isdir(run_dir) and not os.access(run_dir, os.R_OK | os.X_OK):
+            raise TorchrunError('%s cannot be read by this user (uid %d; it belongs to uid %d): query or stop the run as '
+                                'the user who started it, or with become.' % (run_dir, os.getuid(), os.stat(run_dir).st_uid))
 
     @staticmethod
     def is_active(state):
@@ -608,6 +684,9 @@ class TorchrunNode(object):
             'ended_at_epoch': exit_rec.get('ended_at_epoch'),
             'exit_code': exit_rec.get('exit_code'),
             'signal': exit_rec.get('signal'),
+            'lost_reason': state.get('lost_reason'),
+            'host': spec.get('host'),
+            'secret_env_names': spec.get('secret_env_names') or [],
             'run_dir': paths['run_dir'] if state['run_id'] else None,
             'log_path': paths['log'] if state['run_id'] else None,
             'env_file': paths['env_file'] if state['run_id'] and os.path.exists(paths['env_file']) else None,
@@ -622,7 +701,7 @@ class TorchrunNode(object):
 
     def _absent_state(self):
         return {'run_id': None, 'paths': self.paths('_'), 'spec': None, 'pids': None, 'exit': None,
-                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
 
     # --- query --------------------------------------------------------------------------------
     def query(self, run_id=None, log_lines=20):
@@ -637,9 +716,9 @@ class TorchrunNode(object):
         validate_start_params(params)
         run_id = params['run_id']
         argv = build_argv(params)
-        env = normalize_env(params.get('env'))
+        env, secrets = split_secret_env(params.get('env'), params.get('secret_env'))
         chdir = params.get('chdir')
-        fingerprint = compute_fingerprint(argv, env, chdir)
+        fingerprint = compute_fingerprint(argv, env, chdir, secrets)
         stop_timeout = params.get('stop_timeout')
         stop_timeout = 15 if stop_timeout is None else stop_timeout
         log_lines = params.get('log_lines')
@@ -658,6 +737,9 @@ class TorchrunNode(object):
             'master_port': params['master_port'],
             'state_dir': self.state_dir,
             'cleanup_grace': CLEANUP_GRACE,
+            'host': self.identity,
+            'uid': os.getuid(),
+            'secret_env_names': sorted(secrets),
         }
         if params.get('container'):
             spec['container'] = params['container']
@@ -706,31 +788,33 @@ class TorchrunNode(object):
                 return {'changed': True, 'job': self.job_view(planned, spec=spec), 'log_tail': [],
                         'replaced': replaced, 'stopped_pids': sorted(stopped_pids), 'warnings': warnings}
 
-            self._launch(run_id, spec)
+            self._launch(run_id, spec, secrets)
             state = self.state(run_id)
             return self._result(state, True, log_lines, replaced=replaced, stopped_pids=sorted(stopped_pids), warnings=warnings)
 
     def _empty_state(self, run_id):
         return {'run_id': run_id, 'paths': self.paths(run_id), 'spec': None, 'pids': None, 'exit': None,
-                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False}
+                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
 
-    def _launch(self, run_id, spec):
+    def _launch(self, run_id, spec, secrets):
         paths = self.paths(run_id)
-        os.makedirs(paths['run_dir'], exist_ok=True)
+        ensure_private_dir(paths['run_dir'])
         for stale in (paths['pids'], paths['exit']):
             if os.path.exists(stale):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
         write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
-        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id), mode=0o600)
+        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets))
         write_json_atomic(paths['job'], spec)
         if spec.get('container'):
             check_container(self.system, spec['container_engine'], spec['container'], paths['run_dir'])
             argv = container_argv(spec['container_engine'], spec['container'], spec['container_python'],
-                                  paths['run_dir'], paths['supervisor'], paths['job'])
+                                  paths['run_dir'], paths['supervisor'], paths['job'],
+                                  user='%d:%d' % (os.getuid(), os.getgid()), pass_env=sorted(secrets))
         else:
             argv = [sys.executable, paths['supervisor'], paths['job']]
-        rc = self.system.spawn_detached(argv, cwd=paths['run_dir'], output_path=paths['supervisor_log'])
+        rc = self.system.spawn_detached(argv, cwd=paths['run_dir'], output_path=paths['supervisor_log'],
+                                        env=dict(os.environ, **secrets) if secrets else None)
         write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
         if rc != 0:
             raise TorchrunError('The supervisor for run %s could not be started (exit status %s). Supervisor log:\n%s' % (
@@ -762,7 +846,14 @@ class TorchrunNode(object):
             state = self.state(run_id)
             if not self.is_active(state):
                 return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
-            stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
+            try:
+                stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
+            except PermissionError as exc:
+                raise TorchrunError(
+                    'Cannot stop run %s: this user (uid %d) may not signal its processes (%s; the run was started by uid %s). '
+                    'Stop it as the user who started it (ansible_user/become_user), or with become.' % (
+                        run_id, os.getuid(), exc.strerror, (state['spec'] or {}).get('uid', '?')),
+                    job=self.job_view(state))
             if not check_mode:
                 state = self.state(run_id)
             return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings)
@@ -871,7 +962,11 @@ class TorchrunNode(object):
 
 def run_module(params, check_mode=False, system=None):
     """Entry point used by the module: dispatch on ``params['state']`` and return the result dict."""
-    node = TorchrunNode(params['state_dir'], system=system)
+    try:
+        state_dir = node_state_dir(params['state_dir'], params.get('node_id'))
+    except NodeIdentityError as exc:
+        raise TorchrunError(str(exc))
+    node = TorchrunNode(state_dir, system=system)
     state = params.get('state') or 'started'
     log_lines = params.get('log_lines')
     log_lines = 20 if log_lines is None else max(0, log_lines)

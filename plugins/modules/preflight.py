@@ -21,7 +21,9 @@ description:
   - The training interpreter O(python) and its torch. By default the installed version is read from the package
     metadata, which takes milliseconds; O(import_torch=true) imports torch (1-2 s of CPU), which also proves that its
     libraries load.
-  - A job still running in O(state_dir) (see M(trainops.multinode.torchrun)); a problem unless O(replace=true).
+  - A job still running in this node's own directory below O(state_dir) (see M(trainops.multinode.torchrun)); a
+    problem unless O(replace=true).
+  - With O(training_network), that the interface the node will train over, and the master's address, are on it.
   - O(script) under O(workspace_dir), when given.
   - The master port, when O(master_port) is given (on the master); a problem when something listens on it, unless
     O(replace=true).
@@ -52,8 +54,29 @@ options:
     default: false
   state_dir:
     description:
-      - The node's job state directory (as M(trainops.multinode.torchrun) uses it); C(~) is expanded on the node.
+      - The state root (as M(trainops.multinode.torchrun) uses it); C(~) is expanded on the node. The node's own
+        directory below it is C(<state_dir>/<node_id or host name>).
       - The job recorded there is reported, and is a problem while it runs unless O(replace=true).
+    type: str
+  node_id:
+    description:
+      - The name of the node's own directory below O(state_dir) instead of its host name (see
+        M(trainops.multinode.torchrun)).
+    type: str
+  identify_dirs:
+    description:
+      - Create O(state_dir) and O(workspace_dir) when missing (mode 0700) and a token file C(.trainops-dir-id) in each,
+        and return the tokens in RV(paths). Nodes that return the same token share that directory (an NFS home, say),
+        which the launch uses to sync a shared workspace once.
+      - The only thing the module creates; nothing is created in check mode (a missing token is then V(null)).
+    type: bool
+    default: false
+  training_network:
+    description:
+      - The network the training traffic must use, in CIDR form (C(10.0.0.0/16)), when the nodes also have another one
+        (a management network that Ansible uses).
+      - A problem when the interface chosen for training has no address on it, and (on the master, O(master_port)
+        given) when O(master_addr) is not on it.
     type: str
   workspace_dir:
     description:
@@ -110,7 +133,7 @@ options:
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:
-  - Read-only; safe in check mode.
+  - Read-only, but for O(identify_dirs); safe in check mode.
 seealso:
   - module: trainops.multinode.node_facts
   - module: trainops.multinode.torchrun
@@ -157,10 +180,18 @@ job:
   type: dict
   sample: {run_id: null, status: absent}
 paths:
-  description: The absolute C(state_dir) and C(workspace_dir) on the node (C(null) when not given).
+  description:
+    - The absolute C(state_root) (O(state_dir)), this node's own C(state_dir) below it and C(workspace_dir) on the node
+      (C(null) when not given).
+    - With O(identify_dirs), C(state_root_token) and C(workspace_token).
   returned: always
   type: dict
-  sample: {state_dir: /root/.trainops/state, workspace_dir: /root/.trainops/workspace}
+  sample: {state_root: /home/train/.trainops/state, state_dir: /home/train/.trainops/state/gpu-01,
+           workspace_dir: /home/train/.trainops/workspace, state_root_token: 3f0c..., workspace_token: 9a1b...}
+host:
+  description: The node's C(hostname), C(boot_id) and C(machine_id).
+  returned: always
+  type: dict
 script_exists:
   description: Whether O(script) is a file under O(workspace_dir).
   returned: when O(script) and O(workspace_dir) are given
@@ -206,7 +237,10 @@ def main():
             container=dict(type='str'),
             container_engine=dict(type='str', default='docker'),
             state_dir=dict(type='str'),
+            node_id=dict(type='str'),
             workspace_dir=dict(type='str'),
+            identify_dirs=dict(type='bool', default=False),
+            training_network=dict(type='str'),
             script=dict(type='str'),
             git_path=dict(type='str'),
             need_rsync=dict(type='bool', default=False),

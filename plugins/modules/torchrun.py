@@ -142,6 +142,8 @@ options:
       - The container must share the host's PID namespace (C(--pid=host)), so that the pids recorded inside are the
         node's, and must see O(state_dir) (and O(chdir)) at the same paths; the module checks both before starting.
         M(trainops.multinode.torchrun) passes O(env) to the workers explicitly, so the environment reaches them.
+      - The supervisor runs in it as the uid and gid of the user the module runs as (C(docker exec -u uid:gid)), so the
+        ranks and their files belong to the node's user, not to the image's default user.
       - The role C(trainops.multinode.container) starts such containers.
     type: str
   container_engine:
@@ -163,6 +165,18 @@ options:
     description:
       - Environment variables added on top of the module's own environment for the job.
       - Values are converted to strings (booleans to V(true) and V(false)).
+      - It is recorded in C(job.json), C(env.sh) and returned in RV(job.env): put tokens in O(secret_env) instead.
+    type: dict
+    default: {}
+  secret_env:
+    description:
+      - Secret environment variables (tokens such as C(HF_TOKEN), C(WANDB_API_KEY)) for every rank.
+      - Their values reach the supervisor, and through it every rank, only in the environment of the process that
+        starts it (with O(container), as C(docker exec -e NAME), which takes the value from there); they are never
+        written to a file, returned, or shown in Ansible's output (the option is C(no_log)).
+      - C(job.json) records their names, and the ranks get C(TRAINOPS_SECRET_ENV_NAMES) with those names (comma
+        separated) so a workload can leave them out of what it records.
+      - A name may not also be in O(env).
     type: dict
     default: {}
   replace:
@@ -305,6 +319,18 @@ job:
       description: Name of the signal that ended torchrun, V(null) if it exited normally.
       type: str
       sample: SIGTERM
+    lost_reason:
+      description: Why a V(lost) run is lost (its supervisor vanished, or the node rebooted since it started); else V(null).
+      type: str
+      sample: the node rebooted after the run started
+    host:
+      description: The host that started the run, as recorded then (C(hostname), C(boot_id), C(machine_id)).
+      type: dict
+    secret_env_names:
+      description: The names (never the values) of the run's O(secret_env) variables.
+      type: list
+      elements: str
+      sample: [HF_TOKEN]
     run_dir:
       description: Directory of the run on the node.
       type: str
@@ -320,7 +346,7 @@ job:
       type: str
       sample: /var/lib/trainops/node0/runs/llama-ft-20250101/env.sh
     fingerprint:
-      description: sha256 of argv, env and chdir.
+      description: sha256 of argv, env, chdir and the names of the secret variables.
       type: str
       sample: 4f0b1c3e0d5e7a8c9b2a1d0e3f4c5b6a7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a
 log_tail:
@@ -383,6 +409,8 @@ def main():
         container_python=dict(type='str', default='python3'),
         chdir=dict(type='path'),
         env=dict(type='dict', default={}),
+        secret_env=dict(type='dict', default={}, no_log=True),
+        node_id=dict(type='str'),
         replace=dict(type='bool', default=False),
         stop_timeout=dict(type='int', default=15),
         log_lines=dict(type='int', default=20),

@@ -62,7 +62,9 @@ def test_a_ready_node_has_no_problems_and_returns_facts_torch_and_paths(tmp_path
     assert result['job']['status'] == 'absent'
     assert result['script_exists'] is True
     assert result['master_port_free'] is True
-    assert result['paths'] == {'state_dir': str(tmp_path / 'state'), 'workspace_dir': str(tmp_path / 'ws')}
+    assert result['paths'] == {'state_root': str(tmp_path / 'state'), 'state_dir': str(tmp_path / 'state' / socket.gethostname()),
+                               'workspace_dir': str(tmp_path / 'ws')}
+    assert result['host']['hostname'] == socket.gethostname()
     # read-only: the state directory was not created
     assert not (tmp_path / 'state').exists()
 
@@ -82,7 +84,8 @@ def test_every_problem_is_reported_at_once(tmp_path):
 
 
 def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch):
-    state_dir = tmp_path / 'state'
+    state_root = tmp_path / 'state'
+    state_dir = state_root / 'n0'  # the node's own directory below the root (node_id n0)
     run_dir = state_dir / 'runs' / 'old-run'
     run_dir.mkdir(parents=True)
     (state_dir / 'current.json').write_text(json.dumps({'run_id': 'old-run'}))
@@ -92,11 +95,11 @@ def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch)
     (run_dir / 'pids.json').write_text(json.dumps({'supervisor_pid': os.getpid(), 'supervisor_start_time': me.start_time,
                                                    'pid': os.getpid(), 'start_time': me.start_time,
                                                    'started_at': '2026-11-22T10:00:00Z'}))
-    running = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_dir), master_port=29500),
+    running = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_root), node_id='n0', master_port=29500),
                            root=str(tmp_path), port_check=lambda port: True)
     assert running['job']['status'] == 'running'
     assert any('job old-run is still running here' in p for p in running['problems'])
-    replaced = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_dir), master_port=29500, replace=True),
+    replaced = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_root), node_id='n0', master_port=29500, replace=True),
                             root=str(tmp_path), port_check=lambda port: True)
     assert replaced['problems'] == []
     assert replaced['master_port_free'] is False
@@ -192,3 +195,51 @@ def test_check_mode_skips_the_reachability_check(tmp_path):
     result = pf.preflight(FakeRunner(torch=TORCH_OK), params(reach_port=29500, reach_peers=2), root=str(tmp_path),
                           check_mode=True, listen=lambda *a: opened.append(a))
     assert 'reach' not in result and opened == []
+
+
+def test_identify_dirs_creates_the_state_root_and_workspace_with_tokens_that_show_sharing(tmp_path):
+    shared = tmp_path / 'nfs-home' / '.trainops'
+    one = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
+                                                          identify_dirs=True), root=str(tmp_path))
+    two = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
+                                                          identify_dirs=True), root=str(tmp_path))
+    other = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'local' / 'state'),
+                                                            workspace_dir=str(tmp_path / 'local' / 'ws'), identify_dirs=True),
+                         root=str(tmp_path))
+    assert one['problems'] == two['problems'] == other['problems'] == []
+    assert one['paths']['state_root_token'] == two['paths']['state_root_token'] != other['paths']['state_root_token']
+    assert one['paths']['workspace_token'] == two['paths']['workspace_token'] != other['paths']['workspace_token']
+    assert (shared / 'state').is_dir() and (shared / 'ws').is_dir()
+
+
+def test_identify_dirs_creates_nothing_in_check_mode(tmp_path):
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'w'),
+                                                             identify_dirs=True), root=str(tmp_path), check_mode=True)
+    assert result['paths']['state_root_token'] is None and result['paths']['workspace_token'] is None
+    assert not (tmp_path / 's').exists() and not (tmp_path / 'w').exists()
+
+
+def test_identify_dirs_names_a_directory_the_user_cannot_create(tmp_path):
+    (tmp_path / 'file').write_text('not a directory')
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'file' / 'state'), identify_dirs=True),
+                          root=str(tmp_path))
+    assert any(p.startswith('cannot create or read %s' % (tmp_path / 'file' / 'state')) for p in result['problems'])
+
+
+def test_the_training_interface_must_be_on_the_training_network(tmp_path):
+    ok = pf.preflight(FakeRunner(torch=TORCH_OK), params(training_network='10.77.0.0/24', master_port=29500),
+                      root=str(tmp_path), port_check=lambda port: False)
+    assert ok['problems'] == []
+    # a management network: the node's route to the master goes through enp1s0f0 (10.77.0.12), not the training net
+    wrong = pf.preflight(FakeRunner(torch=TORCH_OK), params(training_network='10.1.0.0/16', master_port=29500),
+                         root=str(tmp_path), port_check=lambda port: False)
+    assert wrong['problems'] == [
+        'the master address 10.77.0.11 is not on the training network 10.1.0.0/16 (trainops_training_network): set '
+        "trainops_master_addr to the master's address on that network; ansible_host is often the management address",
+        'interface enp1s0f0, which this node would use for training, has no address on the training network 10.1.0.0/16 '
+        '(its addresses: 10.77.0.12/24): check trainops_master_addr and trainops_socket_ifname']
+    # the master address is judged once, on the master (the node given master_port)
+    worker = pf.preflight(FakeRunner(torch=TORCH_OK), params(training_network='10.1.0.0/16'), root=str(tmp_path))
+    assert [p for p in worker['problems'] if 'master address' in p] == []
+    bad = pf.preflight(FakeRunner(torch=TORCH_OK), params(training_network='10.1.0.0/33'), root=str(tmp_path))
+    assert bad['problems'] == ["trainops_training_network='10.1.0.0/33' is not a network in CIDR form (e.g. 10.0.0.0/16)"]

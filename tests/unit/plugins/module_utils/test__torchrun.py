@@ -120,8 +120,8 @@ class FakeSystem(object):
             self._deliver(proc, sig)
         return bool(members)
 
-    def spawn_detached(self, argv, cwd, output_path, wait_timeout=30):
-        self.spawned.append({'argv': argv, 'cwd': cwd, 'output_path': output_path})
+    def spawn_detached(self, argv, cwd, output_path, wait_timeout=30, env=None):
+        self.spawned.append({'argv': argv, 'cwd': cwd, 'output_path': output_path, 'env': env})
         if self.on_spawn:
             return self.on_spawn(argv, cwd, output_path)
         return 0
@@ -133,7 +133,7 @@ class FakeSystem(object):
 
 def start_params(tmp_path, **overrides):
     params = dict(
-        state='started', state_dir=str(tmp_path / 'state'), run_id='run1', nnodes=2, nproc_per_node=2, node_rank=0,
+        state='started', state_dir=str(tmp_path / 'state'), node_id='n0', run_id='run1', nnodes=2, nproc_per_node=2, node_rank=0,
         master_addr='10.0.0.1', master_port=29500, rdzv_backend='static', rdzv_id=None, rdzv_timeout=None,
         max_restarts=0, entrypoint='train.py', entrypoint_args=[], python='python3', torchrun=None,
         command_prefix=[], chdir=None, env={}, replace=False, stop_timeout=15, log_lines=20,
@@ -165,7 +165,7 @@ def make_run(node, fake, run_id, params=None, sup_pid=None, torchrun_pid=None, w
              write_pids=True, alive=True, current=True):
     """Create the on-disk records of a run (as if started earlier) and optionally its live processes."""
     params = params or {}
-    base = dict(state_dir=node.state_dir, run_id=run_id, nnodes=1, nproc_per_node=2, node_rank=0, master_addr='127.0.0.1',
+    base = dict(**at(node), run_id=run_id, nnodes=1, nproc_per_node=2, node_rank=0, master_addr='127.0.0.1',
                 master_port=29500, entrypoint='train.py')
     base.update(params)
     argv = tr.build_argv(base)
@@ -200,9 +200,15 @@ def fake():
     return FakeSystem()
 
 
+def at(node):
+    """The module's state_dir (the state root) and node_id that resolve to ``node``'s directory."""
+    return dict(state_dir=os.path.dirname(node.state_dir), node_id=os.path.basename(node.state_dir))
+
+
 @pytest.fixture
 def node(tmp_path, fake):
-    n = tr.TorchrunNode(str(tmp_path / 'state'), system=fake)
+    # the node's own directory below the state root, as run_module(state_dir=<root>, node_id='n0') resolves it
+    n = tr.TorchrunNode(str(tmp_path / 'state' / 'n0'), system=fake)
     os.makedirs(n.runs_dir)
     return n
 
@@ -337,7 +343,7 @@ def test_start_fresh(tmp_path, fake):
     assert job['env'] == {'NCCL_DEBUG': 'INFO', 'NCCL_SOCKET_IFNAME': '=bond0.2093', 'X': "a b'c"}
     assert job['chdir'] == '/srv/train'
     assert job['fingerprint'] == tr.compute_fingerprint(job['argv'], job['env'], '/srv/train')
-    run_dir = str(tmp_path / 'state' / 'runs' / 'run1')
+    run_dir = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1')
     assert job['run_dir'] == run_dir and job['log_path'] == os.path.join(run_dir, 'node.log')
 
     assert len(fake.spawned) == 1
@@ -350,7 +356,7 @@ def test_start_fresh(tmp_path, fake):
     with open(os.path.join(run_dir, 'job.json')) as f:
         recorded = json.load(f)
     assert recorded['argv'] == job['argv'] and recorded['fingerprint'] == job['fingerprint']
-    with open(str(tmp_path / 'state' / 'current.json')) as f:
+    with open(str(tmp_path / 'state' / 'n0' / 'current.json')) as f:
         assert json.load(f)['run_id'] == 'run1'
     # the env file: mode 0600, and a shell that sources it gets exactly the env back
     assert job['env_file'] == os.path.join(run_dir, 'env.sh')
@@ -483,7 +489,7 @@ def test_start_supervisor_launch_fails(tmp_path, fake):
 
 def test_stop_term_is_enough(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id=None, stop_timeout=15, log_lines=5), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id=None, stop_timeout=15, log_lines=5), system=fake)
     assert result['changed'] is True
     assert result['stopped_pids'] == [601, 602, 603]
     assert result['killed_pids'] == []
@@ -499,7 +505,7 @@ def test_stop_term_is_enough(tmp_path, fake, node):
 def test_stop_escalates_to_kill(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
     fake.procs[603].ignore_term = True
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=7, log_lines=5), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=7, log_lines=5), system=fake)
     assert result['changed'] is True
     assert result['killed_pids'] == [603]
     assert result['stopped_pids'] == [601, 602, 603]
@@ -516,7 +522,7 @@ def test_stop_covers_orphans_in_other_groups(tmp_path, fake, node):
     fake.add(650, 600, pgid=640)  # orphan re-parented to the supervisor, group leader gone
     fake.add(660, 602, pgid=602)  # dataloader child inside the worker's group
     fake.add(670, 600, pgid=599)  # in the supervisor's own group: must be signalled by pid
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
     assert result['stopped_pids'] == [601, 602, 650, 660, 670]
     assert ('pg', 640, signal.SIGTERM) in fake.signals
     assert ('pid', 670, signal.SIGTERM) in fake.signals
@@ -525,7 +531,7 @@ def test_stop_covers_orphans_in_other_groups(tmp_path, fake, node):
 
 def test_stop_not_running_is_unchanged(tmp_path, fake, node):
     make_run(node, fake, 'run1', exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'}, alive=False)
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
     assert result['changed'] is False and result['stopped_pids'] == []
     assert fake.signals == []
 
@@ -540,7 +546,7 @@ def test_stop_pid_reused_is_not_signalled(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
     fake.add(600, 1, start_time=1)  # same pids, other processes
     fake.add(601, 600, start_time=2)
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
     assert result['changed'] is False
     assert result['job']['status'] == 'lost'
     assert fake.signals == []
@@ -550,7 +556,7 @@ def test_stop_lost_run_with_live_torchrun(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
     fake.add(601, 1)  # supervisor was killed, torchrun re-parented to init
     fake.add(602, 601)
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
     assert result['changed'] is True
     assert result['stopped_pids'] == [601, 602]
     assert 601 not in fake.procs and 602 not in fake.procs
@@ -558,7 +564,7 @@ def test_stop_lost_run_with_live_torchrun(tmp_path, fake, node):
 
 def test_stop_check_mode(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0),
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0),
                            check_mode=True, system=fake)
     assert result['changed'] is True
     assert result['stopped_pids'] == [601, 602, 603]
@@ -569,7 +575,7 @@ def test_stop_check_mode(tmp_path, fake, node):
 def test_stop_waits_for_supervisor_and_warns(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
     del fake.finishers[600]  # supervisor hangs and never writes exit.json
-    result = tr.run_module(dict(state='stopped', state_dir=node.state_dir, run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
     assert result['changed'] is True
     assert any('did not write exit.json' in w for w in result['warnings'])
 
@@ -579,7 +585,7 @@ def test_stop_waits_for_supervisor_and_warns(tmp_path, fake, node):
 # ------------------------------------------------------------------------------------------------
 
 def query(node, fake, run_id=None, log_lines=20):
-    return tr.run_module(dict(state='query', state_dir=node.state_dir, run_id=run_id, log_lines=log_lines), system=fake)
+    return tr.run_module(dict(state='query', **at(node), run_id=run_id, log_lines=log_lines), system=fake)
 
 
 def test_query_absent(tmp_path, fake, node):
@@ -652,9 +658,10 @@ def test_start_in_a_container_runs_the_supervisor_there(tmp_path):
     fake.on_spawn = on_spawn
     params = start_params(tmp_path, container='trainops-train', container_engine='podman')
     result = tr.run_module(params, system=fake)
-    run_dir = str(tmp_path / 'state' / 'runs' / 'run1')
+    run_dir = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1')
     assert result['job']['status'] == 'running'
-    assert spawned[0][:6] == ['podman', 'exec', '-d', '-w', run_dir, 'trainops-train']
+    assert spawned[0][:8] == ['podman', 'exec', '-d', '-u', '%d:%d' % (os.getuid(), os.getgid()), '-w', run_dir,
+                              'trainops-train']
     assert spawned[0][-3:] == ['python3', os.path.join(run_dir, 'supervisor.py'), os.path.join(run_dir, 'job.json')]
     assert fake.commands[0][:3] == ['podman', 'inspect', '--type']
     with open(os.path.join(run_dir, 'job.json')) as f:
@@ -676,3 +683,158 @@ def test_start_in_a_container_refuses_what_could_not_be_stopped_or_seen(tmp_path
 def test_container_name_is_validated(tmp_path):
     with pytest.raises(tr.TorchrunError, match='container must be a container name'):
         tr.run_module(start_params(tmp_path, container='a b; rm -rf /'), system=FakeSystem())
+
+
+# ------------------------------------------------------------------------------------------------
+# per-host records, secrets, file modes, permissions (cluster shapes: NFS homes, non-root users, tokens)
+# ------------------------------------------------------------------------------------------------
+
+SECRET = 'hf_SuperSecretValue_0123456789'
+
+
+def all_text_below(path):
+    found = []
+    for base, _dirs, files in os.walk(path):
+        for name in files:
+            with open(os.path.join(base, name), 'rb') as handle:
+                found.append(handle.read().decode('utf-8', 'replace'))
+    return '\n'.join(found)
+
+
+def test_each_node_keeps_its_runs_below_the_root_in_a_directory_named_after_it(tmp_path):
+    one, two = FakeSystem(), FakeSystem()
+    one.on_spawn, two.on_spawn = recording_spawn(one), recording_spawn(two)
+    first = tr.run_module(start_params(tmp_path, node_id='gpu-01'), system=one)
+    second = tr.run_module(start_params(tmp_path, node_id='gpu-02', node_rank=1), system=two)
+    assert first['job']['run_dir'] == str(tmp_path / 'state' / 'gpu-01' / 'runs' / 'run1')
+    assert second['job']['run_dir'] == str(tmp_path / 'state' / 'gpu-02' / 'runs' / 'run1')
+    # same run id on a shared root: two records, no fingerprint clash
+    assert second['changed'] is True
+
+
+def test_by_default_the_node_directory_is_the_host_name(tmp_path, fake):
+    import socket
+    fake.on_spawn = recording_spawn(fake)
+    params = start_params(tmp_path)
+    del params['node_id']
+    result = tr.run_module(params, system=fake)
+    assert result['job']['run_dir'].startswith(str(tmp_path / 'state' / socket.gethostname()) + os.sep)
+
+
+def test_a_bad_node_id_is_refused(tmp_path, fake):
+    with pytest.raises(tr.TorchrunError, match='not a plain name'):
+        tr.run_module(start_params(tmp_path, node_id='../other'), system=fake)
+
+
+def test_state_is_private_to_the_user(tmp_path, fake):
+    fake.on_spawn = recording_spawn(fake)
+    job = tr.run_module(start_params(tmp_path, env={'A': '1'}), system=fake)['job']
+    node_dir = os.path.dirname(os.path.dirname(job['run_dir']))
+    for path in (node_dir, os.path.join(node_dir, 'runs'), job['run_dir']):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+    for name in ('job.json', 'env.sh', 'supervisor.py', 'pids.json'):
+        path = os.path.join(job['run_dir'], name)
+        if name != 'pids.json':  # written by the (fake) supervisor
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    assert stat.S_IMODE(os.stat(os.path.join(node_dir, 'current.json')).st_mode) == 0o600
+
+
+def test_secret_values_reach_the_supervisor_environment_only(tmp_path, fake):
+    fake.on_spawn = recording_spawn(fake)
+    result = tr.run_module(start_params(tmp_path, env={'NCCL_DEBUG': 'WARN'}, secret_env={'HF_TOKEN': SECRET}), system=fake)
+    job = result['job']
+    # the supervisor is started with the secret in its environment, on top of this process's
+    spawned_env = fake.spawned[0]['env']
+    assert spawned_env['HF_TOKEN'] == SECRET and spawned_env['PATH'] == os.environ['PATH']
+    assert SECRET not in ' '.join(fake.spawned[0]['argv'])
+    # the ranks learn the names, nothing records the value
+    assert job['env']['TRAINOPS_SECRET_ENV_NAMES'] == 'HF_TOKEN'
+    assert job['secret_env_names'] == ['HF_TOKEN']
+    assert SECRET not in json.dumps(result)
+    assert SECRET not in all_text_below(str(tmp_path / 'state'))
+    assert 'HF_TOKEN' in all_text_below(str(tmp_path / 'state'))  # the name is recorded (env.sh comment, job.json)
+
+
+def test_without_secrets_the_supervisor_gets_this_process_environment_unchanged(tmp_path, fake):
+    fake.on_spawn = recording_spawn(fake)
+    tr.run_module(start_params(tmp_path), system=fake)
+    assert fake.spawned[0]['env'] is None
+
+
+def test_the_secret_names_are_part_of_the_fingerprint_but_not_their_values(tmp_path, fake):
+    fake.on_spawn = recording_spawn(fake)
+    first = tr.run_module(start_params(tmp_path, secret_env={'HF_TOKEN': SECRET}), system=fake)
+    again = tr.run_module(start_params(tmp_path, secret_env={'HF_TOKEN': 'rotated'}), system=fake)
+    assert again['changed'] is False and again['job']['fingerprint'] == first['job']['fingerprint']
+    with pytest.raises(tr.TorchrunError, match='different fingerprint'):
+        tr.run_module(start_params(tmp_path, secret_env={'WANDB_API_KEY': SECRET}), system=fake)
+
+
+def test_a_variable_in_env_and_secret_env_is_refused(tmp_path, fake):
+    with pytest.raises(tr.TorchrunError, match='HF_TOKEN set both in env and in secret_env'):
+        tr.run_module(start_params(tmp_path, env={'HF_TOKEN': 'a'}, secret_env={'HF_TOKEN': 'b'}), system=fake)
+    with pytest.raises(tr.TorchrunError, match='not a valid environment variable name'):
+        tr.run_module(start_params(tmp_path, secret_env={'BAD NAME': 'b'}), system=fake)
+    assert not fake.spawned
+
+
+def test_in_a_container_secrets_pass_by_name_and_the_ranks_run_as_the_user(tmp_path):
+    fake = ContainerSystem()
+    spawned = []
+
+    def on_spawn(argv, cwd, output_path):
+        spawned.append(argv)
+        return recording_spawn(fake)([argv[-3], argv[-2], argv[-1]], cwd, output_path)
+    fake.on_spawn = on_spawn
+    tr.run_module(start_params(tmp_path, container='trainops-train', secret_env={'HF_TOKEN': SECRET, 'B_KEY': 'x'}),
+                  system=fake)
+    argv = spawned[0]
+    assert argv[:5] == ['docker', 'exec', '-d', '-u', '%d:%d' % (os.getuid(), os.getgid())]
+    assert argv[5:9] == ['-e', 'B_KEY', '-e', 'HF_TOKEN']  # docker takes the values from its own environment
+    assert SECRET not in ' '.join(argv)
+    assert fake.spawned[0]['env']['HF_TOKEN'] == SECRET
+
+
+def test_records_of_another_host_are_never_acted_on(tmp_path, fake, node):
+    spec = make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    spec['host'] = {'hostname': 'gpu-17', 'boot_id': 'b-17', 'machine_id': 'm-17'}
+    tr.write_json_atomic(node.paths('run1')['job'], spec)
+    node.identity = {'hostname': 'gpu-02', 'boot_id': 'b-02', 'machine_id': 'm-02'}
+    for call in (lambda: node.query('run1'), lambda: node.stop('run1')):
+        with pytest.raises(tr.TorchrunError, match='recorded by host gpu-17 .* two nodes use the same state directory'):
+            call()
+    assert not fake.signals
+
+
+def test_pids_of_an_earlier_boot_are_never_signalled(tmp_path, fake, node):
+    spec = make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, ))
+    node.identity = {'hostname': 'gpu-02', 'boot_id': 'after-reboot', 'machine_id': 'm-02'}
+    spec['host'] = {'hostname': 'gpu-02', 'boot_id': 'before-reboot', 'machine_id': 'm-02'}
+    tr.write_json_atomic(node.paths('run1')['job'], spec)
+    # the recorded pids happen to be alive again (pid reuse after the reboot): still lost, never signalled
+    job = node.query('run1')['job']
+    assert job['status'] == 'lost' and 'rebooted' in job['lost_reason']
+    result = node.stop('run1')
+    assert result['changed'] is False and result['stopped_pids'] == []
+    assert not fake.signals
+
+
+def test_a_stop_without_permission_says_so(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, ))
+
+    def denied(pgid, sig):
+        raise PermissionError(1, 'Operation not permitted')
+    fake.killpg = denied
+    with pytest.raises(tr.TorchrunError, match='may not signal its processes .* Stop it as the user who started it'):
+        tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=1, log_lines=0), system=fake)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root reads every directory')
+def test_a_run_directory_of_another_user_is_not_reported_absent(tmp_path, fake, node):
+    make_run(node, fake, 'run1')
+    os.chmod(node.paths('run1')['run_dir'], 0)
+    try:
+        with pytest.raises(tr.TorchrunError, match='cannot be read by this user'):
+            node.query('run1')
+    finally:
+        os.chmod(node.paths('run1')['run_dir'], 0o700)
