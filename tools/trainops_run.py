@@ -94,6 +94,47 @@ def _truncate(text, limit=MAX_MSG):
 # Argument handling
 # ---------------------------------------------------------------------------
 
+SECRET_NAME_PATTERN = re.compile(r'TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL', re.IGNORECASE)
+REDACTED = '<redacted>'
+
+
+def is_secret_name(name, extra_names=()):
+    return name in extra_names or bool(SECRET_NAME_PATTERN.search(name))
+
+
+def redact_command_record(artifact_dir, extra_names=()):
+    """ansible-runner records the whole environment of the run in ``<artifact_dir>/command``: blank out the values
+    of secret variables there (a token given to the playbook through the environment must not outlive the run)."""
+    path = os.path.join(artifact_dir, 'command')
+    try:
+        with open(path, encoding='utf-8') as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    env = record.get('env') or {}
+    secret = [name for name in env if is_secret_name(name, extra_names) and env[name] != REDACTED]
+    if not secret:
+        return False
+    for name in secret:
+        env[name] = REDACTED
+    tmp = path + '.tmp'
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w', encoding='utf-8') as handle:
+        json.dump(record, handle, ensure_ascii=False)
+    os.replace(tmp, path)
+    return True
+
+
+def redact_extravars(extravars):
+    """The summary keeps the extra vars, but never the values of trainops_secret_env."""
+    result = dict(extravars)
+    secrets = result.get('trainops_secret_env')
+    if isinstance(secrets, dict):
+        result['trainops_secret_env'] = dict((name, REDACTED) for name in secrets)
+    elif secrets is not None:
+        result['trainops_secret_env'] = REDACTED
+    return result
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog='trainops_run',
@@ -108,6 +149,11 @@ def build_parser():
                         help='extra variables: key=value [key=value ...], a JSON/YAML mapping, or @file.yml (repeatable; later wins)')
     parser.add_argument('--summary', metavar='OUT.json', help='write the JSON run summary here')
     parser.add_argument('--junit', metavar='OUT.xml', help='write JUnit XML here')
+    parser.add_argument('--secret-env', action='append', default=[], metavar='NAME',
+                        help='an environment variable that holds a secret (a token the playbook reads with '
+                             "lookup('ansible.builtin.env', NAME)): its value is redacted from ansible-runner's record of "
+                             'the environment (artifacts/<run>/command). Names matching %s are redacted anyway; repeatable'
+                             % SECRET_NAME_PATTERN.pattern)
     parser.add_argument('--artifacts', metavar='DIR',
                         help='ansible-runner artifact directory (one sub-directory per run); default: <project-dir>/%s' % DEFAULT_ARTIFACTS)
     parser.add_argument('--keep-artifacts', type=int, default=20, metavar='N',
@@ -484,6 +530,13 @@ def run(args):
     ident = '%s_%s_%s' % (time.strftime('%Y%m%dT%H%M%S'), stem, uuid.uuid4().hex[:6])
 
     recorder = RunRecorder(verbosity=args.verbose)
+    secret_names = tuple(args.secret_env)
+
+    def on_status(data, runner_config=None):
+        # the command record is written before the process starts: redact it as soon as it runs
+        if data.get('status') == 'running' and runner_config is not None:
+            redact_command_record(runner_config.artifact_dir, secret_names)
+
     private_data_dir = tempfile.mkdtemp(prefix='trainops_run_')
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
@@ -498,6 +551,7 @@ def run(args):
             artifact_dir=artifact_root,
             ident=ident,
             event_handler=recorder,
+            status_handler=on_status,
             quiet=True,
             # leave fact caching to ansible.cfg (runner would force its jsonfile cache otherwise)
             fact_cache_type='ansible.cfg',
@@ -515,6 +569,7 @@ def run(args):
         recorder.tail.append('ansible-runner failed: %s: %s' % (type(exc).__name__, exc))
     finally:
         shutil.rmtree(private_data_dir, ignore_errors=True)
+        redact_command_record(os.path.join(artifact_root, ident), secret_names)
     duration = time.monotonic() - t0
     rotate_artifacts(artifact_root, args.keep_artifacts)
 
@@ -536,7 +591,7 @@ def run(args):
         'project_dir': project_dir,
         'ansible_config': config,
         'inventory': inventory or None,
-        'extravars': extravars,
+        'extravars': redact_extravars(extravars),
         'limit': args.limit,
         'check': bool(args.check),
         'started': started.isoformat(),

@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -117,6 +118,9 @@ _CHOICES = {
     "distributed.backend": ("auto", "nccl", "gloo", "mpi", "ucc"),
     "distributed.device": ("auto", "cuda", "cpu"),
 }
+
+#: Names never recorded, whatever their prefix: they look like credentials.
+SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL", re.IGNORECASE)
 
 #: Environment variable prefixes recorded in ``rank_XX_env.json``.
 ENV_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "HSA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCHELASTIC_",
@@ -508,8 +512,19 @@ def collected_env() -> Dict[str, str]:
 
     Secret variables (named in TRAINOPS_SECRET_ENV_NAMES by the launcher) are never recorded, whatever their prefix.
     """
-    secret = set(filter(None, os.environ.get("TRAINOPS_SECRET_ENV_NAMES", "").split(",")))
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) and k not in secret}
+    secret = set(secret_env_names())
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(ENV_PREFIXES) and k not in secret and not SECRET_NAME_RE.search(k)}
+
+
+def secret_env_names() -> List[str]:
+    """The names of the secret variables the launcher gave this rank (TRAINOPS_SECRET_ENV_NAMES)."""
+    return sorted(filter(None, os.environ.get("TRAINOPS_SECRET_ENV_NAMES", "").split(",")))
+
+
+def secret_env_presence() -> Dict[str, bool]:
+    """Whether each secret variable reached this rank, never its value."""
+    return {name: bool(os.environ.get(name)) for name in secret_env_names()}
 
 
 def write_json_atomic(path: str, data: Any) -> None:
@@ -669,6 +684,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
         "steps_per_epoch": steps_per_epoch,
         "total_steps": total_steps,
         "resumed_from_global_step": resumed_from,
+        "secret_env_present": secret_env_presence(),
         "config": cfg,
         "env": collected_env(),
         "time": time.time(),
