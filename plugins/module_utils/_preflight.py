@@ -155,8 +155,7 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
     result['host'] = identity
     paths = node_paths(params, problems)
     result['paths'] = paths
-    if params.get('identify_dirs'):
-        identify_dirs(paths, problems, create=not check_mode)
+    identify_dirs(paths, params.get('identify_dirs') or [], problems, create=not check_mode)
 
     training_network = params.get('training_network')
     if training_network and facts is not None:
@@ -241,15 +240,16 @@ def node_paths(params, problems):
     return paths
 
 
-def identify_dirs(paths, problems, create=True):
-    """Add the tokens of the state root and the workspace, by which the controller sees which nodes share them.
+def identify_dirs(paths, which, problems, create=True):
+    """Add the tokens of the state root and/or the workspace (``which``: ``state_dir``, ``workspace_dir``), by which
+    the controller sees which nodes share them.
 
-    Creates both directories (0700) and their tokens when missing, except with ``create=False`` (check mode).
+    Creates those directories (0700) and their tokens when missing, except with ``create=False`` (check mode).
     """
-    for key in ('state_root', 'workspace_dir'):
-        token_key = key.replace('_dir', '') + '_token'
+    for param, key, token_key in (('state_dir', 'state_root', 'state_root_token'),
+                                  ('workspace_dir', 'workspace_dir', 'workspace_token')):
         paths[token_key] = None
-        if not paths.get(key):
+        if param not in which or not paths.get(key):
             continue
         try:
             paths[token_key] = dir_token(paths[key], create=create)

@@ -65,12 +65,17 @@ options:
     type: str
   identify_dirs:
     description:
-      - Create O(state_dir) and O(workspace_dir) when missing (mode 0700) and a token file C(.trainops-dir-id) in each,
-        and return the tokens in RV(paths). Nodes that return the same token share that directory (an NFS home, say),
-        which the launch uses to sync a shared workspace once.
+      - For each of O(state_dir) and O(workspace_dir) named here, create the directory when missing (mode 0700) and a
+        token file C(.trainops-dir-id) in it (see M(trainops.multinode.dir_token)), and return the tokens in RV(paths).
+        Nodes that return the same token share that directory (an NFS home, say); the launch keeps per-node state
+        apart and syncs a shared workspace once.
+      - Name O(workspace_dir) only when the workspace is synced to the node, never for a git checkout (the token would
+        be an untracked file there).
       - The only thing the module creates; nothing is created in check mode (a missing token is then V(null)).
-    type: bool
-    default: false
+    type: list
+    elements: str
+    choices: [state_dir, workspace_dir]
+    default: []
   training_network:
     description:
       - The network the training traffic must use, in CIDR form (C(10.0.0.0/16)), when the nodes also have another one
@@ -239,7 +244,7 @@ def main():
             state_dir=dict(type='str'),
             node_id=dict(type='str'),
             workspace_dir=dict(type='str'),
-            identify_dirs=dict(type='bool', default=False),
+            identify_dirs=dict(type='list', elements='str', default=[], choices=['state_dir', 'workspace_dir']),
             training_network=dict(type='str'),
             script=dict(type='str'),
             git_path=dict(type='str'),

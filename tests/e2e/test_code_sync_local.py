@@ -265,3 +265,19 @@ def test_excludes_knob_takes_a_comma_separated_string(sync):
     results(sync.run({'src': sync.src, 'excludes': 'secret/, *.ckpt'}))
     for node in NODES:
         assert tree_digest(sync.dest(node)) == expected_digest(KEPT)
+
+
+def test_nodes_sharing_the_destination_get_it_once(sync):
+    # both logical nodes' destination is one directory, as an NFS home is for real nodes
+    write_tree(sync.src, dict(KEPT, **EXCLUDED))
+    shared = os.path.join(sync.nodes, 'shared-home', 'code')
+    first = sync.run({'src': sync.src, 'dest': shared, 'delete': True, 'excludes': USER_EXCLUDES})
+    data = results(first)
+    assert 'shared_with' not in data['node0'] and data['node0']['files_transferred'] == len(KEPT)
+    assert data['node1']['shared_with'] == 'node0' and data['node1']['changed'] is False
+    assert changed(first) == {'node0': 1, 'node1': 0}
+    assert tree_digest(shared) == expected_digest(KEPT)
+    # the token that tells the nodes apart lives beside the destination, never in it
+    assert sorted(os.listdir(os.path.dirname(shared))) == ['.trainops-dir-id', 'code']
+    again = sync.run({'src': sync.src, 'dest': shared, 'delete': True, 'excludes': USER_EXCLUDES})
+    assert changed(again) == {'node0': 0, 'node1': 0}

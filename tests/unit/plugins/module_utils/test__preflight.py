@@ -63,7 +63,7 @@ def test_a_ready_node_has_no_problems_and_returns_facts_torch_and_paths(tmp_path
     assert result['script_exists'] is True
     assert result['master_port_free'] is True
     assert result['paths'] == {'state_root': str(tmp_path / 'state'), 'state_dir': str(tmp_path / 'state' / socket.gethostname()),
-                               'workspace_dir': str(tmp_path / 'ws')}
+                               'workspace_dir': str(tmp_path / 'ws'), 'state_root_token': None, 'workspace_token': None}
     assert result['host']['hostname'] == socket.gethostname()
     # read-only: the state directory was not created
     assert not (tmp_path / 'state').exists()
@@ -200,11 +200,11 @@ def test_check_mode_skips_the_reachability_check(tmp_path):
 def test_identify_dirs_creates_the_state_root_and_workspace_with_tokens_that_show_sharing(tmp_path):
     shared = tmp_path / 'nfs-home' / '.trainops'
     one = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
-                                                          identify_dirs=True), root=str(tmp_path))
+                                                          identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path))
     two = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
-                                                          identify_dirs=True), root=str(tmp_path))
+                                                          identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path))
     other = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'local' / 'state'),
-                                                            workspace_dir=str(tmp_path / 'local' / 'ws'), identify_dirs=True),
+                                                            workspace_dir=str(tmp_path / 'local' / 'ws'), identify_dirs=['state_dir', 'workspace_dir']),
                          root=str(tmp_path))
     assert one['problems'] == two['problems'] == other['problems'] == []
     assert one['paths']['state_root_token'] == two['paths']['state_root_token'] != other['paths']['state_root_token']
@@ -214,14 +214,14 @@ def test_identify_dirs_creates_the_state_root_and_workspace_with_tokens_that_sho
 
 def test_identify_dirs_creates_nothing_in_check_mode(tmp_path):
     result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'w'),
-                                                             identify_dirs=True), root=str(tmp_path), check_mode=True)
+                                                             identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path), check_mode=True)
     assert result['paths']['state_root_token'] is None and result['paths']['workspace_token'] is None
     assert not (tmp_path / 's').exists() and not (tmp_path / 'w').exists()
 
 
 def test_identify_dirs_names_a_directory_the_user_cannot_create(tmp_path):
     (tmp_path / 'file').write_text('not a directory')
-    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'file' / 'state'), identify_dirs=True),
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'file' / 'state'), identify_dirs=['state_dir', 'workspace_dir']),
                           root=str(tmp_path))
     assert any(p.startswith('cannot create or read %s' % (tmp_path / 'file' / 'state')) for p in result['problems'])
 
@@ -243,3 +243,11 @@ def test_the_training_interface_must_be_on_the_training_network(tmp_path):
     assert [p for p in worker['problems'] if 'master address' in p] == []
     bad = pf.preflight(FakeRunner(torch=TORCH_OK), params(training_network='10.1.0.0/33'), root=str(tmp_path))
     assert bad['problems'] == ["trainops_training_network='10.1.0.0/33' is not a network in CIDR form (e.g. 10.0.0.0/16)"]
+
+
+def test_only_the_directories_named_get_a_token(tmp_path):
+    (tmp_path / 'checkout').mkdir()
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'checkout'),
+                                                             identify_dirs=['state_dir']), root=str(tmp_path))
+    assert result['paths']['state_root_token'] and result['paths']['workspace_token'] is None
+    assert os.listdir(str(tmp_path / 'checkout')) == []  # a git checkout the node runs stays clean
