@@ -46,11 +46,16 @@ def finish(proc, argv, started):
     return proc
 
 
-def run_playbook(playbook, workdir, extravars, inventory=None, timeout=420):
-    """Run a playbook to the end; returns the CompletedProcess with .summary, .elapsed, .failure_text."""
-    argv = entry_argv(playbook, workdir, extravars, inventory)
+def run_playbook(playbook, workdir, extravars, inventory=None, timeout=420, env=None, verbose=0):
+    """Run a playbook to the end; returns the CompletedProcess with .summary, .elapsed, .failure_text.
+
+    ``env`` adds to this process's environment (a token the playbook reads with the env lookup);
+    ``verbose`` passes -v that many times to ansible-playbook.
+    """
+    argv = entry_argv(playbook, workdir, extravars, inventory) + (['-' + 'v' * verbose] if verbose else [])
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, **(env or {})))
     return finish(proc, argv, started)
 
 

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from playbook_runner import entry_argv, finish, free_port
+from playbook_runner import free_port, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,17 +40,10 @@ class Shape:
         self.node_root = self.nodes + ('/shared-home/.trainops' if shared_root else '/{{ inventory_hostname }}')
 
     def run(self, playbook, extra=None, env=None, verbose=0, timeout=420):
-        import subprocess
-        import time
         extravars = {'trainops_node_root': self.node_root, 'trainops_experiments_dir': self.experiments,
                      'master_port': self.port, 'trainops_progress_interval': 5}
         extravars.update(extra or {})
-        argv = entry_argv(playbook, self.root, extravars) + (['-' + 'v' * verbose] if verbose else [])
-        full_env = dict(os.environ)
-        full_env.update(env or {})
-        started = time.monotonic()
-        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False, env=full_env)
-        return finish(proc, argv, started)
+        return run_playbook(playbook, self.root, extravars, timeout=timeout, env=env, verbose=verbose)
 
     def experiment_dirs(self):
         return sorted(glob.glob(os.path.join(self.experiments, '*')))

@@ -1,0 +1,174 @@
+"""The main flows on a lab shaped like a real cluster (docs/cluster-shapes.md):
+
+``hack/lab.py up --nodes 4 --shared-home --user trainer --mgmt-net``: the training user's home is one
+directory every node sees (an NFS home) and the default node root ``~/.trainops`` is on it, Ansible logs
+in as the non-root user ``trainer`` over the management network (``eno1``), and training runs over the
+training network (``ens5``, ``enp1s0f0``, ...). A token passed in trainops_secret_env is then searched
+for everywhere.
+"""
+import glob
+import json
+import os
+import stat
+import uuid
+
+import pytest
+
+from playbook_runner import free_port, run_playbook, wait_until
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+USER = 'trainer'
+NODES = 4
+TOKEN_VAR = 'TRAINOPS_LAB_HF_TOKEN'
+SECRET_ENV = {'HF_TOKEN': "{{ lookup('ansible.builtin.env', '%s') }}" % TOKEN_VAR}
+
+
+@pytest.fixture(scope='module')
+def shaped(lab_session_lock, lab_nodes):  # pylint: disable=unused-argument
+    lab = lab_nodes(NODES, shared_home=True, user=USER, mgmt_net=True)
+    assert lab.shape['user'] == USER and lab.shape['shared_home'] and lab.shape['mgmt_net']
+    return lab
+
+
+def launch_vars(tmp_path, **extra):
+    values = {'config': 'config/tiny.yaml', 'channels': 42, 'master_port': free_port(),
+              'trainops_experiments_dir': str(tmp_path / 'experiments'), 'trainops_poll_interval': 1,
+              'trainops_progress_interval': 5}
+    values.update(extra)
+    return values
+
+
+def read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def files_containing(top, needle):
+    hits = []
+    for base, _dirs, files in os.walk(top):
+        for name in files:
+            try:
+                with open(os.path.join(base, name), 'rb') as handle:
+                    if needle.encode() in handle.read():
+                        hits.append(os.path.join(base, name))
+            except OSError:
+                pass
+    return hits
+
+
+def user_processes(lab, node, word):
+    """Command lines of the training user's processes on a node that mention ``word`` (for checking, never killing)."""
+    out = lab.ssh(node, 'ps -u %s -o args= || true' % USER, user=USER).stdout
+    return [line for line in out.splitlines() if word in line and 'ps -u' not in line]
+
+
+def test_launch_on_a_shared_home_as_a_user_over_the_training_network_with_a_secret(shaped, tmp_path):
+    lab = shaped
+    secret = 'hf_lab_%s' % uuid.uuid4().hex
+    env = {TOKEN_VAR: secret}
+    run = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path, trainops_secret_env=SECRET_ENV),
+                       inventory=lab.inventory, timeout=900, env=env, verbose=2)
+    assert run.returncode == 0, run.stdout[-5000:] + run.failure_text
+    experiment = run.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'succeeded'
+    path = experiment['path']
+    manifest = read_json(os.path.join(path, 'manifest.json'))
+    names = lab.names
+    assert manifest['world_size'] == 2 * NODES and manifest['summary']['ranks_seen'] == list(range(2 * NODES))
+
+    # the node root is the default ~/.trainops on the shared home: per-node state below it, workspace synced once
+    assert manifest['shared_dirs'] == {'node_root': [names], 'workspace': [names], 'workspace_synced_through': [names[0]]}
+    home = lab.nodes[0]['home']
+    assert home == '/home/%s' % USER
+    state_root_on_host = os.path.join(lab.nodes[0]['home_on_host'], '.trainops', 'state')
+    for node, record in zip(lab.nodes, manifest['nodes']):
+        assert record['state_dir'] == os.path.join(home, '.trainops', 'state', node['name'])
+        own = os.path.join(state_root_on_host, node['name'])
+        info = os.stat(own)
+        assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid != 0  # the user's, private
+        job = read_json(glob.glob(os.path.join(own, 'runs', os.path.basename(path), 'job.json'))[0])
+        assert job['host']['hostname'] == node['name'] and job['uid'] == info.st_uid
+
+    # training used each node's training NIC and the master's training address, not the management network
+    master = lab.nodes[0]
+    assert manifest['master']['addr'] == master['address'] != master['mgmt_address']
+    for index, node in enumerate(lab.nodes):
+        for local_rank in range(2):
+            seen = read_json(os.path.join(path, 'outputs', 'rank_%02d_env.json' % (2 * index + local_rank)))
+            assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname'] != node['mgmt_ifname']
+            assert seen['env']['NCCL_SOCKET_IFNAME'] == '=' + node['ifname']
+            assert seen['master_addr'] == master['address']
+            assert seen['secret_env_present'] == {'HF_TOKEN': True}
+    # the secret: nowhere but in the ranks' environment
+    assert secret not in run.stdout + run.stderr and secret not in json.dumps(run.summary)
+    leaks = {where: files_containing(top, secret) for where, top in (
+        ('experiment and ansible-runner artifacts', str(tmp_path)), ('the shared home', lab.nodes[0]['home_on_host']))}
+    assert leaks == {'experiment and ansible-runner artifacts': [], 'the shared home': []}
+
+
+def test_status_and_stop_as_the_user_on_the_shared_home(shaped, tmp_path):
+    lab = shaped
+    extravars = launch_vars(tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.3', 'training.epochs=50'])
+    started = run_playbook('playbooks/launch.yml', str(tmp_path), extravars, inventory=lab.inventory, timeout=900)
+    assert started.returncode == 0, started.stdout[-5000:] + started.failure_text
+    run_id = started.summary['artifact_data']['trainops_experiment']['run_id'] \
+        if 'trainops_experiment' in started.summary.get('artifact_data', {}) else None
+    for node in lab.names:
+        wait_until(lambda n=node: user_processes(lab, n, 'torch.distributed.run'), timeout=60,
+                   what='torchrun of %s on %s' % (USER, node))
+    plain = {'trainops_experiments_dir': extravars['trainops_experiments_dir']}
+    status = run_playbook('playbooks/status.yml', str(tmp_path), plain, inventory=lab.inventory, timeout=300)
+    assert status.returncode == 0, status.stdout[-3000:]
+    jobs = status.summary['artifact_data']['trainops_status']
+    assert sorted(jobs) == lab.names and {job['status'] for job in jobs.values()} == {'running'}, jobs
+    assert len({job['run_id'] for job in jobs.values()}) == 1 and (run_id is None or jobs[lab.names[0]]['run_id'] == run_id)
+    stopped = run_playbook('playbooks/stop.yml', str(tmp_path), plain, inventory=lab.inventory, timeout=300)
+    assert stopped.returncode == 0, stopped.stdout[-3000:]
+    for node in lab.names:
+        assert user_processes(lab, node, 'torch') == [], node
+    experiment = os.path.join(extravars['trainops_experiments_dir'], jobs[lab.names[0]]['run_id'])
+    assert len(glob.glob(os.path.join(experiment, 'logs', 'node_*.txt'))) == NODES
+    assert read_json(os.path.join(experiment, 'manifest.json'))['outcome'] != 'running'
+
+
+def test_a_master_address_off_the_training_network_starts_nothing(shaped, tmp_path):
+    lab = shaped
+    master = lab.nodes[0]
+    # the usual mistake: the master address taken from ansible_host, the management address
+    run = run_playbook('playbooks/launch.yml', str(tmp_path),
+                       launch_vars(tmp_path, trainops_master_addr=master['mgmt_address']),
+                       inventory=lab.inventory, timeout=600)
+    assert run.returncode != 0
+    assert ('the master address %s is not on the training network' % master['mgmt_address']) in run.failure_text, \
+        run.failure_text
+    assert not os.path.exists(str(tmp_path / 'experiments')) or os.listdir(str(tmp_path / 'experiments')) == []
+    for node in lab.names:
+        assert user_processes(lab, node, 'torch') == [], node
+
+
+def test_sync_and_ssh_mesh_as_the_user_on_the_shared_home(shaped, tmp_path):
+    lab = shaped
+    src = tmp_path / 'src'
+    (src / 'pkg').mkdir(parents=True)
+    (src / 'train.py').write_text('print("train")\n')
+    (src / 'pkg' / 'model.py').write_text('HIDDEN = 1024\n')
+    synced = run_playbook('playbooks/sync.yml', str(tmp_path), {'src': str(src), 'dest': '~/code', 'delete': True},
+                          inventory=lab.inventory, timeout=600)
+    assert synced.returncode == 0, synced.stdout[-4000:] + synced.failure_text
+    data = synced.summary['artifact_data']['trainops_code_sync']
+    assert 'shared_with' not in data[lab.names[0]]
+    assert {data[n]['shared_with'] for n in lab.names[1:]} == {lab.names[0]}
+    for node in lab.names:  # every node sees the files, owned by the user
+        assert lab.ssh(node, 'stat -c %U ~/code/pkg/model.py', user=USER).stdout.strip() == USER
+
+    mesh = run_playbook('playbooks/ssh_mesh.yml', str(tmp_path), {}, inventory=lab.inventory, timeout=900)
+    assert mesh.returncode == 0, mesh.stdout[-4000:] + mesh.failure_text
+    # from every node, as the user, to every other node by name: host keys checked
+    for node in lab.names:
+        for peer in lab.names:
+            out = lab.ssh(node, 'ssh -o BatchMode=yes -o StrictHostKeyChecking=yes %s hostname' % peer, user=USER).stdout
+            assert out.strip() == peer
+    again = run_playbook('playbooks/ssh_mesh.yml', str(tmp_path), {}, inventory=lab.inventory, timeout=900)
+    assert again.returncode == 0 and {h: s['changed'] for h, s in again.summary['stats'].items()} == \
+        {n: 0 for n in lab.names}, again.stdout[-3000:]
