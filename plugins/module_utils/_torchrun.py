@@ -623,8 +623,9 @@ class TorchrunNode(object):
             raise TorchrunError(
                 'Run %s in %s was recorded by host %s (machine id %s), not by this host %s (machine id %s): two nodes use '
                 'the same state directory. Give each node its own host name or trainops_node_id; this node does not act '
-                'on another host\'s records.' % (run_id, paths['run_dir'], recorded.get('hostname'), recorded.get('machine_id'),
-                                                  self.identity.get('hostname'), self.identity.get('machine_id')))
+                'on another host\'s records.' % (
+                    run_id, paths['run_dir'], recorded.get('hostname'), recorded.get('machine_id'),
+                    self.identity.get('hostname'), self.identity.get('machine_id')))
         pids = read_json(paths['pids'])
         result['pids'] = pids
         if host == 'rebooted':

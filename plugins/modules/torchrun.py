@@ -165,7 +165,7 @@ options:
     description:
       - Environment variables added on top of the module's own environment for the job.
       - Values are converted to strings (booleans to V(true) and V(false)).
-      - It is recorded in C(job.json), C(env.sh) and returned in RV(job.env): put tokens in O(secret_env) instead.
+      - It is recorded in C(job.json) and C(env.sh) and returned in RV(job.env), so put tokens in O(secret_env) instead.
     type: dict
     default: {}
   secret_env:

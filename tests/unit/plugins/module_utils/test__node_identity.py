@@ -65,10 +65,10 @@ def test_nodes_racing_to_create_a_token_all_read_the_same_one(tmp_path):
     # as nodes on one NFS directory do at the first launch: each creates it, exactly one link wins
     path = str(tmp_path / 'shared')
     queue = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_token_worker, args=(path, queue)) for _ in range(8)]
+    workers = [multiprocessing.Process(target=_token_worker, args=(path, queue)) for dummy in range(8)]
     for worker in workers:
         worker.start()
-    tokens = [queue.get(timeout=30) for _ in workers]
+    tokens = [queue.get(timeout=30) for dummy in workers]
     for worker in workers:
         worker.join(30)
     assert len(set(tokens)) == 1
