@@ -347,3 +347,27 @@ def test_default_project_dir_is_repo(tmp_path):
     if os.path.isfile(os.path.join(REPO, 'ansible.cfg')):
         assert summary['ansible_config'] == os.path.join(REPO, 'ansible.cfg')
     assert summary['stats']['node1']['ok'] == 1
+
+
+# --- secrets --------------------------------------------------------------------------------------
+
+def test_the_runner_record_of_the_environment_loses_secret_values(tmp_path):
+    record = {'command': ['ansible-playbook', 'x.yml'], 'cwd': '/', 'env': {
+        'HF_TOKEN': 'hf_1', 'WANDB_API_KEY': 'w', 'AWS_SECRET_ACCESS_KEY': 's', 'DB_PASSWORD': 'p', 'MY_CRED': 'c',
+        'PATH': '/usr/bin', 'HOME': '/root'}}
+    (tmp_path / 'command').write_text(json.dumps(record))
+    assert tr.redact_command_record(str(tmp_path), extra_names=('MY_CRED', )) is True
+    env = json.loads((tmp_path / 'command').read_text())['env']
+    assert env == {'HF_TOKEN': '<redacted>', 'WANDB_API_KEY': '<redacted>', 'AWS_SECRET_ACCESS_KEY': '<redacted>',
+                   'DB_PASSWORD': '<redacted>', 'MY_CRED': '<redacted>', 'PATH': '/usr/bin', 'HOME': '/root'}
+    assert oct(os.stat(str(tmp_path / 'command')).st_mode & 0o777) == '0o600'
+    assert tr.redact_command_record(str(tmp_path)) is False  # nothing left to redact
+    assert tr.redact_command_record(str(tmp_path / 'missing')) is False
+
+
+def test_the_summary_never_shows_secret_env_values():
+    given = {'channels': 42, 'trainops_secret_env': {'HF_TOKEN': 'hf_1'}}
+    assert tr.redact_extravars(given) == {'channels': 42, 'trainops_secret_env': {'HF_TOKEN': '<redacted>'}}
+    assert given['trainops_secret_env'] == {'HF_TOKEN': 'hf_1'}  # the run itself still gets it
+    assert tr.redact_extravars({'trainops_secret_env': 'oops'}) == {'trainops_secret_env': '<redacted>'}
+    assert tr.redact_extravars({'a': 1}) == {'a': 1}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import pytest
 
@@ -283,3 +284,14 @@ def test_report_with_results_writes_outcome_into_manifest(tmp_path):
     assert result['outcome'] == manifest['outcome'] == 'failed'
     assert manifest['failed_nodes'] == ['b'] and manifest['results']['b']['exit_code'] == 3
     assert result['table'][0].startswith('outcome') and 'failed on b' in result['table'][0]
+
+
+def test_files_written_on_the_controller_follow_the_users_umask(tmp_path):
+    old = os.umask(0o077)
+    try:
+        exp._write_atomic(str(tmp_path / 'manifest.json'), '{}')
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(str(tmp_path / 'manifest.json')).st_mode) == 0o600
+    exp._write_atomic(str(tmp_path / 'summary.txt'), 'x')
+    assert stat.S_IMODE(os.stat(str(tmp_path / 'summary.txt')).st_mode) == 0o666 & ~old
