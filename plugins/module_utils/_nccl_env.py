@@ -1280,27 +1280,39 @@ def _table(rows, headers):
     return '\n'.join(lines)
 
 
-def check_cluster(per_host):
-    """Cross-node check of ``{host: compute() result}``: transports, link layers and vendors must agree.
+def _gloo_count(res):
+    value = (res.get('env') or {}).get('GLOO_SOCKET_IFNAME')
+    return len([n for n in str(value).split(',') if n.strip()]) if value else None
 
-    Returns ``dict(errors=[str], warnings=[str], table=str, transports={host: transport})``.
+
+def check_cluster(per_host):
+    """Cross-node check of ``{host: compute() result}``: transports, link layers and vendors must agree, and every
+    node must give gloo the same number of interfaces (torch: "all processes specify the same number").
+
+    Returns ``dict(errors=[str], warnings=[str], table=str, transports={host: transport})``; the table shows each
+    node's library, transport, interface and ports, then the ports the automatic choice left out and why.
     """
     errors, warnings, rows, transports = [], [], [], {}
     hosts = sorted(per_host or {}, key=_natural)
     valid = {}
     for host in hosts:
         res = per_host[host]
-        if not isinstance(res, Mapping) or res.get('transport') not in ('rdma', 'tcp'):
+        if not isinstance(res, Mapping) or res.get('transport') not in ('rdma', 'efa', 'tcp'):
             errors.append('%s: no NCCL environment was computed for this host' % host)
-            rows.append([host, '?', '?', '?', '?', '?'])
+            rows.append([host, '?', '?', '?', '?', '?', '?'])
             continue
         valid[host] = res
         transports[host] = res['transport']
         env = res.get('env') or {}
-        rows.append([host, res.get('vendor') or '?', res['transport'] + (
-            ' (%s)' % res['link_layer'] if res['transport'] == 'rdma' and res.get('link_layer') else ''),
-            env.get('NCCL_SOCKET_IFNAME', '(unset)'), env.get('NCCL_IB_HCA', '-') if res['transport'] == 'rdma' else '-',
-            'errors' if res.get('errors') else 'ok'])
+        lib = res.get('library') or {}
+        rows.append([host, res.get('vendor') or '?',
+                     '%s %s' % ((lib.get('name') or '-').upper(), lib.get('version') or '?') if lib.get('name') else '-',
+                     res['transport'] + (' (%s)' % res['link_layer'] if res['transport'] == 'rdma' and
+                                         res.get('link_layer') else ''),
+                     env.get('NCCL_SOCKET_IFNAME', '(unset)'),
+                     env.get('NCCL_IB_HCA', '-') if res['transport'] == 'rdma' else
+                     ', '.join(res.get('hcas') or []) or '-',
+                     'errors' if res.get('errors') else 'ok'])
 
     def by_value(key):
         groups = {}
@@ -1327,6 +1339,23 @@ def check_cluster(per_host):
         errors.append('the nodes have different GPU vendors (%s): NCCL (NVIDIA) and RCCL (AMD) ranks cannot form one '
                       'communicator, and nodes without GPUs cannot join a GPU job' % '; '.join(
                           '%s on %s' % (v, ', '.join(h)) for v, h in sorted(vendors.items(), key=lambda i: str(i[0]))))
+    gloo = {}
+    for host, res in valid.items():
+        gloo.setdefault(_gloo_count(res), []).append(host)
+    if len(gloo) > 1:
+        errors.append('the nodes give gloo different numbers of interfaces in GLOO_SOCKET_IFNAME (%s): gloo pairs '
+                      'the devices of every process by position and needs the same number on all of them' % '; '.join(
+                          '%s on %s' % (n if n is not None else 'unset', ', '.join(sorted(h, key=_natural)))
+                          for n, h in sorted(gloo.items(), key=lambda i: -1 if i[0] is None else i[0])))
+    versions = {}
+    for host, res in valid.items():
+        lib = res.get('library') or {}
+        if lib.get('name') and lib.get('version'):
+            versions.setdefault('%s %s' % (lib['name'].upper(), lib['version']), []).append(host)
+    if len(versions) > 1:
+        warnings.append('the nodes load different library versions (%s): NCCL/RCCL expect the same version on every '
+                        'rank, and the GID and knob rules differ between them' % '; '.join(
+                            '%s on %s' % (v, ', '.join(sorted(h, key=_natural))) for v, h in sorted(versions.items())))
     counts = {}
     for host, res in rdma.items():
         counts.setdefault(len(res.get('hcas') or []), []).append(host)
@@ -1334,7 +1363,11 @@ def check_cluster(per_host):
         warnings.append('the RDMA nodes use different numbers of HCA ports (%s): the nodes with fewer limit the '
                         'bandwidth of the whole job' % '; '.join('%d on %s' % (n, ', '.join(sorted(h, key=_natural)))
                                                                  for n, h in sorted(counts.items())))
-    table = _table(rows, ['host', 'vendor', 'transport', 'NCCL_SOCKET_IFNAME', 'NCCL_IB_HCA', 'status'])
+    table = _table(rows, ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status'])
+    notes = ['%s: left out %s (%s)' % (host, key, why) for host in hosts if host in valid
+             for key, why in sorted((valid[host].get('left_out') or {}).items(), key=lambda i: _natural(i[0]))]
+    if notes:
+        table += '\n' + '\n'.join(notes)
     return dict(errors=errors, warnings=warnings, table=table, transports=transports)
 
 

@@ -601,16 +601,17 @@ def test_check_cluster_agreeing_nodes():
     assert check['errors'] == [] and check['warnings'] == []
     assert check['transports'] == {'gpu1': 'rdma', 'gpu2': 'rdma'}
     lines = check['table'].splitlines()
-    assert lines[0].split() == ['host', 'vendor', 'transport', 'NCCL_SOCKET_IFNAME', 'NCCL_IB_HCA', 'status']
+    assert lines[0].split() == ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status']
     assert lines[2].startswith('gpu1') and lines[3].startswith('gpu2')
     assert 'rdma (infiniband)' in lines[2] and '=mlx5_0:1,' in lines[2] and '=eno1' in lines[2]
+    assert 'NCCL ?' in lines[2]  # the builder's facts carry no library version
 
 
 def test_check_cluster_transport_mismatch():
     check = ne.check_cluster({'gpu1': run(h100_ib()), 'gpu2': run(ports_down()), 'gpu3': run(h100_ib())})
     assert has(check['errors'], 'different transports', 'rdma on gpu1, gpu3', 'tcp on gpu2', 'hang')
     row = [line for line in check['table'].splitlines() if line.startswith('gpu2')][0]
-    assert row.split()[1:3] == ['nvidia', 'tcp']
+    assert row.split()[1:5] == ['nvidia', 'NCCL', '?', 'tcp']
 
 
 def test_check_cluster_link_layer_vendor_and_missing_results():
