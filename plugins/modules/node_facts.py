@@ -31,7 +31,7 @@ description:
     names and never relying on a default route; on the master itself it picks the interface that carries the address.
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
     with a message instead of a hang.
-  - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load without importing torch (when given O(python):
+  - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load without importing torch (given O(python), from
     that interpreter's C(nvidia-nccl-cu*) package, or the RCCL a ROCm build of torch bundles; else C(nccl.h) /
     C(rccl.h) or a versioned C(libnccl.so.X.Y.Z)) and whether the aws-ofi-nccl net plugin (for AWS EFA) is installed.
   - Returns the facts under C(trainops_node).
