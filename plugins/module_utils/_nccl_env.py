@@ -709,6 +709,15 @@ def _gid_explicit(out, roce, index):
     """An explicit gid_index must name a valid RoCE v2 GID on every chosen RoCE port (NCCL uses it as is)."""
     if not roce:
         out.warnings.append('gid_index %d is set although no RoCE port is used (it only matters for RoCE)' % index)
+    families = {}
+    for port in roce:
+        entry = (_gid_table(port) or {}).get(index)
+        if entry:
+            families.setdefault(_gid_family(entry[0]), []).append(port['key'])
+    if len(families) > 1:
+        out.warnings.append('gid_index %d is an IPv4 GID on %s and an IPv6 one on %s: ports of different families '
+                            'cannot reach each other' % (index, ', '.join(families['AF_INET']),
+                                                         ', '.join(families['AF_INET6'])))
     for port in roce:
         problem = _gid_entry_problem(port, index)
         if problem:
@@ -762,7 +771,9 @@ def _gid_pinned(out, roce, library, known):
     candidates = indexes if len(indexes) == 1 else []
     if not candidates and all(p['gids'] is not None for p in roce):
         common = set.intersection(*[set(_int(g.get('index')) for g in p['gids']) for p in roce])
-        candidates = sorted(i for i in common if all(_gid_usable(p, i) for p in roce))
+        # a RoCE v2 GID with an address on every port, of one family (an IPv4 GID cannot reach an IPv6 one)
+        candidates = sorted(i for i in common if all(_gid_usable(p, i) for p in roce)
+                            and len(set(_gid_family(_gid_table(p)[i][0]) for p in roce)) == 1)
     if candidates:
         reason = ('%s takes one NCCL_IB_GID_INDEX per process (%s); %d is a RoCE v2 GID of %s' % (
             label, 'NCCL_IB_GID_INDEX defaults to 0 before 2.21' if known else 'its version is unknown, so the index is '

@@ -537,6 +537,8 @@ def gpu_details(root='/', runner=None, warnings=None):
     facts = dict(vendor=inventory['vendor'], count=inventory['count'], models=list(inventory['models']),
                  pci_ids=list(inventory['pci_ids']), driver_version=inventory['driver_version'] or None,
                  interconnect=dict(type='none', source=None), sources=list(inventory['sources']))
+    if inventory.get('gfx'):
+        facts['gfx'] = list(inventory['gfx'])  # the library's limits depend on it (RCCL MAXCHANNELS, warp size)
     if facts['vendor'] == 'none':
         # no driver files: a GPU may still answer through nvidia-smi (a container without /proc/driver/nvidia)
         rows = _nvidia_smi_gpus(runner, warnings, quiet=True) if runner is not None else None
@@ -827,7 +829,7 @@ _RCCL_HEADERS = ('opt/rocm/include/rccl/rccl.h', 'opt/rocm/include/rccl.h')
 _LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib', 'usr/local/lib',
              'usr/local/cuda/lib64', 'opt/rocm/lib')
 _OFI_DIRS = ('opt/amazon/ofi-nccl/lib', 'opt/amazon/ofi-nccl/lib64', 'opt/aws-ofi-nccl/lib') + _LIB_DIRS
-_OFI_NAMES = ('libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so', 'libnccl-net.so')
+_OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
 """aws-ofi-nccl's library names (its src/Makefile.am) and the places its packages and the EFA installer put them."""
 
 
