@@ -621,8 +621,7 @@ def _auto_ports(out, facts, active, gid_auto):
         left = [p for p in chosen if p['rate_gbps'] != fastest]
         chosen = _leave_out(out, chosen, left, 'slower than the %g Gb/s ports' % fastest,
                             'ACTIVE ports run at different rates: using the %g Gb/s ports and leaving out %s; set '
-                            'ib_hca to choose' % (fastest, ', '.join('%s (%g Gb/s)' % (p['key'], p['rate_gbps'])
-                                                                    for p in left)))
+                            'ib_hca to choose' % (fastest, ', '.join('%s (%g Gb/s)' % (p['key'], p['rate_gbps']) for p in left)))
     return chosen
 
 
@@ -897,10 +896,13 @@ def _gdr(out, settings, vendor, path, transport, facts):
             hint = 'load nvidia_peermem (or use the open kernel modules with a kernel with RDMA dma-buf support)'
         elif gdr.get('dma_buf'):
             kernel = gdr.get('dmabuf_kernel')
-            missing = [k for k, v in sorted(kernel.items()) if not v] if isinstance(kernel, Mapping) else []
-            hint = ('the kernel has RDMA dma-buf, but RCCL only uses it with %s=y in /boot/config-<release> (%s)' % (
-                ' and '.join(missing), 'not set there' if missing else 'that file could not be read') +
-                    '; or install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd)')
+            if isinstance(kernel, Mapping) and kernel:
+                missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
+            else:
+                missing, state = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA'], 'that file could not be read'
+            hint = ('the kernel has RDMA dma-buf, but RCCL only uses it with %s in /boot/config-<release> (%s); or '
+                    'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd)' % (
+                        ' and '.join('%s=y' % k for k in missing), state))
         else:
             hint = 'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd) or use dma-buf'
         out.warnings.append('GPUDirect RDMA is not available on this node: %s will stage network traffic through host '

@@ -262,8 +262,8 @@ def test_ipv6_master_without_a_global_address_is_an_error(node):
 # RoCE rails plus a RoCE-capable front-end NIC of the same speed that carries the default route
 # ------------------------------------------------------------------------------------------------------------------
 
-FE_LINKS = [LO, link('eno8np0', '10.0.0.21/24')] + [link('ens%dnp0' % (10 + i), '10.100.%d.21/24' % i)
-                                                   for i in range(8)]
+FE_LINKS = [LO, link('eno8np0', '10.0.0.21/24')] + [
+    link('ens%dnp0' % (10 + i), '10.100.%d.21/24' % i) for i in range(8)]
 FE_ROUTE = {'dst': '10.0.0.11', 'dev': 'eno8np0', 'prefsrc': '10.0.0.21'}
 FE_HCA = '=' + ','.join('mlx5_%d:1' % i for i in range(8))
 
