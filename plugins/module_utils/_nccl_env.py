@@ -997,9 +997,11 @@ def _channels(out, settings, vendor, library, facts):
     if channels is None and low is None:
         return
     if vendor == 'none':
+        # kept in the ranks' environment as the record of the knob (the local and lab stand-ins for GPU nodes)
         out.warnings.append('channels/min_channels have no effect: the node has no GPUs, gloo does not use them')
-        return
-    top, why = _max_channels(vendor, library, facts)
+        top, why = NCCL_MAXCHANNELS[1], 'no GPUs: no library reads it'
+    else:
+        top, why = _max_channels(vendor, library, facts)
     for name, number in (('channels', channels), ('min_channels', low)):
         if number is not None and number > top:
             out.errors.append('%s %d is more than %s allows (%d, %s): the library would silently use %d' % (
