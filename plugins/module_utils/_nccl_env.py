@@ -750,7 +750,7 @@ def _gid_per_port(out, roce, library):
             return
     per_family = {}
     for family in ('AF_INET', 'AF_INET6'):
-        per_family[family] = [p['key'] for p in roce if _gid_usable(p, nccl_gid_index(p, family) or 0) or False]
+        per_family[family] = [p['key'] for p in roce if _gid_usable(p, nccl_gid_index(p, family) or 0)]
     if per_family['AF_INET'] and per_family['AF_INET6']:
         out.errors.append('the chosen RoCE ports need different address families (IPv4 GIDs on %s, IPv6-only GIDs on '
                           '%s) and NCCL_IB_ADDR_FAMILY is one per process: give every port an address of one family, '

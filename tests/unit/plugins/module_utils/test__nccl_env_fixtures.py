@@ -268,8 +268,8 @@ FE_ROUTE = {'dst': '10.0.0.11', 'dev': 'eno8np0', 'prefsrc': '10.0.0.21'}
 FE_HCA = '=' + ','.join('mlx5_%d:1' % i for i in range(8))
 
 
-def frontend(node, version=None, links=FE_LINKS, route=FE_ROUTE):
-    return node('h100_8gpu_roce_frontend', links, '10.0.0.11', route, version)[0]
+def frontend(node, version=None, links=None, route=None):
+    return node('h100_8gpu_roce_frontend', links or FE_LINKS, '10.0.0.11', route or FE_ROUTE, version)[0]
 
 
 def test_frontend_nic_is_left_out_nccl_2_23(node):
