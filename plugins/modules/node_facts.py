@@ -173,6 +173,12 @@ ansible_facts:
                   type: str
                   returned: always
                   sample: nvidia-smi topo -m
+            gfx:
+              description: AMD only, the gfx target of each GPU (from the kfd topology), e.g. V(gfx942) for MI300X.
+              type: list
+              elements: str
+              returned: when the GPUs are AMD
+              sample: [gfx942, gfx942]
             sources:
               description: What was read, among V(procfs), V(kfd-topology), V(nvidia-smi), V(amd-smi), V(rocm-smi).
               type: list
