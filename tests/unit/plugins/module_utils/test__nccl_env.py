@@ -682,3 +682,52 @@ def test_parse_and_match_nccl_lists():
     assert ne.match_names('bond0', names) == ['bond0', 'bond0.2093']
     assert ne.match_names('^docker,lo', names) == ['eth0', 'eth1', 'bond0', 'bond0.2093']
     assert ne.match_names('^=bond0', names) == ['lo', 'eth0', 'eth1', 'bond0.2093', 'docker0']
+
+
+# --- GID tables, QoS and libraries across nodes ------------------------------------------------------------
+
+def gid_table(port_facts, entries):
+    """Give a builder port a GID table: [(index, gid, type)]."""
+    port_facts['gids'] = [{'index': i, 'gid': g, 'type': t, 'netdev': port_facts['netdev']} for i, g, t in entries]
+    port_facts['gid_table_len'] = 8
+    return port_facts
+
+
+def test_roce_v1_only_tables_set_the_roce_version_with_a_warning():
+    facts = with_library(mi300x(), 'rccl', '2.21.5')
+    for dev in facts['rdma']['devices']:
+        gid_table(dev['ports'][0], [(0, 'fe80:0000:0000:0000:8616:0cff:fe4a:172e', 'IB/RoCE v1'),
+                                    (1, '0000:0000:0000:0000:0000:ffff:0a01:0001', 'IB/RoCE v1')])
+    res = run(facts, gid_index='auto', ib_hca=['bnxt_re0', 'bnxt_re1'])
+    # ncclIbGetGidIndex with NCCL_IB_ROCE_VERSION_NUM=1 (NCCL_PARAM(IbRoceVersionNum, "IB_ROCE_VERSION_NUM", 2))
+    assert res['env']['NCCL_IB_ROCE_VERSION_NUM'] == '1' and 'NCCL_IB_ADDR_FAMILY' not in res['env']
+    assert has(res['warnings'], 'only have RoCE v1 GIDs', 'not routed')
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+
+
+def test_nccl_gid_index_follows_ncclUpdateGidIndex():
+    port_facts = gid_table(port(layer='Ethernet', netdev='ens1'), [
+        (0, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'IB/RoCE v1'), (1, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'RoCE v2'),
+        (2, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'IB/RoCE v1'), (3, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'RoCE v2'),
+        (4, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'IB/RoCE v1'), (5, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'RoCE v2')])
+    ports = ne._ports({'rdma': {'devices': [device('mlx5_0', 'mlx5_core', None, [port_facts])]}})
+    assert ne.nccl_gid_index(ports[0]) == 3                       # AF_INET, RoCE v2 (the defaults)
+    assert ne.nccl_gid_index(ports[0], 'AF_INET', 1) == 2
+    assert ne.nccl_gid_index(ports[0], 'AF_INET6') == 5           # the link-local ones are never valid
+    assert ne.nccl_gid_index(ports[0], 'AF_INET6', 1) == 4
+
+
+def test_qos_on_infiniband_and_over_tcp():
+    res = run(h100_ib(), ib_tc=106, ib_sl=2)
+    assert res['env']['NCCL_IB_TC'] == '106' and res['env']['NCCL_IB_SL'] == '2'
+    assert has(res['warnings'], 'ib_tc has no effect on InfiniBand ports')
+    res = run(ethernet_gpu(), ib_tc=106, cross_nic=1)
+    assert 'NCCL_IB_TC' not in res['env'] and has(res['warnings'], 'ib_tc has no effect')
+    assert res['env']['NCCL_CROSS_NIC'] == '1' and has(res['warnings'], 'cross_nic has no effect over TCP')
+
+
+def test_check_cluster_warns_about_different_library_versions():
+    check = ne.check_cluster({'a': run(with_library(h100_ib(), 'nccl', '2.21.5')),
+                              'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
+    assert check['errors'] == []
+    assert has(check['warnings'], 'different library versions', 'NCCL 2.21.5 on a', 'NCCL 2.23.4 on b')
