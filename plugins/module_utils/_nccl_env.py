@@ -513,11 +513,11 @@ def _socket_family(out, facts, names):
 
 
 def _front_end_netdevs(facts):
-    """Netdevs that carry the node's management traffic: the default route(s) and the socket interface."""
-    names = set(str(n) for n in (_get(facts, 'network', 'default_ifnames') or []))
-    if _get(facts, 'network', 'ifname'):
-        names.add(str(_get(facts, 'network', 'ifname')))
-    return names
+    """Netdevs that carry the node's management traffic: those with a default route (facts.network.default_ifnames).
+
+    The interface that reaches the master is not enough: on some clusters the master address is on a rail.
+    """
+    return set(str(n) for n in (_get(facts, 'network', 'default_ifnames') or []))
 
 
 def _explicit_ports(out, ports, value):
@@ -585,8 +585,8 @@ def _auto_ports(out, facts, active, gid_auto):
 
     InfiniBand before RoCE when a node has both (the Ethernet ports are then the front-end network), physical
     functions before SR-IOV virtual functions when both are ACTIVE (VFs share the PFs' links), RoCE ports without a
-    RoCE v2 GID left out (when the GID index is auto), a port whose netdev carries the default route or the master's
-    traffic left out when other ports remain (a front-end NIC), and only the fastest ports when rates differ (a slower
+    RoCE v2 GID left out (when the GID index is auto), a port whose netdev carries the default route left out when
+    other ports remain (a front-end NIC), and only the fastest ports when rates differ (a slower
     port is a front-end or storage NIC). Each choice is a warning and an entry of out.left_out.
     """
     chosen = list(active)
@@ -610,9 +610,9 @@ def _auto_ports(out, facts, active, gid_auto):
     front = _front_end_netdevs(facts)
     left = [p for p in chosen if p['netdev'] and str(p['netdev']) in front]
     if left and len(left) < len(chosen):
-        chosen = _leave_out(out, chosen, left, 'front-end NIC: its netdev carries the default route or the master\'s '
-                            'traffic', 'leaving out %s: %s the node\'s management / default-route traffic (a front-end '
-                            'NIC, not a training rail); list it in ib_hca to use it' % (
+        chosen = _leave_out(out, chosen, left, 'front-end NIC: its netdev carries the default route',
+                            'leaving out %s: %s the node\'s default route (a front-end / management NIC, not a '
+                            'training rail); list it in ib_hca to use it' % (
                                 ', '.join(p['key'] for p in left),
                                 ', '.join('%s carries' % p['netdev'] for p in left)))
     rates = [p['rate_gbps'] for p in chosen]

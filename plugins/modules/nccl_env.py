@@ -90,7 +90,7 @@ options:
       - V(auto) (the default when not given, or null) takes the ACTIVE ports, preferring InfiniBand over RoCE ports
         when a node has both, physical functions over SR-IOV virtual functions when both are ACTIVE, leaving out RoCE
         ports without a RoCE v2 GID (when O(gid_index=auto)), leaving out a port whose netdev carries the default route
-        or the master's traffic (a front-end NIC) when other ports remain, and keeping the fastest ports when rates
+        (a front-end NIC) when other ports remain, and keeping the fastest ports when rates
         differ; each such choice is a warning and an entry of RV(left_out).
       - AWS EFA devices (driver C(efa)) are used through the aws-ofi-nccl plugin, never listed in C(NCCL_IB_HCA).
     type: raw

@@ -279,11 +279,10 @@ def test_frontend_nic_is_left_out_nccl_2_23(node):
                                     source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4')
     res = compute(facts, nproc_per_node=8)
     # NCCL "Environment Variables" NCCL_IB_HCA: every listed port is used; mlx5_8 (eno8np0) carries the default
-    # route and the master's traffic, so it is not a training rail. NCCL >= 2.21: no GID index
+    # route, so it is a front-end / management NIC, not a training rail. NCCL >= 2.21: no GID index
     assert res['env'] == {'NCCL_SOCKET_IFNAME': '=eno8np0', 'GLOO_SOCKET_IFNAME': 'eno8np0', 'NCCL_IB_DISABLE': '0',
                           'NCCL_IB_HCA': FE_HCA, 'NCCL_DEBUG': 'WARN'}
-    assert res['left_out'] == {'mlx5_8:1': "front-end NIC: its netdev carries the default route or the master's "
-                                           "traffic"}
+    assert res['left_out'] == {'mlx5_8:1': 'front-end NIC: its netdev carries the default route'}
     assert has(res['warnings'], 'leaving out mlx5_8:1', 'eno8np0 carries', 'list it in ib_hca')
     table = ne.check_cluster({'gpu-01': res})['table']
     assert 'gpu-01: left out mlx5_8:1 (front-end NIC' in table and 'NCCL 2.23.4' in table
