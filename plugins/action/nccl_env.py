@@ -36,6 +36,12 @@ SETTINGS_SPEC = dict(
     channels=dict(type='int'),
     min_channels=dict(type='int'),
     threads=dict(type='int'),
+    ib_tc=dict(type='int'),
+    ib_fifo_tc=dict(type='int'),
+    ib_sl=dict(type='int'),
+    ib_qps_per_connection=dict(type='int'),
+    cross_nic=dict(type='int'),
+    library_version=dict(type='str'),
     nccl_debug=dict(type='str'),
     vendor=dict(type='str', choices=['nvidia', 'amd', 'none']),
     nproc_per_node=dict(type='int'),
@@ -88,7 +94,8 @@ class ActionModule(ActionBase):
         res = compute(args['facts'], settings)
         result.update(
             env=res['env'], sources=res['sources'], reasons=res['reasons'], transport=res['transport'],
-            link_layer=res['link_layer'], hcas=res['hcas'], socket_ifname=res['socket_ifname'], vendor=res['vendor'],
+            link_layer=res['link_layer'], hcas=res['hcas'], left_out=res['left_out'],
+            socket_ifname=res['socket_ifname'], vendor=res['vendor'], library=res['library'],
             gpudirect=res['gpudirect'], unset=res['unset'], errors=res['errors'], warning_messages=res['warnings'],
             nccl_conf_path=nccl_conf_path(res['vendor']))
         if res['warnings']:

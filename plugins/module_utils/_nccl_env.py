@@ -13,36 +13,47 @@
     env       {VAR: "value"}                 every value a string
     sources   {VAR: "detected"|"knob"|"default"|"override"}
     reasons   {VAR: "why this value"}        one short sentence per variable
-    transport "rdma" | "tcp"                 what NCCL will use between nodes
-    link_layer "infiniband" | "roce" | None  of the RDMA ports used (None over TCP)
+    transport "rdma" | "efa" | "tcp"         what NCCL will use between nodes (efa: the aws-ofi-nccl plugin)
+    link_layer "infiniband" | "roce" | "efa" | None   of the RDMA ports used (None over TCP)
     hcas      ["mlx5_0:1", ...]              the RDMA ports used ([] over TCP)
+    left_out  {"mlx5_8:1": "why"}            ACTIVE ports the automatic choice did not take, and why
     socket_ifname ["ens5"]                   the socket interface(s)
     vendor    "nvidia" | "amd" | "none"
-    gpudirect True | False | None            GPUDirect RDMA usable (None: facts do not say)
+    library   {name, version, source}        the NCCL/RCCL the decisions were made for
+    gpudirect True | False | None            GPUDirect RDMA will be used (None: facts do not say)
     unset     [VAR, ...]                     variables env_overrides removed (null values)
     errors    [str]                          user-actionable; never raised
     warnings  [str]
+
+Each variable is decided by one function, named in ``DECIDERS`` (variable -> function), so a reader finds the
+rule behind a variable there. The rules and the NCCL/RCCL sources they follow are listed in docs/nccl.md.
 
 Settings (every key optional; a missing key takes the default in brackets):
 
     network_mode    auto|rdma|tcp [auto]; auto = rdma when the node has an ACTIVE RDMA port (and GPUs), else tcp
     socket_ifname   auto | name | [names] [auto]; auto = facts.network.ifname
     ib_hca          auto | [names or "name:port"] | "a:1,b:1" [auto]; auto = the ACTIVE ports, see _auto_ports
-    gid_index       auto | int >= 0 | unset (or null) [auto]; auto = the RoCE v2 GID index of the chosen RoCE ports
+    gid_index       auto | int >= 0 | unset (or null) [auto]; see _gid
     net_gdr_level   auto | LOC|PIX|PXB|PHB|SYS | int >= 0 | unset (or null) [auto]; auto = leave it to NCCL
-    channels        int | null [null] -> NCCL_MAX_NCHANNELS
+    channels        int | null [null] -> NCCL_MAX_NCHANNELS; null leaves it to the library
     min_channels    int | null [null] -> NCCL_MIN_NCHANNELS
-    threads         int | null [null] -> RCCL_THREADS_PER_BLOCK (amd) / NCCL_NTHREADS (nvidia)
+    threads         int | null [null] -> NCCL_NTHREADS or RCCL_THREADS_PER_BLOCK (by vendor and library version)
+    ib_tc, ib_fifo_tc int 0-255 | null -> NCCL_IB_TC, NCCL_IB_FIFO_TC (RoCE traffic class)
+    ib_sl           int 0-15 | null -> NCCL_IB_SL
+    ib_qps_per_connection int 1-128 | null -> NCCL_IB_QPS_PER_CONNECTION
+    cross_nic       0|1|2 | null -> NCCL_CROSS_NIC
+    library_version auto | "2.21.5" [auto]; auto = facts.library.version
     nccl_debug      VERSION|WARN|INFO|TRACE | null [WARN]; null (or "" / "unset") leaves NCCL_DEBUG unset
     vendor          nvidia|amd|none [facts.gpu.vendor]
     nproc_per_node  int | null [null]; checked against facts.gpu.count unless vendor is none
     rocm_defaults   {VAR: value} | null [DEFAULT_ROCM_ENV]; AMD nodes only; {} sets none
-    require_transport bool [false]; true sets NCCL_NET=IB (rdma) / Socket (tcp) so NCCL fails instead of falling back
+    require_transport bool [false]; true sets NCCL_NET (IB, Libfabric or Socket) so NCCL fails instead of falling back
     env_overrides   {VAR: value | null} [{}]; a value always wins, null removes the variable
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from collections.abc import Mapping
@@ -51,11 +62,31 @@ VENDORS = ('nvidia', 'amd', 'none')
 NETWORK_MODES = ('auto', 'rdma', 'tcp')
 GDR_LEVELS = ('LOC', 'PIX', 'PXB', 'PHB', 'SYS')
 NCCL_DEBUG_LEVELS = ('VERSION', 'WARN', 'INFO', 'TRACE')
-NCCL_NTHREADS_VALUES = (64, 128, 256, 512)
 DEFAULT_NCCL_DEBUG = 'WARN'
 
 SETTINGS = ('network_mode', 'socket_ifname', 'ib_hca', 'gid_index', 'net_gdr_level', 'channels', 'min_channels',
-            'threads', 'nccl_debug', 'vendor', 'nproc_per_node', 'rocm_defaults', 'require_transport', 'env_overrides')
+            'threads', 'ib_tc', 'ib_fifo_tc', 'ib_sl', 'ib_qps_per_connection', 'cross_nic', 'library_version',
+            'nccl_debug', 'vendor', 'nproc_per_node', 'rocm_defaults', 'require_transport', 'env_overrides')
+
+# Library facts, each checked against the sources named (docs/nccl.md has the list):
+GID_PER_PORT_SINCE = (2, 21)
+"""NCCL_IB_GID_INDEX defaults to -1 (select per port, ncclIbGetGidIndex) since NCCL 2.21.5; 0 before (net_ib.cc).
+RCCL follows: 2.20.5 (ROCm 6.2) has 0, 2.21.5 (ROCm 6.3) has -1."""
+IB_FIFO_TC_SINCE = (2, 22)
+"""NCCL_IB_FIFO_TC first appears in NCCL 2.22.3 (src/transport/net_ib.cc)."""
+NCCL_MAXCHANNELS = ((2, 25), 64, 32)
+"""src/include/device.h MAXCHANNELS: 64 since NCCL 2.25.1, 32 before; NCCL clamps NCCL_MAX_NCHANNELS to it."""
+RCCL_MAXCHANNELS = 128
+"""RCCL src/include/device.h MAXCHANNELS 128 (2.20.5, 2.21.5); connect.cc uses all of them only on gfx94x."""
+RCCL_FULL_CHANNEL_GFX = ('gfx942', 'gfx950')
+NCCL_NTHREADS_RANGE = (64, 512, 32)
+"""NVIDIA: src/graph/tuning.cc getNthreads(2*WARP_SIZE .. NCCL_SIMPLE_MAX_NTHREADS=512, multiple of WARP_SIZE=32)."""
+RCCL_MAX_NTHREADS = 256
+"""RCCL src/include/device.h NCCL_MAX_NTHREADS 256; tuning.cc takes NCCL_NTHREADS from 4*warpSize to 256."""
+RCCL_THREADS_PER_BLOCK_SINCE = (2, 28)
+"""RCCL CHANGELOG "RCCL 2.28.3 for ROCm 7.11": RCCL_THREADS_PER_BLOCK, a WarpSpeed knob (RCCL_WARP_SPEED_ENABLE)."""
+AWS_OFI_NET_NAME = 'Libfabric'
+"""The net name aws-ofi-nccl registers for NCCL (src/nccl_ofi_interface_nvidia.cpp), what NCCL_NET must say."""
 
 DEFAULT_ROCM_ENV = {'HSA_ENABLE_SDMA': '0'}
 """ROCm runtime settings put on AMD nodes unless ``rocm_defaults`` says otherwise."""
@@ -165,9 +196,17 @@ def match_names(value, names):
     return [n for n in names if hit(n) != exclude]
 
 
+def _version(text):
+    """(2, 21, 5) from "2.21.5" (or "2.21.5-1", "2.21.5+hip6.3"); None when it is not a version."""
+    match = re.match(r'^\s*(\d+)\.(\d+)(?:\.(\d+))?', str(text or ''))
+    return tuple(int(g or 0) for g in match.groups()) if match else None
+
+
 # --- facts ---------------------------------------------------------------------------------------
 
-def _link_layer(text):
+def _link_layer(text, driver=None):
+    if driver == 'efa':
+        return 'efa'
     text = str(text or '').strip().lower()
     if text == 'infiniband':
         return 'infiniband'
@@ -185,12 +224,15 @@ def _ports(facts):
             number = _int(port.get('port'))
             if number is None:
                 continue
+            gids = port.get('gids')
             ports.append(dict(
                 dev=str(dev['name']), port=number, key='%s:%d' % (dev['name'], number),
                 state=str(port.get('state') or 'UNKNOWN').upper(), phys_state=port.get('phys_state'),
-                link_layer=_link_layer(port.get('link_layer')), rate_gbps=port.get('rate_gbps'),
+                link_layer=_link_layer(port.get('link_layer'), dev.get('driver')), rate_gbps=port.get('rate_gbps'),
                 netdev=port.get('netdev'), gid_index=_int(port.get('roce_v2_gid_index')),
-                vf=bool(dev.get('virtual_function'))))
+                gid=port.get('roce_v2_gid'), vf=bool(dev.get('virtual_function')), driver=dev.get('driver'),
+                gids=list(gids) if isinstance(gids, (list, tuple)) else None,
+                gid_table_len=_int(port.get('gid_table_len'))))
     return ports
 
 
@@ -208,22 +250,109 @@ def _interfaces(facts):
     return result
 
 
-def _gpudirect(facts, vendor):
-    gdr = _get(facts, 'rdma', 'gpudirect')
-    if not isinstance(gdr, Mapping):
-        return None
-    if isinstance(gdr.get('available'), bool):
-        return gdr['available']
-    if vendor == 'nvidia':
-        return bool(gdr.get('nvidia_peermem') or gdr.get('nv_peer_mem') or gdr.get('dma_buf'))
-    if vendor == 'amd':
-        return bool(gdr.get('amd_peer_mem') or gdr.get('dma_buf'))
-    return None
-
-
 def _describe_ports(ports):
     return ', '.join('%s %s%s' % (p['key'], p['state'], ' (%s)' % p['phys_state'] if p.get('phys_state') else '')
                      for p in ports)
+
+
+# --- GID selection as NCCL does it (src/transport/net_ib: ncclIbGetGidIndex, ncclUpdateGidIndex) ------------------
+
+def _gid_words(gid):
+    """The GID as four 32-bit integers (s6_addr32), None when it cannot be parsed."""
+    try:
+        packed = ipaddress.IPv6Address(str(gid)).packed
+    except ValueError:
+        return None
+    return [int.from_bytes(packed[i:i + 4], 'big') for i in range(0, 16, 4)]
+
+
+def _gid_family(words):
+    """getGidAddrFamily: AF_INET for an IPv4-mapped (or mapped multicast) GID, else AF_INET6."""
+    mapped = words[0] == 0 and words[1] == 0 and words[2] == 0xffff
+    mapped_mc = words[0] == 0xff0e0000 and words[1] == 0 and words[2] == 0xffff
+    return 'AF_INET' if mapped or mapped_mc else 'AF_INET6'
+
+
+def _gid_valid(words):
+    """validGid: configured (not zero, not bare fe80::) and not link-local."""
+    trailer = words[1] | words[2] | words[3]
+    configured = not ((words[0] | trailer) == 0 or (words[0] == 0xfe800000 and trailer == 0))
+    return configured and not (words[0] == 0xfe800000 and words[1] == 0)
+
+
+def _gid_version(kind):
+    """ncclIbRoceGetVersionNum: 1 for "IB/RoCE v1" / "RoCE v1", 2 for "RoCE v2", None otherwise."""
+    kind = str(kind or '')
+    if kind.startswith(('IB/RoCE v1', 'RoCE v1')):
+        return 1
+    if kind.startswith('RoCE v2'):
+        return 2
+    return None
+
+
+def _gid_table(port):
+    """{index: (words, version)} of a port's GID table (empty entries are zero GIDs); None when the facts lack it."""
+    if port.get('gids') is None:
+        return None
+    table = {}
+    for entry in port['gids']:
+        if isinstance(entry, Mapping) and _int(entry.get('index')) is not None:
+            words = _gid_words(entry.get('gid'))
+            if words:
+                table[_int(entry['index'])] = (words, _gid_version(entry.get('type')))
+    return table
+
+
+def nccl_gid_index(port, family='AF_INET', roce_version=2):
+    """The GID index NCCL >= 2.21 picks for a RoCE port with NCCL_IB_GID_INDEX unset (-1), or None if unknown.
+
+    A transcription of ncclIbGetGidIndex/ncclUpdateGidIndex (no NCCL_IB_ADDR_RANGE): start at index 0, and for every
+    later index take the candidate when it has the wanted family and the current one does not, or when it is a valid
+    GID of the wanted family whose RoCE version is the wanted one and differs from the current's (or the current is
+    not valid). Facts without the GID table: the port's RoCE v2 GID if it has the wanted family.
+    """
+    table = _gid_table(port)
+    if table is None:
+        if port.get('gid_index') is None or roce_version != 2:
+            return None
+        words = _gid_words(port.get('gid'))
+        return port['gid_index'] if words and _gid_family(words) == family else None
+    zero = ([0, 0, 0, 0], None)
+    length = max([port.get('gid_table_len') or 0] + [i + 1 for i in table])
+    current = 0
+    for candidate in range(1, length):
+        gid, cand = table.get(current, zero), table.get(candidate, zero)
+        gid_family, cand_family = _gid_family(gid[0]), _gid_family(cand[0])
+        if cand_family != gid_family and cand_family == family:
+            current = candidate
+        elif cand_family == family and _gid_valid(cand[0]):
+            if (gid[1] != cand[1] or not _gid_valid(gid[0])) and cand[1] == roce_version:
+                current = candidate
+    return current
+
+
+def _gid_usable(port, index, roce_version=2):
+    """Whether a port's GID at ``index`` is a valid (routable) GID of that RoCE version; None when unknown."""
+    table = _gid_table(port)
+    if table is None:
+        return None if port.get('gid_index') is None else (index == port['gid_index'] and roce_version == 2)
+    entry = table.get(index)
+    return bool(entry and _gid_valid(entry[0]) and entry[1] == roce_version)
+
+
+def _gid_entry_problem(port, index):
+    """Why GID ``index`` of a port cannot carry RoCE v2 traffic, or None when it can (or the facts do not say)."""
+    table = _gid_table(port)
+    if table is None:
+        return None
+    entry = table.get(index)
+    if entry is None:
+        return 'empty'
+    if entry[1] != 2:
+        return 'a RoCE v1 GID' if entry[1] == 1 else 'not a RoCE v2 GID'
+    if not _gid_valid(entry[0]):
+        return 'a link-local GID (not routable)'
+    return None
 
 
 # --- the computation -------------------------------------------------------------------------------
@@ -232,6 +361,7 @@ class _Out(object):
     def __init__(self):
         self.env, self.sources, self.reasons = {}, {}, {}
         self.errors, self.warnings, self.unset = [], [], []
+        self.left_out = {}
 
     def set(self, var, value, source, reason):
         self.env[var] = str(value)
@@ -241,6 +371,32 @@ class _Out(object):
     def drop(self, var):
         for table in (self.env, self.sources, self.reasons):
             table.pop(var, None)
+
+
+def _library(out, facts, settings, vendor):
+    """The NCCL (NVIDIA) / RCCL (AMD) the ranks load: library_version, else facts.library; version None if unknown."""
+    name = {'nvidia': 'nccl', 'amd': 'rccl'}.get(vendor)
+    value = settings.get('library_version')
+    if not _is_auto(value, 'library_version' in settings) and value is not None:
+        version = _version(value)
+        if version is None:
+            out.errors.append('library_version must be auto or a version such as 2.21.5 (got %r)' % (value,))
+        return dict(name=name, version=version, text=str(value), source='library_version setting')
+    lib = _get(facts, 'library') or {}
+    version = _version(lib.get('version')) if lib.get('name') in (None, name) else None
+    return dict(name=name, version=version, text=lib.get('version') if version else None,
+                source=lib.get('source') if version else None)
+
+
+def _library_label(library):
+    if not library.get('name'):
+        return 'no NCCL (no GPUs)'
+    return '%s %s' % (library['name'].upper(), library.get('text') or '(version unknown)')
+
+
+def _since(library, version):
+    """True/False: the library is at least ``version``; None when its version is unknown."""
+    return None if library.get('version') is None else tuple(library['version'][:len(version)]) >= version
 
 
 def _socket(out, facts, settings):
@@ -280,6 +436,88 @@ def _socket(out, facts, settings):
         out.set('NCCL_SOCKET_IFNAME', '=' + ','.join(names), source, reason)
         out.set('GLOO_SOCKET_IFNAME', ','.join(names), source, reason)
     return names
+
+
+def _addresses(iface):
+    result = []
+    for cidr in (iface or {}).get('addresses') or []:
+        try:
+            result.append(ipaddress.ip_interface(str(cidr)))
+        except ValueError:
+            continue
+    return result
+
+
+def _first_bound(addrs, family=None):
+    """The address NCCL binds on an interface: getifaddrs order (IPv4, global IPv6, link-local), first one wins.
+
+    src/os/linux.cc (findInterfaces) keeps one address per interface, the first getifaddrs returns, skipping only
+    another family when NCCL_SOCKET_FAMILY forces one; ``ip -j addr`` lists them in the same order.
+    """
+    v4 = [a for a in addrs if a.version == 4]
+    v6 = [a for a in addrs if a.version == 6 and not a.ip.is_link_local and not a.ip.is_loopback]
+    v6_ll = [a for a in addrs if a.version == 6 and a.ip.is_link_local]
+    ordered = {4: v4, 6: v6 + v6_ll, None: v4 + v6 + v6_ll}[family]
+    return ordered[0] if ordered else None
+
+
+def _socket_family(out, facts, names):
+    """NCCL_SOCKET_FAMILY for IPv6 masters, and a warning when NCCL or gloo would bind another address than the one
+    that reaches the master (NCCL/gloo bind the interface's first address, not the route's source address)."""
+    ifaces = _interfaces(facts) or {}
+    master = _get(facts, 'network', 'master_addr')
+    if len(names) != 1 or names[0] not in ifaces or not master:
+        return
+    try:
+        master = ipaddress.ip_address(str(master))
+    except ValueError:
+        return
+    if master.is_loopback:
+        return
+    name = names[0]
+    addrs = _addresses(ifaces[name])
+    if not addrs:
+        return
+    family = master.version
+    route_src = _get(facts, 'network', 'route_src') if _get(facts, 'network', 'ifname') == name else None
+    first_any = _first_bound(addrs)
+    bound = first_any
+    if family == 6 and first_any.version == 4:
+        own = _first_bound(addrs, 6)
+        if own is None or own.ip.is_link_local:
+            out.errors.append('the master %s is IPv6 but interface %r has no global IPv6 address (it has %s): NCCL '
+                              'and gloo could not reach it; give the interface an IPv6 address or use an IPv4 master '
+                              'address' % (master, name, ', '.join(str(a) for a in addrs)))
+            return
+        out.set('NCCL_SOCKET_FAMILY', 'AF_INET6', 'detected',
+                'the master %s is IPv6 and NCCL would bind the first address of %s, IPv4 %s '
+                '(src/misc/socket.cc ncclEnvSocketFamily)' % (master, name, first_any.ip))
+        bound = own
+        out.warnings.append('gloo binds the first address of %s (%s), not an IPv6 one, and has no family setting: '
+                            'gloo peers must reach each other over that address' % (name, first_any.ip))
+    if route_src:
+        try:
+            src = ipaddress.ip_address(str(route_src))
+        except ValueError:
+            return
+        if src.version == bound.version and src != bound.ip:
+            reach = master in bound.network
+            message = ('interface %r: NCCL and gloo bind its first address %s, but the kernel reaches the master %s '
+                       'from %s (a secondary address)' % (name, bound.ip, master, src))
+            if reach:
+                out.warnings.append(message + '; both are on the master\'s network, so it works, but peers see %s'
+                                    % bound.ip)
+            else:
+                out.warnings.append(message + '; %s is not on the master\'s network: make %s the primary address of '
+                                    '%s, or the connections may fail' % (bound.ip, src, name))
+
+
+def _front_end_netdevs(facts):
+    """Netdevs that carry the node's management traffic: those with a default route (facts.network.default_ifnames).
+
+    The interface that reaches the master is not enough: on some clusters the master address is on a rail.
+    """
+    return set(str(n) for n in (_get(facts, 'network', 'default_ifnames') or []))
 
 
 def _explicit_ports(out, ports, value):
@@ -325,97 +563,313 @@ def _explicit_ports(out, ports, value):
             unique.append(port)
     layers = sorted(set(p['link_layer'] for p in unique))
     if len(layers) > 1:
-        out.errors.append('ib_hca mixes link layers (%s): InfiniBand and RoCE ports are different fabrics and NCCL '
-                          'pairs the NICs of different nodes, so name ports of one link layer only' % '; '.join(
+        out.errors.append('ib_hca mixes link layers (%s): InfiniBand, RoCE and EFA ports are different fabrics and '
+                          'NCCL pairs the NICs of different nodes, so name ports of one link layer only' % '; '.join(
                               '%s: %s' % (layer, ', '.join(p['key'] for p in unique if p['link_layer'] == layer))
                               for layer in layers))
     return unique
 
 
-def _auto_ports(out, active, gid_auto):
+def _leave_out(out, chosen, left, reason, warning):
+    """Drop ``left`` from ``chosen``, record why in out.left_out, and warn."""
+    if not left:
+        return chosen
+    for port in left:
+        out.left_out[port['key']] = reason
+    out.warnings.append(warning)
+    return [p for p in chosen if p not in left]
+
+
+def _auto_ports(out, facts, active, gid_auto):
     """The ACTIVE ports NCCL should use when ib_hca is auto.
 
     InfiniBand before RoCE when a node has both (the Ethernet ports are then the front-end network), physical
     functions before SR-IOV virtual functions when both are ACTIVE (VFs share the PFs' links), RoCE ports without a
-    RoCE v2 GID left out (when the GID index is auto), and only the fastest ports when rates differ (a slower port
-    is a front-end or storage NIC). Each choice is reported as a warning.
+    RoCE v2 GID left out (when the GID index is auto), a port whose netdev carries the default route left out when
+    other ports remain (a front-end NIC), and only the fastest ports when rates differ (a slower
+    port is a front-end or storage NIC). Each choice is a warning and an entry of out.left_out.
     """
     chosen = list(active)
     if len(set(p['link_layer'] for p in chosen)) > 1 and any(p['link_layer'] == 'infiniband' for p in chosen):
         left = [p for p in chosen if p['link_layer'] != 'infiniband']
-        chosen = [p for p in chosen if p['link_layer'] == 'infiniband']
-        out.warnings.append('the node has ACTIVE InfiniBand and Ethernet (RoCE) ports: using the InfiniBand ports and '
+        chosen = _leave_out(out, chosen, left, 'not InfiniBand: the node has InfiniBand ports',
+                            'the node has ACTIVE InfiniBand and Ethernet (RoCE) ports: using the InfiniBand ports and '
                             'leaving out %s; set ib_hca to choose' % ', '.join(p['key'] for p in left))
     if any(p['vf'] for p in chosen) and not all(p['vf'] for p in chosen):
         left = [p for p in chosen if p['vf']]
-        chosen = [p for p in chosen if not p['vf']]
-        out.warnings.append('both physical functions and SR-IOV virtual functions are ACTIVE: using the physical '
+        chosen = _leave_out(out, chosen, left, 'SR-IOV virtual function of an ACTIVE physical function',
+                            'both physical functions and SR-IOV virtual functions are ACTIVE: using the physical '
                             'functions and leaving out the VFs %s (they share the same links); set ib_hca to choose'
                             % ', '.join(p['key'] for p in left))
     if gid_auto:
         left = [p for p in chosen if p['link_layer'] == 'roce' and p['gid_index'] is None]
-        if left:
-            chosen = [p for p in chosen if p not in left]
-            out.warnings.append('RoCE ports without a RoCE v2 GID left out: %s (their netdevs %s have no address, or '
-                                'only RoCE v1 GIDs); give them an address or set ib_hca and gid_index' % (
-                                    ', '.join(p['key'] for p in left),
-                                    ', '.join(str(p['netdev']) for p in left)))
+        chosen = _leave_out(out, chosen, left, 'no RoCE v2 GID',
+                            'RoCE ports without a RoCE v2 GID left out: %s (their netdevs %s have no address, or only '
+                            'RoCE v1 GIDs); give them an address or set ib_hca and gid_index' % (
+                                ', '.join(p['key'] for p in left), ', '.join(str(p['netdev']) for p in left)))
+    front = _front_end_netdevs(facts)
+    left = [p for p in chosen if p['netdev'] and str(p['netdev']) in front]
+    if left and len(left) < len(chosen):
+        chosen = _leave_out(out, chosen, left, 'front-end NIC: its netdev carries the default route',
+                            'leaving out %s: %s the node\'s default route (a front-end / management NIC, not a '
+                            'training rail); list it in ib_hca to use it' % (
+                                ', '.join(p['key'] for p in left),
+                                ', '.join('%s carries' % p['netdev'] for p in left)))
     rates = [p['rate_gbps'] for p in chosen]
     if chosen and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates) and len(set(rates)) > 1:
         fastest = max(rates)
         left = [p for p in chosen if p['rate_gbps'] != fastest]
-        chosen = [p for p in chosen if p['rate_gbps'] == fastest]
-        slower = ', '.join('%s (%g Gb/s)' % (p['key'], p['rate_gbps']) for p in left)
-        out.warnings.append('ACTIVE ports run at different rates: using the %g Gb/s ports and leaving out %s; set '
-                            'ib_hca to choose' % (fastest, slower))
+        chosen = _leave_out(out, chosen, left, 'slower than the %g Gb/s ports' % fastest,
+                            'ACTIVE ports run at different rates: using the %g Gb/s ports and leaving out %s; set '
+                            'ib_hca to choose' % (fastest, ', '.join('%s (%g Gb/s)' % (p['key'], p['rate_gbps']) for p in left)))
     return chosen
 
 
-def _gid(out, chosen, settings):
-    """NCCL_IB_GID_INDEX for the chosen ports."""
+def _network_mode(out, settings):
+    mode = str(settings.get('network_mode') or 'auto').strip().lower()
+    if mode not in NETWORK_MODES:
+        out.errors.append('network_mode must be auto, rdma or tcp (got %r)' % (settings.get('network_mode'),))
+        mode = 'auto'
+    return mode
+
+
+def _efa_plugin(out, facts, mode, chosen):
+    """EFA needs the aws-ofi-nccl net plugin; without it NCCL cannot use the EFA devices (its IB transport needs RC
+    queue pairs, which EFA does not have). Returns True when the plugin was found."""
+    plugin = _get(facts, 'library', 'aws_ofi_nccl')
+    if plugin:
+        return True
+    message = ('the EFA devices %s need the aws-ofi-nccl plugin (libnccl-net-ofi.so / libnccl-net.so, from the EFA '
+               'installer or the aws-ofi-nccl package), and none was found on this node' % ', '.join(
+                   p['key'] for p in chosen))
+    if mode == 'rdma':
+        out.errors.append(message + '; install it or set network_mode tcp')
+    else:
+        out.warnings.append(message + ': NCCL will use TCP sockets, several times slower')
+    return False
+
+
+def _transport(out, facts, settings, mode, vendor, ports):
+    """(transport, chosen ports, hca_auto): rdma, efa or tcp, and the RDMA ports used."""
+    active = [p for p in ports if p['state'] == 'ACTIVE']
+    hca_value = settings.get('ib_hca')
+    hca_auto = _is_auto(hca_value, 'ib_hca' in settings) or hca_value is None
+    gid_auto = _is_auto(settings.get('gid_index'), 'gid_index' in settings)
+    if _get(facts, 'rdma') is None and facts:
+        out.warnings.append('the facts carry no rdma section (node_facts older than this collection?): assuming no '
+                            'RDMA devices')
+    if mode == 'tcp' or (mode == 'auto' and vendor == 'none'):
+        if not hca_auto:
+            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
+            out.warnings.append('ib_hca ignored: %s' % ('network_mode is tcp' if mode == 'tcp' else
+                                                        'the node has no GPUs and gloo uses TCP sockets'))
+        if mode == 'tcp' and active and vendor != 'none':
+            out.warnings.append('network_mode tcp: NCCL will not use the ACTIVE RDMA ports %s (TCP sockets are several '
+                                'times slower)' % ', '.join(p['key'] for p in active))
+        return 'tcp', [], hca_auto
+    chosen = _auto_ports(out, facts, active, gid_auto) if hca_auto else _explicit_ports(out, ports, hca_value)
+    if mode == 'rdma' and vendor == 'none':
+        out.warnings.append('network_mode rdma on a node without GPUs: gloo uses TCP sockets only')
+    if chosen and all(p['link_layer'] == 'efa' for p in chosen):
+        return ('efa', chosen, hca_auto) if _efa_plugin(out, facts, mode, chosen) else ('tcp', [], hca_auto)
+    if chosen:
+        return 'rdma', chosen, hca_auto
+    if mode == 'rdma':
+        if hca_auto:
+            out.errors.append('network_mode rdma but no ACTIVE RDMA port on this host (%s); bring a port up, fix '
+                              'ib_hca, or set network_mode to tcp or auto' % (
+                                  _describe_ports(ports) if ports else 'no RDMA devices found'))
+        return 'rdma', [], hca_auto
+    if ports and hca_auto:
+        out.warnings.append('RDMA devices found but no port is usable (%s): NCCL will use TCP sockets, several '
+                            'times slower' % _describe_ports(ports))
+    return 'tcp', [], hca_auto
+
+
+def _ib_disable(out, transport, mode, vendor):
+    """NCCL_IB_DISABLE: 0 over InfiniBand/RoCE, 1 over TCP; left unset over EFA (the plugin carries the traffic)."""
+    source = 'detected' if mode == 'auto' else 'knob'
+    if transport == 'rdma':
+        out.set('NCCL_IB_DISABLE', '0', source, 'RDMA: %s' % (
+            'ACTIVE RDMA ports found' if mode == 'auto' else 'network_mode rdma'))
+    elif transport == 'tcp':
+        out.set('NCCL_IB_DISABLE', '1', source, 'TCP sockets: %s' % (
+            'network_mode tcp' if mode == 'tcp' else 'no GPUs (gloo)' if vendor == 'none' else 'no usable RDMA port'))
+
+
+def _ib_hca(out, transport, chosen, hca_auto):
+    """NCCL_IB_HCA: the chosen InfiniBand/RoCE ports in NCCL's exact-match form (never EFA devices)."""
+    if transport == 'rdma' and chosen:
+        out.set('NCCL_IB_HCA', '=' + ','.join(p['key'] for p in chosen), 'detected' if hca_auto else 'knob',
+                ('the ACTIVE RDMA ports, matched exactly' if hca_auto else 'ib_hca setting, matched exactly'))
+
+
+def _gid_explicit(out, roce, index):
+    """An explicit gid_index must name a valid RoCE v2 GID on every chosen RoCE port (NCCL uses it as is)."""
+    if not roce:
+        out.warnings.append('gid_index %d is set although no RoCE port is used (it only matters for RoCE)' % index)
+    families = {}
+    for port in roce:
+        entry = (_gid_table(port) or {}).get(index)
+        if entry:
+            families.setdefault(_gid_family(entry[0]), []).append(port['key'])
+    if len(families) > 1:
+        out.warnings.append('gid_index %d is an IPv4 GID on %s and an IPv6 one on %s: ports of different families '
+                            'cannot reach each other' % (index, ', '.join(families['AF_INET']),
+                                                         ', '.join(families['AF_INET6'])))
+    for port in roce:
+        problem = _gid_entry_problem(port, index)
+        if problem:
+            out.errors.append('gid_index %d is %s on %s (netdev %s): NCCL_IB_GID_INDEX is used as is for every port, '
+                              'so connections through %s would fail; its RoCE v2 GID is at %s' % (
+                                  index, problem, port['key'], port['netdev'], port['key'],
+                                  port['gid_index'] if port['gid_index'] is not None else 'no index'))
+        elif port['gids'] is None and port['gid_index'] is not None and port['gid_index'] != index:
+            out.warnings.append('gid_index %d differs from the RoCE v2 GID index found on %s (%d)' % (
+                index, port['key'], port['gid_index']))
+    out.set('NCCL_IB_GID_INDEX', index, 'knob', 'gid_index setting')
+
+
+def _gid_per_port(out, roce, library):
+    """Libraries that select the GID per port: set NCCL_IB_ADDR_FAMILY / NCCL_IB_ROCE_VERSION_NUM only when their
+    defaults (AF_INET, RoCE v2) would land on an unusable GID, e.g. a link-local one on an IPv6-only fabric."""
+    label = _library_label(library)
+    for family, version in (('AF_INET', 2), ('AF_INET6', 2), ('AF_INET', 1), ('AF_INET6', 1)):
+        picks = dict((p['key'], nccl_gid_index(p, family, version)) for p in roce)
+        if all(picks[p['key']] is not None and _gid_usable(p, picks[p['key']], version) for p in roce):
+            what = ', '.join('%s: %d' % (k, v) for k, v in sorted(picks.items(), key=lambda i: _natural(i[0])))
+            if family != 'AF_INET':
+                out.set('NCCL_IB_ADDR_FAMILY', family, 'detected',
+                        '%s selects the GID per port and its default AF_INET would land on a link-local or empty GID; '
+                        'with %s it picks %s (ncclIbGetGidIndex)' % (label, family, what))
+            if version != 2:
+                out.set('NCCL_IB_ROCE_VERSION_NUM', version, 'detected',
+                        'the RoCE ports have no routable RoCE v2 GID, only RoCE v1 ones (%s)' % what)
+                out.warnings.append('the RoCE ports %s only have RoCE v1 GIDs: RoCE v1 is not routed across subnets'
+                                    % ', '.join(p['key'] for p in roce))
+            return
+    per_family = {}
+    for family in ('AF_INET', 'AF_INET6'):
+        per_family[family] = [p['key'] for p in roce if _gid_usable(p, nccl_gid_index(p, family) or 0)]
+    if per_family['AF_INET'] and per_family['AF_INET6']:
+        out.errors.append('the chosen RoCE ports need different address families (IPv4 GIDs on %s, IPv6-only GIDs on '
+                          '%s) and NCCL_IB_ADDR_FAMILY is one per process: give every port an address of one family, '
+                          'or narrow ib_hca' % (', '.join(per_family['AF_INET']), ', '.join(per_family['AF_INET6'])))
+    else:
+        bad = [p for p in roce if p['key'] not in per_family['AF_INET'] + per_family['AF_INET6']]
+        out.errors.append('RoCE port(s) %s have no routable RoCE GID that %s would select (netdev %s has no address, '
+                          'or only link-local GIDs): give the netdev an address or leave the port out of ib_hca' % (
+                              ', '.join(p['key'] for p in bad), label, ', '.join(str(p['netdev']) for p in bad)))
+
+
+def _gid_pinned(out, roce, library, known):
+    """Libraries that take one NCCL_IB_GID_INDEX per process (older than 2.21, or unknown): one index that is a
+    valid RoCE v2 GID on every chosen port, preferring the ports' own RoCE v2 index."""
+    label = _library_label(library)
+    indexes = sorted(set(p['gid_index'] for p in roce))
+    candidates = indexes if len(indexes) == 1 else []
+    if not candidates and all(p['gids'] is not None for p in roce):
+        common = set.intersection(*[set(_int(g.get('index')) for g in p['gids']) for p in roce])
+        # a RoCE v2 GID with an address on every port, of one family (an IPv4 GID cannot reach an IPv6 one)
+        candidates = sorted(i for i in common if all(_gid_usable(p, i) for p in roce)
+                            and len(set(_gid_family(_gid_table(p)[i][0]) for p in roce)) == 1)
+    if candidates:
+        reason = ('%s takes one NCCL_IB_GID_INDEX per process (%s); %d is a RoCE v2 GID of %s' % (
+            label, 'NCCL_IB_GID_INDEX defaults to 0 before 2.21' if known else 'its version is unknown, so the index is '
+            'pinned', candidates[0], ', '.join(p['key'] for p in roce)))
+        out.set('NCCL_IB_GID_INDEX', candidates[0], 'detected', reason)
+        return
+    where = '; '.join('%d: %s' % (i, ', '.join(p['key'] for p in roce if p['gid_index'] == i)) for i in indexes)
+    if known:
+        out.errors.append('the chosen RoCE ports have their RoCE v2 GID at different indexes (%s) and %s takes one '
+                          'NCCL_IB_GID_INDEX per process (per-port selection needs NCCL/RCCL >= 2.21): upgrade the '
+                          'library, narrow ib_hca to ports that share an index, or set gid_index' % (where, label))
+    else:
+        out.warnings.append('the chosen RoCE ports have their RoCE v2 GID at different indexes (%s) and the %s version '
+                            'is unknown: NCCL_IB_GID_INDEX is left unset, which works with NCCL/RCCL >= 2.21 (a GID per '
+                            'port) and fails with older ones (GID 0); set library_version to decide' % (
+                                where, (library.get('name') or 'NCCL').upper()))
+
+
+def _gid(out, chosen, settings, library):
+    """NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY and NCCL_IB_ROCE_VERSION_NUM for the chosen RoCE ports.
+
+    auto: with a library that selects per port (NCCL/RCCL >= 2.21) the index is left unset and only the family /
+    version set when needed; with an older one the index is pinned (an error when the ports share none); an
+    explicit index must be a valid RoCE v2 GID on every chosen port.
+    """
     present = 'gid_index' in settings
     value = settings.get('gid_index')
     roce = [p for p in chosen if p['link_layer'] == 'roce']
     if _is_auto(value, present):
         if not roce:
             return
-        missing = [p for p in roce if p['gid_index'] is None]
+        per_port = _since(library, GID_PER_PORT_SINCE)
+        missing = [p for p in roce if p['gid_index'] is None and (not per_port or p['gids'] is None)]
         if missing:
             out.errors.append('RoCE port(s) %s have no RoCE v2 GID (no address on %s, or only RoCE v1 GIDs): give '
                               'the netdev an address, leave the port out of ib_hca, or set gid_index' % (
                                   ', '.join(p['key'] for p in missing), ', '.join(str(p['netdev']) for p in missing)))
             return
-        indexes = sorted(set(p['gid_index'] for p in roce))
-        if len(indexes) > 1:
-            out.errors.append('the chosen RoCE ports disagree on the RoCE v2 GID index (%s), and NCCL takes one '
-                              'NCCL_IB_GID_INDEX per process: set gid_index to the one to use, narrow ib_hca to ports '
-                              'that share an index, or set gid_index to unset to let NCCL >= 2.21 pick a GID per port' % (
-                                  '; '.join('%d: %s' % (i, ', '.join(p['key'] for p in roce if p['gid_index'] == i))
-                                            for i in indexes)))
-            return
-        out.set('NCCL_IB_GID_INDEX', indexes[0], 'detected',
-                'the RoCE v2 GID index of %s (facts.rdma.devices[].ports[].roce_v2_gid_index)' % ', '.join(p['key'] for p in roce))
+        if per_port:
+            _gid_per_port(out, roce, library)
+        else:
+            _gid_pinned(out, roce, library, per_port is not None)
         return
     if _is_unset(value):
-        if roce:
+        if roce and _since(library, GID_PER_PORT_SINCE) is not True:
             out.warnings.append('NCCL_IB_GID_INDEX left unset (gid_index unset): NCCL >= 2.21 picks a RoCE v2 GID per '
-                                'port, older NCCL and RCCL builds use GID 0')
+                                'port, older NCCL and RCCL builds (%s here) use GID 0' % _library_label(library))
         return
     index = _int(value)
     if index is None or index < 0:
         out.errors.append('gid_index must be auto, unset or an integer >= 0 (got %r)' % (value,))
         return
-    if not roce:
-        out.warnings.append('gid_index %d is set although no RoCE port is used (it only matters for RoCE)' % index)
-    differ = [p for p in roce if p['gid_index'] is not None and p['gid_index'] != index]
-    if differ:
-        out.warnings.append('gid_index %d differs from the RoCE v2 GID index found on %s' % (
-            index, ', '.join('%s (%d)' % (p['key'], p['gid_index']) for p in differ)))
-    out.set('NCCL_IB_GID_INDEX', index, 'knob', 'gid_index setting')
+    _gid_explicit(out, roce, index)
 
 
-def _gdr(out, settings, vendor, gpudirect, transport):
-    """NCCL_NET_GDR_LEVEL: left to NCCL unless set; a warning when GPUDirect RDMA is not available."""
+def _efa(out, transport, facts):
+    """FI_PROVIDER=efa and the plugin's name for NCCL on EFA (aws-ofi-nccl doc/efa-env-var.md)."""
+    if transport != 'efa':
+        return
+    out.set('FI_PROVIDER', 'efa', 'detected', 'EFA devices: libfabric must use its efa provider (aws-ofi-nccl '
+            'doc/efa-env-var.md)')
+    plugin = str(_get(facts, 'library', 'aws_ofi_nccl') or '')
+    base = plugin.rsplit('/', 1)[-1]
+    if base.startswith('libnccl-net-') and base.endswith('.so'):
+        # NCCL opens libnccl-net.so unless NCCL_NET_PLUGIN=<name> makes it libnccl-net-<name>.so (src/plugin/net.cc)
+        out.set('NCCL_NET_PLUGIN', base[len('libnccl-net-'):-len('.so')], 'detected',
+                'the aws-ofi-nccl plugin is installed as %s, not libnccl-net.so' % plugin)
+    if plugin and not plugin.startswith(('/usr/lib/', '/usr/lib64/', '/lib/')):
+        out.warnings.append('the aws-ofi-nccl plugin is in %s: its directory must be on the ranks\' LD_LIBRARY_PATH '
+                            '(the EFA installer sets it in /etc/profile.d; add it with trainops_env otherwise)'
+                            % plugin.rsplit('/', 1)[0])
+
+
+def _gpudirect(facts, vendor):
+    """'peer_mem' | 'dma_buf' | False (none usable) | None (facts do not say), for the node's GPUs."""
+    gdr = _get(facts, 'rdma', 'gpudirect')
+    if not isinstance(gdr, Mapping):
+        return None
+    if 'path' in gdr:
+        return gdr['path'] or False
+    if isinstance(gdr.get('available'), bool) and not gdr['available']:
+        return False
+    if vendor == 'nvidia':
+        return 'peer_mem' if gdr.get('nvidia_peermem') or gdr.get('nv_peer_mem') else (
+            'dma_buf' if gdr.get('dma_buf') and gdr.get('available') else False)
+    if vendor == 'amd':
+        if gdr.get('amd_peer_mem'):
+            return 'peer_mem'
+        kernel = gdr.get('dmabuf_kernel')
+        return 'dma_buf' if gdr.get('dma_buf') and isinstance(kernel, Mapping) and kernel and all(kernel.values()) \
+            else False
+    return None
+
+
+def _gdr(out, settings, vendor, path, transport, facts):
+    """NCCL_NET_GDR_LEVEL (left to NCCL unless set), NCCL_DMABUF_ENABLE=1 for RCCL's dma-buf path (RCCL leaves it
+    off by default, src/misc/rocmwrap.cc), and a warning when traffic is staged through host memory."""
     present = 'net_gdr_level' in settings
     value = settings.get('net_gdr_level')
     level = None
@@ -429,18 +883,226 @@ def _gdr(out, settings, vendor, gpudirect, transport):
             out.errors.append('net_gdr_level must be auto, unset, one of %s or an integer >= 0 (got %r)' % (
                 '/'.join(GDR_LEVELS), value))
             return
-    if transport != 'rdma':
+    if transport == 'tcp':
         if level is not None:
             out.warnings.append('net_gdr_level %s ignored: NCCL uses TCP sockets on this node' % level)
         return
-    if vendor != 'none' and gpudirect is False and level != 'LOC':
-        hint = ('load nvidia_peermem (or use a kernel with RDMA dma-buf support)' if vendor == 'nvidia' else
-                'install the amdgpu peer-memory support (/sys/kernel/mm/memory_peers/amdkfd) or use dma-buf')
-        out.warnings.append('GPUDirect RDMA is not available on this node: NCCL will stage network traffic through '
-                            'host memory (slower); %s%s' % (hint, '' if level is None else
-                                                            '; NCCL_NET_GDR_LEVEL=%s has no effect until then' % level))
+    if vendor == 'amd' and path == 'dma_buf':
+        out.set('NCCL_DMABUF_ENABLE', '1', 'detected', 'GPUDirect RDMA through dma-buf: RCCL leaves NCCL_DMABUF_ENABLE '
+                'at 0 by default, and the kernel has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA')
+    if vendor != 'none' and path is False and level != 'LOC':
+        gdr = _get(facts, 'rdma', 'gpudirect') or {}
+        if vendor == 'nvidia':
+            hint = 'load nvidia_peermem (or use the open kernel modules with a kernel with RDMA dma-buf support)'
+        elif gdr.get('dma_buf'):
+            kernel = gdr.get('dmabuf_kernel')
+            if isinstance(kernel, Mapping) and kernel:
+                missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
+            else:
+                missing, state = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA'], 'that file could not be read'
+            hint = ('the kernel has RDMA dma-buf, but RCCL only uses it with %s in /boot/config-<release> (%s); or '
+                    'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd)' % (
+                        ' and '.join('%s=y' % k for k in missing), state))
+        else:
+            hint = 'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd) or use dma-buf'
+        out.warnings.append('GPUDirect RDMA is not available on this node: %s will stage network traffic through host '
+                            'memory (slower); %s%s' % ('RCCL' if vendor == 'amd' else 'NCCL', hint, '' if level is None
+                                                       else '; NCCL_NET_GDR_LEVEL=%s has no effect until then' % level))
     if level is not None:
         out.set('NCCL_NET_GDR_LEVEL', level, 'knob', 'net_gdr_level setting')
+
+
+def _int_setting(out, settings, name, low, high):
+    """An integer setting within [low, high], None when not given (null); an error names the range."""
+    value = settings.get(name)
+    if value is None or (isinstance(value, str) and _is_unset(value)):
+        return None
+    number = _int(value)
+    if number is None or number < low or (high is not None and number > high):
+        out.errors.append('%s must be an integer %s (got %r)' % (
+            name, '>= %d' % low if high is None else 'from %d to %d' % (low, high), value))
+        return None
+    return number
+
+
+QOS = (
+    # setting, variable, low, high, RoCE only, what it does
+    ('ib_tc', 'NCCL_IB_TC', 0, 255, True, 'traffic class of the data QPs (DSCP << 2 on RoCE, e.g. 106 for DSCP 26)'),
+    ('ib_fifo_tc', 'NCCL_IB_FIFO_TC', 0, 255, True, 'traffic class of the control (FIFO) messages'),
+    ('ib_sl', 'NCCL_IB_SL', 0, 15, False, 'InfiniBand service level'),
+    ('ib_qps_per_connection', 'NCCL_IB_QPS_PER_CONNECTION', 1, 128, False,
+     'queue pairs per connection (NCCL_IB_MAX_QPS 128), spreads a connection over ECMP paths'),
+)
+
+
+def _qos(out, settings, transport, link_layer, library):
+    """NCCL_IB_TC, NCCL_IB_FIFO_TC, NCCL_IB_SL, NCCL_IB_QPS_PER_CONNECTION (src/transport/net_ib)."""
+    for name, var, low, high, roce_only, what in QOS:
+        number = _int_setting(out, settings, name, low, high)
+        if number is None:
+            continue
+        if transport != 'rdma':
+            out.warnings.append('%s has no effect: NCCL does not use its IB/RoCE transport on this node' % name)
+            continue
+        if roce_only and link_layer == 'infiniband':
+            out.warnings.append('%s has no effect on InfiniBand ports (a traffic class is RoCE only); use ib_sl' % name)
+        if var == 'NCCL_IB_FIFO_TC' and _since(library, IB_FIFO_TC_SINCE) is False:
+            out.warnings.append('ib_fifo_tc has no effect with %s: NCCL_IB_FIFO_TC exists since NCCL 2.22'
+                                % _library_label(library))
+        out.set(var, number, 'knob', '%s setting: %s' % (name, what))
+
+
+def _cross_nic(out, settings, transport):
+    """NCCL_CROSS_NIC: 0 keeps a ring on the same NIC (rail-optimized fabrics), 1 allows crossing, 2 (NCCL's
+    default) prefers not to (src/graph/search.cc)."""
+    number = _int_setting(out, settings, 'cross_nic', 0, 2)
+    if number is None:
+        return
+    if transport == 'tcp':
+        out.warnings.append('cross_nic has no effect over TCP sockets')
+    out.set('NCCL_CROSS_NIC', number, 'knob', 'cross_nic setting (0: same NIC per ring, rail-optimized fabrics; '
+            '1: may cross; 2: prefer not to)')
+
+
+def _require_transport(out, settings, transport):
+    """NCCL_NET: IB, Libfabric (aws-ofi-nccl) or Socket, so NCCL fails instead of falling back."""
+    if settings.get('require_transport'):
+        name = {'rdma': 'IB', 'efa': AWS_OFI_NET_NAME, 'tcp': 'Socket'}[transport]
+        out.set('NCCL_NET', name, 'knob', 'require_transport: NCCL fails instead of falling back to another transport')
+
+
+def _gfx(facts):
+    return sorted(set(str(g) for g in (_get(facts, 'gpu', 'gfx') or []) if g))
+
+
+def _max_channels(vendor, library, facts):
+    """(the largest NCCL_MAX_NCHANNELS the library honours, why) for the node's vendor and library."""
+    if vendor == 'amd':
+        gfx = _gfx(facts)
+        if gfx and all(g in RCCL_FULL_CHANNEL_GFX for g in gfx):
+            return RCCL_MAXCHANNELS, 'RCCL MAXCHANNELS on %s' % '/'.join(gfx)
+        return 64, 'RCCL uses its %d channels only on gfx942/gfx950 (these GPUs: %s)' % (
+            RCCL_MAXCHANNELS, '/'.join(gfx) or 'unknown')
+    since, new, old = NCCL_MAXCHANNELS
+    newer = _since(library, since)
+    if newer is False:
+        return old, 'NCCL MAXCHANNELS before 2.25 (%s)' % _library_label(library)
+    return new, 'NCCL MAXCHANNELS since 2.25%s' % ('' if newer else ' (library version unknown)')
+
+
+def _channels(out, settings, vendor, library, facts):
+    """NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS: left to the library unless set, checked against its MAXCHANNELS."""
+    channels = _int_setting(out, settings, 'channels', 1, None)
+    low = _int_setting(out, settings, 'min_channels', 1, None)
+    if channels is None and low is None:
+        return
+    if vendor == 'none':
+        # kept in the ranks' environment as the record of the knob (the local and lab stand-ins for GPU nodes)
+        out.warnings.append('channels/min_channels have no effect: the node has no GPUs, gloo does not use them')
+        top, why = NCCL_MAXCHANNELS[1], 'no GPUs: no library reads it'
+    else:
+        top, why = _max_channels(vendor, library, facts)
+    for name, number in (('channels', channels), ('min_channels', low)):
+        if number is not None and number > top:
+            out.errors.append('%s %d is more than %s allows (%d, %s): the library would silently use %d' % (
+                name, number, _library_label(library), top, why, top))
+    if channels is not None:
+        out.set('NCCL_MAX_NCHANNELS', channels, 'knob', 'channels setting (at most %d: %s)' % (top, why))
+    if low is not None:
+        out.set('NCCL_MIN_NCHANNELS', low, 'knob', 'min_channels setting')
+        if channels is not None and low > channels:
+            out.errors.append('min_channels %d is larger than channels %d' % (low, channels))
+
+
+def _warp_size(facts):
+    """64 on CDNA (gfx9xx: MI100-MI350), 32 on RDNA (gfx10xx-gfx12xx); None when the facts do not say."""
+    gfx = _gfx(facts)
+    if not gfx:
+        return None
+    sizes = set(64 if re.match(r'^gfx9', g) else 32 for g in gfx)
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _threads(out, settings, vendor, library, facts):
+    """NCCL_NTHREADS (NCCL; RCCL before 2.28) or RCCL_THREADS_PER_BLOCK (RCCL >= 2.28), values the library takes.
+
+    NVIDIA: multiples of 32 from 64 to 512 (src/graph/tuning.cc). RCCL before 2.28: NCCL_NTHREADS from 4 * warp size
+    to 256, so only 256 on gfx942 (wave64). RCCL >= 2.28: RCCL_THREADS_PER_BLOCK, a WarpSpeed knob (CHANGELOG).
+    """
+    threads = _int_setting(out, settings, 'threads', 1, None)
+    if threads is None:
+        return
+    label = _library_label(library)
+    if vendor == 'none':
+        out.warnings.append('threads has no effect: the node has no GPUs, gloo does not use it')
+        return
+    if vendor == 'nvidia':
+        low, high, step = NCCL_NTHREADS_RANGE
+        var, valid = 'NCCL_NTHREADS', list(range(low, high + 1, step))
+        why = 'NCCL takes NCCL_NTHREADS as a multiple of 32 from 64 to 512'
+    elif _since(library, RCCL_THREADS_PER_BLOCK_SINCE):
+        warp = _warp_size(facts) or 64
+        var, valid = 'RCCL_THREADS_PER_BLOCK', list(range(warp, 1024 + 1, warp))
+        why = '%s reads RCCL_THREADS_PER_BLOCK (a multiple of the warp size %d, at most 1024)' % (label, warp)
+        if str(_get(settings, 'env_overrides', 'RCCL_WARP_SPEED_ENABLE') or '') != '1':
+            out.warnings.append('threads %d sets RCCL_THREADS_PER_BLOCK, which %s only applies with WarpSpeed '
+                                '(RCCL_WARP_SPEED_ENABLE=1 in trainops_env)' % (threads, label))
+    else:
+        warp = _warp_size(facts) or 64
+        var, valid = 'NCCL_NTHREADS', list(range(4 * warp, RCCL_MAX_NTHREADS + 1, warp))
+        why = ('%s reads NCCL_NTHREADS from %d (4 x warp size %d) to %d (NCCL_MAX_NTHREADS)%s' % (
+            label, 4 * warp, warp, RCCL_MAX_NTHREADS, '' if library.get('version') else
+            '; RCCL >= 2.28 would read RCCL_THREADS_PER_BLOCK: set library_version if that is what the node has'))
+    if threads not in valid:
+        out.errors.append('threads %d is not a value %s takes (%s): %s; it would fall back to its own value' % (
+            threads, label, ', '.join(str(v) for v in valid), why))
+        return
+    out.set(var, threads, 'knob', 'threads setting: %s' % why)
+
+
+def _nproc(out, settings, facts, vendor, fact_vendor):
+    number = _int_setting(out, settings, 'nproc_per_node', 1, None)
+    if number is None or vendor == 'none':
+        return
+    count = _int(_get(facts, 'gpu', 'count')) or 0
+    if number > count:
+        out.errors.append('nproc_per_node %d is larger than the %d GPU(s) of this node (vendor %s, detected %s): '
+                          'lower nproc_per_node or fix the GPU detection' % (number, count, vendor, fact_vendor))
+
+
+def _debug(out, settings):
+    """NCCL_DEBUG: WARN unless set; null leaves it unset."""
+    if 'nccl_debug' not in settings:
+        out.set('NCCL_DEBUG', DEFAULT_NCCL_DEBUG, 'default', 'default of this collection: NCCL says why it fails (WARN) '
+                'without the per-rank INFO output')
+    elif not _is_unset(settings['nccl_debug']):
+        level = str(settings['nccl_debug']).strip().upper()
+        if level in NCCL_DEBUG_LEVELS:
+            out.set('NCCL_DEBUG', level, 'knob', 'nccl_debug setting')
+        else:
+            out.errors.append('nccl_debug must be one of %s or null (got %r)' % (
+                ', '.join(NCCL_DEBUG_LEVELS), settings['nccl_debug']))
+
+
+def _rocm(out, settings, vendor):
+    """HSA_* on AMD nodes: rocm_defaults, else DEFAULT_ROCM_ENV."""
+    if vendor != 'amd':
+        return
+    rocm = settings.get('rocm_defaults') if 'rocm_defaults' in settings else None
+    if rocm is None:
+        for var in sorted(DEFAULT_ROCM_ENV):
+            out.set(var, DEFAULT_ROCM_ENV[var], 'default', ROCM_REASONS.get(var, 'ROCm default of this collection'))
+    elif not isinstance(rocm, Mapping):
+        out.errors.append('rocm_defaults must be a dict of VAR: value (got %r)' % (rocm,))
+    else:
+        for var in sorted(rocm):
+            text = _env_value(rocm[var])
+            if rocm[var] is None:
+                continue
+            if not isinstance(var, str) or not _ENV_NAME.match(var) or text is None or '\n' in text:
+                out.errors.append('rocm_defaults: %r=%r is not a valid variable and value' % (var, rocm[var]))
+                continue
+            out.set(var, text, 'knob', 'rocm_defaults setting')
 
 
 def _check_override(out, var, value, facts, ports):
@@ -465,10 +1127,19 @@ def _check_override(out, var, value, facts, ports):
                     out.warnings.append('env_overrides NCCL_SOCKET_IFNAME=%s: prefix %r matches %s; NCCL may use any '
                                         'of them; write =%s to match one exactly' % (value, item, ', '.join(hits), hits[0]))
     elif var == 'GLOO_SOCKET_IFNAME':
+        # gloo (torch c10d ProcessGroupGloo) splits the value at commas and opens a device per plain interface name:
+        # no NCCL-style '=' / '^' prefixes, no ':port'
+        names = [n.strip() for n in str(value).split(',')]
+        bad = [n for n in names if not n or n[0] in '=^' or ':' in n]
+        if bad:
+            out.errors.append('env_overrides GLOO_SOCKET_IFNAME=%s: gloo takes plain interface names separated by '
+                              'commas (no =, ^ or :port as in NCCL_SOCKET_IFNAME); write %s' % (
+                                  value, ','.join(n.lstrip('=^').split(':')[0] for n in names if n.lstrip('=^'))))
+            return
         ifaces = _interfaces(facts)
         if ifaces is None:
             return
-        missing = [n for n in _names_list(value) or [] if n not in ifaces]
+        missing = [n for n in names if n not in ifaces]
         if missing:
             out.errors.append('env_overrides GLOO_SOCKET_IFNAME=%s names %s, which does not exist on this host (it '
                               'has: %s)' % (value, ', '.join(missing), ', '.join(ifaces) or 'none'))
@@ -521,6 +1192,47 @@ def _overrides(out, facts, settings, ports):
         _check_override(out, var, text, facts, ports)
 
 
+def _final_transport(out, transport, link_layer, chosen, active):
+    """What the environment finally says about the transport, after env_overrides NCCL_IB_DISABLE."""
+    disable = out.env.get('NCCL_IB_DISABLE')
+    if out.sources.get('NCCL_IB_DISABLE') == 'override':
+        if disable == '1' and transport == 'rdma':
+            out.warnings.append('env_overrides NCCL_IB_DISABLE=1 turns RDMA off: NCCL uses TCP sockets')
+            return 'tcp', None, []
+        if disable != '1' and transport == 'tcp':
+            ib = [p for p in active if p['link_layer'] in ('infiniband', 'roce')]
+            if ib:
+                layers = set(p['link_layer'] for p in ib)
+                return 'rdma', layers.pop() if len(layers) == 1 else 'mixed', ib
+            out.warnings.append('env_overrides NCCL_IB_DISABLE=%s but no RDMA port is ACTIVE: NCCL uses TCP '
+                                'sockets' % disable)
+    elif 'NCCL_IB_DISABLE' in out.unset and transport == 'tcp' and active:
+        out.warnings.append('NCCL_IB_DISABLE removed by env_overrides: NCCL may use the ACTIVE RDMA ports')
+    return transport, link_layer, chosen
+
+
+DECIDERS = {
+    'NCCL_SOCKET_IFNAME': '_socket', 'GLOO_SOCKET_IFNAME': '_socket', 'NCCL_SOCKET_FAMILY': '_socket_family',
+    'NCCL_IB_DISABLE': '_ib_disable', 'NCCL_IB_HCA': '_ib_hca (ports: _transport, _auto_ports, _explicit_ports)',
+    'NCCL_IB_GID_INDEX': '_gid', 'NCCL_IB_ADDR_FAMILY': '_gid_per_port', 'NCCL_IB_ROCE_VERSION_NUM': '_gid_per_port',
+    'FI_PROVIDER': '_efa', 'NCCL_NET_PLUGIN': '_efa', 'NCCL_NET_GDR_LEVEL': '_gdr', 'NCCL_DMABUF_ENABLE': '_gdr',
+    'NCCL_IB_TC': '_qos', 'NCCL_IB_FIFO_TC': '_qos', 'NCCL_IB_SL': '_qos', 'NCCL_IB_QPS_PER_CONNECTION': '_qos',
+    'NCCL_CROSS_NIC': '_cross_nic', 'NCCL_NET': '_require_transport', 'NCCL_MAX_NCHANNELS': '_channels',
+    'NCCL_MIN_NCHANNELS': '_channels', 'NCCL_NTHREADS': '_threads', 'RCCL_THREADS_PER_BLOCK': '_threads',
+    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', '(any)': '_overrides',
+}
+"""Which function decides each variable (documentation for readers; tests check every name exists)."""
+
+
+def _vendor(out, facts, settings):
+    fact_vendor = str(_get(facts, 'gpu', 'vendor') or 'none')
+    vendor = settings.get('vendor') or fact_vendor
+    if vendor not in VENDORS:
+        out.errors.append('vendor must be one of %s (got %r)' % (', '.join(VENDORS), vendor))
+        vendor = fact_vendor if fact_vendor in VENDORS else 'none'
+    return vendor, fact_vendor
+
+
 def compute(facts, settings=None):
     """The NCCL/RCCL environment of one node; see the module docstring for settings and result."""
     settings = dict(settings or {})
@@ -528,176 +1240,49 @@ def compute(facts, settings=None):
     facts = facts if isinstance(facts, Mapping) else {}
     if not facts:
         out.errors.append('no node facts given: run trainops.multinode.node_facts on the node first')
-
     unknown = sorted(k for k in settings if k not in SETTINGS)
     if unknown:
         out.errors.append('unknown setting(s): %s' % ', '.join(unknown))
 
-    # vendor
-    fact_vendor = str(_get(facts, 'gpu', 'vendor') or 'none')
-    vendor = settings.get('vendor') or fact_vendor
-    if vendor not in VENDORS:
-        out.errors.append('vendor must be one of %s (got %r)' % (', '.join(VENDORS), vendor))
-        vendor = fact_vendor if fact_vendor in VENDORS else 'none'
-
-    # network mode
-    mode = settings.get('network_mode') or 'auto'
-    mode = str(mode).strip().lower()
-    if mode not in NETWORK_MODES:
-        out.errors.append('network_mode must be auto, rdma or tcp (got %r)' % (settings.get('network_mode'),))
-        mode = 'auto'
+    vendor, fact_vendor = _vendor(out, facts, settings)
+    library = _library(out, facts, settings, vendor)
+    mode = _network_mode(out, settings)
 
     socket_names = _socket(out, facts, settings)
+    _socket_family(out, facts, socket_names)
 
-    # RDMA ports
     ports = _ports(facts)
-    active = [p for p in ports if p['state'] == 'ACTIVE']
-    hca_value = settings.get('ib_hca')
-    hca_auto = _is_auto(hca_value, 'ib_hca' in settings) or hca_value is None
-    gid_auto = _is_auto(settings.get('gid_index'), 'gid_index' in settings)
-    if _get(facts, 'rdma') is None and facts:
-        out.warnings.append('the facts carry no rdma section (node_facts older than this collection?): assuming no '
-                            'RDMA devices')
-
-    chosen = []
-    if mode == 'tcp':
-        transport = 'tcp'
-        if not hca_auto:
-            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
-            out.warnings.append('ib_hca ignored: network_mode is tcp')
-        if active and vendor != 'none':
-            out.warnings.append('network_mode tcp: NCCL will not use the ACTIVE RDMA ports %s (TCP sockets are several '
-                                'times slower)' % ', '.join(p['key'] for p in active))
-    elif mode == 'auto' and vendor == 'none':
-        transport = 'tcp'  # gloo on CPU-only nodes uses sockets only
-        if not hca_auto:
-            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
-            out.warnings.append('ib_hca ignored: the node has no GPUs and gloo uses TCP sockets')
-    else:
-        chosen = _auto_ports(out, active, gid_auto) if hca_auto else _explicit_ports(out, ports, hca_value)
-        if chosen:
-            transport = 'rdma'
-        elif mode == 'rdma':
-            transport = 'rdma'
-            if hca_auto:
-                out.errors.append('network_mode rdma but no ACTIVE RDMA port on this host (%s); bring a port up, fix '
-                                  'ib_hca, or set network_mode to tcp or auto' % (
-                                      _describe_ports(ports) if ports else 'no RDMA devices found'))
-        else:
-            transport = 'tcp'
-            if ports and hca_auto:
-                out.warnings.append('RDMA devices found but no port is usable (%s): NCCL will use TCP sockets, several '
-                                    'times slower' % _describe_ports(ports))
-    if mode == 'rdma' and vendor == 'none':
-        out.warnings.append('network_mode rdma on a node without GPUs: gloo uses TCP sockets only')
-
-    mode_source = 'detected' if mode == 'auto' else 'knob'
-    gpudirect = _gpudirect(facts, vendor)
-    link_layer = None
+    transport, chosen, hca_auto = _transport(out, facts, settings, mode, vendor, ports)
+    layers = set(p['link_layer'] for p in chosen)
+    link_layer = (layers.pop() if len(layers) == 1 else 'mixed') if chosen else None
+    _ib_disable(out, transport, mode, vendor)
+    _ib_hca(out, transport, chosen, hca_auto)
     if transport == 'rdma':
-        out.set('NCCL_IB_DISABLE', '0', mode_source, 'RDMA: %s' % (
-            'ACTIVE RDMA ports found' if mode == 'auto' else 'network_mode rdma'))
-        if chosen:
-            out.set('NCCL_IB_HCA', '=' + ','.join(p['key'] for p in chosen), 'detected' if hca_auto else 'knob',
-                    ('the ACTIVE RDMA ports, matched exactly' if hca_auto else 'ib_hca setting, matched exactly'))
-            layers = set(p['link_layer'] for p in chosen)
-            link_layer = layers.pop() if len(layers) == 1 else 'mixed'
-        _gid(out, chosen, settings)
-        _gdr(out, settings, vendor, gpudirect, transport)
-    else:
-        out.set('NCCL_IB_DISABLE', '1', mode_source, 'TCP sockets: %s' % (
-            'network_mode tcp' if mode == 'tcp' else 'no GPUs (gloo)' if vendor == 'none' else 'no usable RDMA port'))
-        if not gid_auto and not _is_unset(settings.get('gid_index')):
-            out.warnings.append('gid_index ignored: NCCL uses TCP sockets on this node')
-        _gdr(out, settings, vendor, gpudirect, transport)
+        _gid(out, chosen, settings, library)
+    elif not _is_auto(settings.get('gid_index'), 'gid_index' in settings) and not _is_unset(settings.get('gid_index')):
+        out.warnings.append('gid_index ignored: NCCL uses %s on this node' % (
+            'the aws-ofi-nccl plugin (EFA has no GIDs)' if transport == 'efa' else 'TCP sockets'))
+    _efa(out, transport, facts)
+    path = _gpudirect(facts, vendor)
+    _gdr(out, settings, vendor, path, transport, facts)
+    _qos(out, settings, transport, link_layer, library)
+    _cross_nic(out, settings, transport)
+    _require_transport(out, settings, transport)
 
-    if settings.get('require_transport'):
-        out.set('NCCL_NET', 'IB' if transport == 'rdma' else 'Socket', 'knob',
-                'require_transport: NCCL fails instead of falling back to another transport')
-
-    # channels and threads
-    numbers = {}
-    for name in ('channels', 'min_channels', 'threads', 'nproc_per_node'):
-        value = settings.get(name)
-        if value is None:
-            continue
-        number = _int(value)
-        if number is None or number < 1:
-            out.errors.append('%s must be an integer >= 1 (got %r)' % (name, value))
-            continue
-        numbers[name] = number
-    if 'channels' in numbers:
-        out.set('NCCL_MAX_NCHANNELS', numbers['channels'], 'knob', 'channels setting')
-    if 'min_channels' in numbers:
-        out.set('NCCL_MIN_NCHANNELS', numbers['min_channels'], 'knob', 'min_channels setting')
-        if 'channels' in numbers and numbers['min_channels'] > numbers['channels']:
-            out.errors.append('min_channels %d is larger than channels %d' % (numbers['min_channels'], numbers['channels']))
-    if 'threads' in numbers:
-        if vendor == 'amd':
-            out.set('RCCL_THREADS_PER_BLOCK', numbers['threads'], 'knob', 'threads setting (RCCL on AMD)')
-        elif vendor == 'nvidia':
-            out.set('NCCL_NTHREADS', numbers['threads'], 'knob', 'threads setting (NCCL on NVIDIA)')
-            if numbers['threads'] not in NCCL_NTHREADS_VALUES:
-                out.warnings.append('threads %d: NCCL_NTHREADS accepts %s' % (
-                    numbers['threads'], ', '.join(str(v) for v in NCCL_NTHREADS_VALUES)))
-    if 'nproc_per_node' in numbers and vendor != 'none':
-        count = _int(_get(facts, 'gpu', 'count')) or 0
-        if numbers['nproc_per_node'] > count:
-            out.errors.append('nproc_per_node %d is larger than the %d GPU(s) of this node (vendor %s, detected %s): '
-                              'lower nproc_per_node or fix the GPU detection' % (
-                                  numbers['nproc_per_node'], count, vendor, fact_vendor))
-
-    # NCCL_DEBUG
-    if 'nccl_debug' not in settings:
-        out.set('NCCL_DEBUG', DEFAULT_NCCL_DEBUG, 'default', 'default of this collection: NCCL says why it fails (WARN) without the per-rank INFO output')
-    elif not _is_unset(settings['nccl_debug']):
-        level = str(settings['nccl_debug']).strip().upper()
-        if level in NCCL_DEBUG_LEVELS:
-            out.set('NCCL_DEBUG', level, 'knob', 'nccl_debug setting')
-        else:
-            out.errors.append('nccl_debug must be one of %s or null (got %r)' % (
-                ', '.join(NCCL_DEBUG_LEVELS), settings['nccl_debug']))
-
-    # ROCm runtime
-    if vendor == 'amd':
-        rocm = settings.get('rocm_defaults') if 'rocm_defaults' in settings else None
-        if rocm is None:
-            for var in sorted(DEFAULT_ROCM_ENV):
-                out.set(var, DEFAULT_ROCM_ENV[var], 'default', ROCM_REASONS.get(var, 'ROCm default of this collection'))
-        elif not isinstance(rocm, Mapping):
-            out.errors.append('rocm_defaults must be a dict of VAR: value (got %r)' % (rocm,))
-        else:
-            for var in sorted(rocm):
-                text = _env_value(rocm[var])
-                if rocm[var] is None:
-                    continue
-                if not isinstance(var, str) or not _ENV_NAME.match(var) or text is None or '\n' in text:
-                    out.errors.append('rocm_defaults: %r=%r is not a valid variable and value' % (var, rocm[var]))
-                    continue
-                out.set(var, text, 'knob', 'rocm_defaults setting')
-
+    _channels(out, settings, vendor, library, facts)
+    _threads(out, settings, vendor, library, facts)
+    _nproc(out, settings, facts, vendor, fact_vendor)
+    _debug(out, settings)
+    _rocm(out, settings, vendor)
     _overrides(out, facts, settings, ports)
 
-    # what the environment finally says about the transport
-    disable = out.env.get('NCCL_IB_DISABLE')
-    if out.sources.get('NCCL_IB_DISABLE') == 'override':
-        if disable == '1' and transport == 'rdma':
-            transport, link_layer, chosen = 'tcp', None, []
-            out.warnings.append('env_overrides NCCL_IB_DISABLE=1 turns RDMA off: NCCL uses TCP sockets')
-        elif disable != '1' and transport == 'tcp':
-            if active:
-                transport = 'rdma'
-                layers = set(p['link_layer'] for p in active)
-                link_layer = layers.pop() if len(layers) == 1 else 'mixed'
-                chosen = active
-            else:
-                out.warnings.append('env_overrides NCCL_IB_DISABLE=%s but no RDMA port is ACTIVE: NCCL uses TCP '
-                                    'sockets' % disable)
-    elif 'NCCL_IB_DISABLE' in out.unset and transport == 'tcp' and active:
-        out.warnings.append('NCCL_IB_DISABLE removed by env_overrides: NCCL may use the ACTIVE RDMA ports')
-
+    active = [p for p in ports if p['state'] == 'ACTIVE']
+    transport, link_layer, chosen = _final_transport(out, transport, link_layer, chosen, active)
+    gpudirect = None if path is None else bool(path) and transport != 'tcp'
     return dict(env=out.env, sources=out.sources, reasons=out.reasons, transport=transport, link_layer=link_layer,
-                hcas=[p['key'] for p in chosen], socket_ifname=socket_names, vendor=vendor, gpudirect=gpudirect,
+                hcas=[p['key'] for p in chosen], left_out=dict(out.left_out), socket_ifname=socket_names,
+                vendor=vendor, gpudirect=gpudirect,
+                library=dict(name=library['name'], version=library.get('text'), source=library.get('source')),
                 unset=sorted(out.unset), errors=out.errors, warnings=out.warnings)
 
 
@@ -710,27 +1295,39 @@ def _table(rows, headers):
     return '\n'.join(lines)
 
 
-def check_cluster(per_host):
-    """Cross-node check of ``{host: compute() result}``: transports, link layers and vendors must agree.
+def _gloo_count(res):
+    value = (res.get('env') or {}).get('GLOO_SOCKET_IFNAME')
+    return len([n for n in str(value).split(',') if n.strip()]) if value else None
 
-    Returns ``dict(errors=[str], warnings=[str], table=str, transports={host: transport})``.
+
+def check_cluster(per_host):
+    """Cross-node check of ``{host: compute() result}``: transports, link layers and vendors must agree, and every
+    node must give gloo the same number of interfaces (torch: "all processes specify the same number").
+
+    Returns ``dict(errors=[str], warnings=[str], table=str, transports={host: transport})``; the table shows each
+    node's library, transport, interface and ports, then the ports the automatic choice left out and why.
     """
     errors, warnings, rows, transports = [], [], [], {}
     hosts = sorted(per_host or {}, key=_natural)
     valid = {}
     for host in hosts:
         res = per_host[host]
-        if not isinstance(res, Mapping) or res.get('transport') not in ('rdma', 'tcp'):
+        if not isinstance(res, Mapping) or res.get('transport') not in ('rdma', 'efa', 'tcp'):
             errors.append('%s: no NCCL environment was computed for this host' % host)
-            rows.append([host, '?', '?', '?', '?', '?'])
+            rows.append([host, '?', '?', '?', '?', '?', '?'])
             continue
         valid[host] = res
         transports[host] = res['transport']
         env = res.get('env') or {}
-        rows.append([host, res.get('vendor') or '?', res['transport'] + (
-            ' (%s)' % res['link_layer'] if res['transport'] == 'rdma' and res.get('link_layer') else ''),
-            env.get('NCCL_SOCKET_IFNAME', '(unset)'), env.get('NCCL_IB_HCA', '-') if res['transport'] == 'rdma' else '-',
-            'errors' if res.get('errors') else 'ok'])
+        lib = res.get('library') or {}
+        rows.append([host, res.get('vendor') or '?',
+                     '%s %s' % ((lib.get('name') or '-').upper(), lib.get('version') or '?') if lib.get('name') else '-',
+                     res['transport'] + (' (%s)' % res['link_layer'] if res['transport'] == 'rdma' and
+                                         res.get('link_layer') else ''),
+                     env.get('NCCL_SOCKET_IFNAME', '(unset)'),
+                     env.get('NCCL_IB_HCA', '-') if res['transport'] == 'rdma' else
+                     ', '.join(res.get('hcas') or []) or '-',
+                     'errors' if res.get('errors') else 'ok'])
 
     def by_value(key):
         groups = {}
@@ -757,6 +1354,23 @@ def check_cluster(per_host):
         errors.append('the nodes have different GPU vendors (%s): NCCL (NVIDIA) and RCCL (AMD) ranks cannot form one '
                       'communicator, and nodes without GPUs cannot join a GPU job' % '; '.join(
                           '%s on %s' % (v, ', '.join(h)) for v, h in sorted(vendors.items(), key=lambda i: str(i[0]))))
+    gloo = {}
+    for host, res in valid.items():
+        gloo.setdefault(_gloo_count(res), []).append(host)
+    if len(gloo) > 1:
+        errors.append('the nodes give gloo different numbers of interfaces in GLOO_SOCKET_IFNAME (%s): gloo pairs '
+                      'the devices of every process by position and needs the same number on all of them' % '; '.join(
+                          '%s on %s' % (n if n is not None else 'unset', ', '.join(sorted(h, key=_natural)))
+                          for n, h in sorted(gloo.items(), key=lambda i: -1 if i[0] is None else i[0])))
+    versions = {}
+    for host, res in valid.items():
+        lib = res.get('library') or {}
+        if lib.get('name') and lib.get('version'):
+            versions.setdefault('%s %s' % (lib['name'].upper(), lib['version']), []).append(host)
+    if len(versions) > 1:
+        warnings.append('the nodes load different library versions (%s): NCCL/RCCL expect the same version on every '
+                        'rank, and the GID and knob rules differ between them' % '; '.join(
+                            '%s on %s' % (v, ', '.join(sorted(h, key=_natural))) for v, h in sorted(versions.items())))
     counts = {}
     for host, res in rdma.items():
         counts.setdefault(len(res.get('hcas') or []), []).append(host)
@@ -764,7 +1378,11 @@ def check_cluster(per_host):
         warnings.append('the RDMA nodes use different numbers of HCA ports (%s): the nodes with fewer limit the '
                         'bandwidth of the whole job' % '; '.join('%d on %s' % (n, ', '.join(sorted(h, key=_natural)))
                                                                  for n, h in sorted(counts.items())))
-    table = _table(rows, ['host', 'vendor', 'transport', 'NCCL_SOCKET_IFNAME', 'NCCL_IB_HCA', 'status'])
+    table = _table(rows, ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status'])
+    notes = ['%s: left out %s (%s)' % (host, key, why) for host in hosts if host in valid
+             for key, why in sorted((valid[host].get('left_out') or {}).items(), key=lambda i: _natural(i[0]))]
+    if notes:
+        table += '\n' + '\n'.join(notes)
     return dict(errors=errors, warnings=warnings, table=table, transports=transports)
 
 

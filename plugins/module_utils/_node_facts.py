@@ -537,6 +537,8 @@ def gpu_details(root='/', runner=None, warnings=None):
     facts = dict(vendor=inventory['vendor'], count=inventory['count'], models=list(inventory['models']),
                  pci_ids=list(inventory['pci_ids']), driver_version=inventory['driver_version'] or None,
                  interconnect=dict(type='none', source=None), sources=list(inventory['sources']))
+    if inventory.get('gfx'):
+        facts['gfx'] = list(inventory['gfx'])  # the library's limits depend on it (RCCL MAXCHANNELS, warp size)
     if facts['vendor'] == 'none':
         # no driver files: a GPU may still answer through nvidia-smi (a container without /proc/driver/nvidia)
         rows = _nvidia_smi_gpus(runner, warnings, quiet=True) if runner is not None else None
@@ -569,6 +571,22 @@ _AMDKFD_PEER_MEM = ('sys/kernel/mm/memory_peers/amdkfd/version', 'sys/kernel/mem
                     'sys/memory_peers/amdkfd/version')
 _DMABUF_SYMBOL = 'ib_umem_dmabuf_get'
 _PEER_MEMORY_SYMBOL = 'ib_register_peer_memory_client'
+_DMABUF_KERNEL_OPTIONS = ('CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA')
+"""Kernel options RCCL requires before it uses dma-buf (src/misc/rocmwrap.cc reads /boot/config-<release>)."""
+
+
+def dmabuf_kernel_config(root='/'):
+    """``{option: True|False}`` for the options RCCL's dma-buf path needs, from /boot/config-<release>; None if unread.
+
+    RCCL (src/misc/rocmwrap.cc, ``initOnceFunc``) opens ``/boot/config-$(uname -r)`` and turns dma-buf off unless both
+    ``CONFIG_DMABUF_MOVE_NOTIFY=y`` and ``CONFIG_PCI_P2PDMA=y`` are there.
+    """
+    release = _read(root, 'proc/sys/kernel/osrelease')
+    text = _read(root, 'boot', 'config-{0}'.format(release)) if release else None
+    if text is None:
+        return None
+    lines = set(line.strip() for line in text.splitlines())
+    return dict((option, '{0}=y'.format(option) in lines) for option in _DMABUF_KERNEL_OPTIONS)
 
 
 def _state_text(value):
@@ -638,10 +656,15 @@ def _port_facts(root, dev_dir, port):
     rate = _read(root, port_dir, 'rate')
     entries = _port_gids(root, port_dir) if link_layer == 'Ethernet' else []
     chosen = _roce_v2_gid(entries)
-    return dict(port=port, state=_state_text(_read(root, port_dir, 'state')),
-                phys_state=_state_text(_read(root, port_dir, 'phys_state')), link_layer=link_layer, rate=rate,
-                rate_gbps=_rate_gbps(rate), netdev=_port_netdev(root, dev_dir, port, entries, chosen),
-                roce_v2_gid_index=chosen[0] if chosen else None, roce_v2_gid=chosen[1] if chosen else None)
+    facts = dict(port=port, state=_state_text(_read(root, port_dir, 'state')),
+                 phys_state=_state_text(_read(root, port_dir, 'phys_state')), link_layer=link_layer, rate=rate,
+                 rate_gbps=_rate_gbps(rate), netdev=_port_netdev(root, dev_dir, port, entries, chosen),
+                 roce_v2_gid_index=chosen[0] if chosen else None, roce_v2_gid=chosen[1] if chosen else None)
+    if link_layer == 'Ethernet':
+        # the whole populated table: NCCL >= 2.21 selects a GID per port from it (ncclIbGetGidIndex)
+        facts['gid_table_len'] = len([i for i in _listdir(root, port_dir, 'gids') if i.isdigit()])
+        facts['gids'] = [dict(index=index, gid=gid, type=kind, netdev=ndev) for index, gid, kind, ndev in entries]
+    return facts
 
 
 def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
@@ -650,7 +673,8 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
     nvidia_peermem / nv_peer_mem: the modules NCCL looks for (nv_peer_mem also as the ``nv_mem`` memory peer);
     amd_peer_mem: the ``amdkfd`` memory peer RCCL looks for, or the kernel's ib_register_peer_memory_client with
     amdgpu loaded; dma_buf: the kernel's RDMA dma-buf import (ib_umem_dmabuf_get). NVIDIA GPUs use dma-buf only
-    with the open kernel modules.
+    with the open kernel modules. RCCL uses dma-buf only with ``NCCL_DMABUF_ENABLE=1`` and a kernel built with
+    CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``); ``path`` says which one will be used.
     """
     symbols = set()
     if rdma_devices or _exists(root, 'sys/module/ib_core'):
@@ -660,14 +684,15 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
     amd_peer_mem = any(_exists(root, path) for path in _AMDKFD_PEER_MEM) or \
         (_PEER_MEMORY_SYMBOL in symbols and _exists(root, 'sys/module/amdgpu'))
     dma_buf = _DMABUF_SYMBOL in symbols
+    kernel = dmabuf_kernel_config(root) if gpu_vendor == 'amd' and dma_buf else None
+    path = None
     if gpu_vendor == 'nvidia':
-        usable = nvidia_peermem or nv_peer_mem or (dma_buf and _nvidia_driver(root)[1])
+        path = 'peer_mem' if nvidia_peermem or nv_peer_mem else 'dma_buf' if dma_buf and _nvidia_driver(root)[1] else None
     elif gpu_vendor == 'amd':
-        usable = amd_peer_mem or dma_buf
-    else:
-        usable = False
+        path = 'peer_mem' if amd_peer_mem else 'dma_buf' if dma_buf and kernel and all(kernel.values()) else None
+    path = path if rdma_devices else None
     return dict(nvidia_peermem=nvidia_peermem, nv_peer_mem=nv_peer_mem, amd_peer_mem=amd_peer_mem, dma_buf=dma_buf,
-                available=bool(rdma_devices and usable))
+                dmabuf_kernel=kernel, path=path, available=path is not None)
 
 
 def rdma_facts(root='/', gpu_vendor='none'):
@@ -677,14 +702,17 @@ def rdma_facts(root='/', gpu_vendor='none'):
         dev_dir = os.path.join(_IB_CLASS, name)
         ports = [_port_facts(root, dev_dir, int(port))
                  for port in sorted((p for p in _listdir(root, dev_dir, 'ports') if p.isdigit()), key=int)]
+        driver = _link_name(root, dev_dir, 'device/driver')
         for port in ports:
             if port['state'] == 'ACTIVE':
                 active.append('{0}:{1}'.format(name, port['port']))
-                layers.add(port['link_layer'])
-        devices.append(dict(name=name, driver=_link_name(root, dev_dir, 'device/driver'),
-                            pci_id=_pci_id_of(root, dev_dir, 'device'),
+                # AWS EFA ports report link_layer "Unspecified": the efa driver, used through libfabric
+                layers.add('efa' if driver == 'efa' else port['link_layer'])
+        devices.append(dict(name=name, driver=driver, pci_id=_pci_id_of(root, dev_dir, 'device'),
                             virtual_function=os.path.lexists(_path(root, dev_dir, 'device/physfn')), ports=ports))
-    if 'InfiniBand' in layers and 'Ethernet' in layers:
+    if 'efa' in layers:
+        transport = 'efa' if layers == set(['efa']) else 'mixed'
+    elif 'InfiniBand' in layers and 'Ethernet' in layers:
         transport = 'mixed'
     elif 'InfiniBand' in layers:
         transport = 'infiniband'
@@ -755,8 +783,123 @@ def network_facts(runner, master_addr, socket_ifname='auto', check_ifname=True):
                 overridden=chosen != routed, interfaces=ifaces)
 
 
-def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None):
-    """``trainops_node``: gpu, rdma and network facts. Tool problems are appended to ``warnings``."""
+def default_route_ifnames(root='/'):
+    """Interfaces that carry a default route (IPv4 /proc/net/route, IPv6 /proc/net/ipv6_route), in file order."""
+    names = []
+    for line in (_read(root, 'proc/net/route') or '').splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[1] == '00000000' and fields[7] == '00000000' and fields[0] not in names:
+            names.append(fields[0])
+    for line in (_read(root, 'proc/net/ipv6_route') or '').splitlines():
+        fields = line.split()
+        if len(fields) >= 10 and fields[0] == '0' * 32 and fields[1] == '00' and fields[9] != 'lo' \
+                and fields[9] not in names:
+            names.append(fields[9])
+    return names
+
+
+# ------------------------------------------------------------------------------------------------
+# NCCL / RCCL library and net plugins
+# ------------------------------------------------------------------------------------------------
+
+# Reads, without importing torch, what the training interpreter would load: the nvidia-nccl-cu* wheel that
+# CUDA builds of torch depend on, and torch's own version (ROCm builds bundle RCCL: "2.5.1+rocm6.2").
+LIBRARY_PROBE = r"""
+import json, re, sys
+out = {"nccl_wheels": {}, "torch": None}
+try:
+    from importlib import metadata
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if re.match(r"^nvidia-nccl-cu\d+$", name):
+            out["nccl_wheels"][name] = dist.version
+        elif name == "torch":
+            out["torch"] = dist.version
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.write(json.dumps(out))
+"""
+
+ROCM_RCCL = {'6.0': '2.18.3', '6.1': '2.18.6', '6.2': '2.20.5', '6.3': '2.21.5', '6.4': '2.22.3', '7.0': '2.26.6',
+             '7.1': '2.27.7', '7.2': '2.27.7'}
+"""RCCL shipped with each ROCm release (RCCL CHANGELOG.md, "RCCL <version> for ROCm <release>" headings)."""
+
+_NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/include/nccl.h', 'usr/local/cuda/include/nccl.h')
+_RCCL_HEADERS = ('opt/rocm/include/rccl/rccl.h', 'opt/rocm/include/rccl.h')
+_LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib', 'usr/local/lib',
+             'usr/local/cuda/lib64', 'opt/rocm/lib')
+_OFI_DIRS = ('opt/amazon/ofi-nccl/lib', 'opt/amazon/ofi-nccl/lib64', 'opt/aws-ofi-nccl/lib') + _LIB_DIRS
+_OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
+"""aws-ofi-nccl's library names (its src/Makefile.am) and the places its packages and the EFA installer put them."""
+
+
+def _header_version(text):
+    numbers = [re.search(r'#define\s+NCCL_{0}\s+(\d+)'.format(part), text or '') for part in ('MAJOR', 'MINOR', 'PATCH')]
+    return '.'.join(m.group(1) for m in numbers) if all(numbers) else None
+
+
+def _library_from_python(runner, python, prefix, vendor):
+    if not python or runner is None:
+        return None
+    try:
+        rc, out, _err = runner.run(list(prefix or []) + [python, '-c', LIBRARY_PROBE])
+        data = json.loads(out) if rc == 0 else None
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        return None
+    if vendor == 'nvidia' and data.get('nccl_wheels'):
+        name = sorted(data['nccl_wheels'])[-1]
+        return dict(name='nccl', version=data['nccl_wheels'][name], source='python package {0}'.format(name))
+    match = re.search(r'\+rocm(\d+\.\d+)', data.get('torch') or '')
+    if vendor == 'amd' and match and match.group(1) in ROCM_RCCL:
+        return dict(name='rccl', version=ROCM_RCCL[match.group(1)],
+                    source='RCCL bundled with torch {0} (ROCm {1})'.format(data['torch'], match.group(1)))
+    return None
+
+
+def _library_from_files(root, vendor):
+    headers = _RCCL_HEADERS if vendor == 'amd' else _NCCL_HEADERS
+    for header in headers:
+        version = _header_version(_read(root, header))
+        if version:
+            return dict(name='rccl' if vendor == 'amd' else 'nccl', version=version, source='/' + header)
+    if vendor == 'nvidia':
+        for lib_dir in _LIB_DIRS:
+            for entry in sorted(_listdir(root, lib_dir), key=_natural_key, reverse=True):
+                match = re.match(r'^libnccl\.so\.(\d+\.\d+\.\d+)$', entry)
+                if match:
+                    return dict(name='nccl', version=match.group(1), source='/{0}/{1}'.format(lib_dir, entry))
+    return None
+
+
+def library_facts(root='/', gpu_vendor='none', runner=None, python=None, prefix=None):
+    """The NCCL (NVIDIA) or RCCL (AMD) the node's ranks load, and the aws-ofi-nccl net plugin, never importing torch.
+
+    The training interpreter's packages first (``python``: the nvidia-nccl-cu* wheel, or the RCCL of a ROCm build of
+    torch), then the library's header or versioned file. ``version`` is None when nothing tells.
+    """
+    library = dict(name={'nvidia': 'nccl', 'amd': 'rccl'}.get(gpu_vendor), version=None, source=None)
+    if gpu_vendor in ('nvidia', 'amd'):
+        found = _library_from_python(runner, python, prefix, gpu_vendor) or _library_from_files(root, gpu_vendor)
+        if found:
+            library.update(found)
+    plugin = None
+    for lib_dir in _OFI_DIRS:
+        names = _listdir(root, lib_dir)
+        hit = [name for name in _OFI_NAMES if name in names]
+        if hit:
+            plugin = '/{0}/{1}'.format(lib_dir, hit[0])
+            break
+    library['aws_ofi_nccl'] = plugin
+    return library
+
+
+def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None, python=None,
+               python_prefix=None):
+    """``trainops_node``: gpu, rdma, network and library facts. Tool problems are appended to ``warnings``."""
     network = network_facts(runner, master_addr, socket_ifname, check_ifname)
+    network['default_ifnames'] = default_route_ifnames(root)
     gpu = gpu_details(root, runner, warnings)
-    return dict(gpu=gpu, rdma=rdma_facts(root, gpu['vendor']), network=network)
+    return dict(gpu=gpu, rdma=rdma_facts(root, gpu['vendor']), network=network,
+                library=library_facts(root, gpu['vendor'], runner, python, python_prefix))

@@ -131,9 +131,11 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
     result = dict(changed=False, problems=problems)
     listen = listen or open_master_port
 
+    prefix = [params.get('container_engine') or 'docker', 'exec', params['container']] if params.get('container') else []
     try:
         facts = node_facts(runner, params['master_addr'], params.get('socket_ifname') or 'auto',
-                           params.get('check_ifname', True), root=root)
+                           params.get('check_ifname', True), root=root,
+                           python=params.get('python'), python_prefix=prefix)  # NCCL/RCCL version (issue 12)
     except NodeFactsError as exc:
         facts = None
         problems.append(str(exc))
@@ -141,7 +143,6 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
 
     python = params.get('python')
     if python:
-        prefix = [params.get('container_engine') or 'docker', 'exec', params['container']] if params.get('container') else []
         torch = torch_probe(runner, python, params.get('import_torch', False), prefix)
         result['torch'] = torch
         if torch.get('error') or not torch.get('version'):

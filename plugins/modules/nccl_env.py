@@ -18,10 +18,21 @@ description:
     problem it can see before anything starts.
   - The socket interface is always matched exactly (C(NCCL_SOCKET_IFNAME==ens5)), so a prefix such as C(eth) or
     C(bond0) never catches C(eth1) or C(bond0.2093). RDMA ports are listed exactly too (C(NCCL_IB_HCA==mlx5_0:1,mlx5_1:1)).
-  - "Variables set: C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME), C(NCCL_IB_DISABLE) (V(0) over RDMA, V(1) over TCP);
-    over RDMA C(NCCL_IB_HCA) and, for RoCE, C(NCCL_IB_GID_INDEX); C(NCCL_NET_GDR_LEVEL) when O(net_gdr_level) sets it;
-    C(NCCL_MAX_NCHANNELS), C(NCCL_MIN_NCHANNELS); C(RCCL_THREADS_PER_BLOCK) on AMD or C(NCCL_NTHREADS) on NVIDIA;
-    C(NCCL_DEBUG); C(NCCL_NET) with O(require_transport); the O(rocm_defaults) on AMD; then O(env_overrides)."
+  - "Variables set: C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME), C(NCCL_SOCKET_FAMILY=AF_INET6) for an IPv6 master
+    whose interface also has IPv4 (NCCL binds the interface's first address); C(NCCL_IB_DISABLE) (V(0) over
+    InfiniBand/RoCE, V(1) over TCP, unset over EFA); over InfiniBand/RoCE C(NCCL_IB_HCA) and, for RoCE, the GID
+    settings below; over EFA C(FI_PROVIDER=efa) (and C(NCCL_NET_PLUGIN) when aws-ofi-nccl is installed under another
+    name than C(libnccl-net.so)); C(NCCL_DMABUF_ENABLE=1) on AMD when GPUDirect goes through dma-buf;
+    C(NCCL_NET_GDR_LEVEL), C(NCCL_IB_TC), C(NCCL_IB_FIFO_TC), C(NCCL_IB_SL), C(NCCL_IB_QPS_PER_CONNECTION),
+    C(NCCL_CROSS_NIC), C(NCCL_MAX_NCHANNELS), C(NCCL_MIN_NCHANNELS) and C(NCCL_NTHREADS) or C(RCCL_THREADS_PER_BLOCK)
+    only when their option is set; C(NCCL_DEBUG); C(NCCL_NET) with O(require_transport); the O(rocm_defaults) on AMD;
+    then O(env_overrides)."
+  - "RoCE GID: NCCL and RCCL 2.21 and later leave C(NCCL_IB_GID_INDEX) at -1 and select a GID per port
+    (C(ncclIbGetGidIndex)); for them the index is left unset and C(NCCL_IB_ADDR_FAMILY) / C(NCCL_IB_ROCE_VERSION_NUM)
+    are set only when the ports' GID tables need them (an IPv6-only fabric). Older libraries use one index per process:
+    it is pinned, and ports without a shared RoCE v2 index are an error. The library version comes from
+    C(facts.library) or O(library_version)."
+  - The rules and the NCCL/RCCL sources they were checked against are in C(docs/nccl.md) of the collection.
   - Errors (the task fails with all of them, each prefixed with the host name) are problems a user can fix; warnings
     are shown and returned in RV(warning_messages).
   - With O(cluster) instead of O(facts), checks the registered results of all nodes together (run it once) and fails
@@ -78,15 +89,19 @@ options:
         device's ACTIVE ports. Every name and port must exist and be ACTIVE.
       - V(auto) (the default when not given, or null) takes the ACTIVE ports, preferring InfiniBand over RoCE ports
         when a node has both, physical functions over SR-IOV virtual functions when both are ACTIVE, leaving out RoCE
-        ports without a RoCE v2 GID (when O(gid_index=auto)), and keeping the fastest ports when rates differ; each
-        such choice is a warning.
+        ports without a RoCE v2 GID (when O(gid_index=auto)), leaving out a port whose netdev carries the default route
+        (a front-end NIC) when other ports remain, and keeping the fastest ports when rates
+        differ; each such choice is a warning and an entry of RV(left_out).
+      - AWS EFA devices (driver C(efa)) are used through the aws-ofi-nccl plugin, never listed in C(NCCL_IB_HCA).
     type: raw
   gid_index:
     description:
-      - C(NCCL_IB_GID_INDEX) for RoCE ports, an integer.
-      - V(auto) (the default when not given) takes the RoCE v2 GID index the facts found on the chosen RoCE ports; when
-        they disagree it is an error, since NCCL takes one index per process (set the index, narrow O(ib_hca), or
-        use V(unset)).
+      - C(NCCL_IB_GID_INDEX) for RoCE ports, an integer. It must be a RoCE v2 GID with an address on every chosen RoCE
+        port (an empty or RoCE v1 entry is an error naming the port).
+      - V(auto) (the default when not given) follows the library. NCCL/RCCL 2.21 and later select a GID per port, so
+        nothing is set except C(NCCL_IB_ADDR_FAMILY=AF_INET6) (or C(NCCL_IB_ROCE_VERSION_NUM)) when their default would
+        land on a link-local GID. Older ones take one index per process, so the ports' common RoCE v2 index is set (an
+        error when they share none). With an unknown version a common index is set, otherwise nothing (a warning).
       - V(unset) (or null) leaves it to NCCL (2.21 and later pick a RoCE v2 GID per port; older NCCL and RCCL use GID 0).
     type: raw
   net_gdr_level:
@@ -100,7 +115,8 @@ options:
     type: raw
   channels:
     description:
-      - C(NCCL_MAX_NCHANNELS). Not set when not given.
+      - C(NCCL_MAX_NCHANNELS), at most the library's MAXCHANNELS (NCCL 32 before 2.25, 64 since; RCCL 128 on gfx942
+        and gfx950, else 64). Not set when not given (the library decides).
     type: int
   min_channels:
     description:
@@ -108,8 +124,40 @@ options:
     type: int
   threads:
     description:
-      - C(RCCL_THREADS_PER_BLOCK) on AMD, C(NCCL_NTHREADS) on NVIDIA (64, 128, 256 or 512), nothing without GPUs.
+      - Threads per block. NVIDIA, C(NCCL_NTHREADS) (a multiple of 32 from 64 to 512). RCCL before 2.28, C(NCCL_NTHREADS)
+        from 4 x the warp size to 256 (only 256 on MI300X, gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK) (a
+        WarpSpeed setting, a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides)).
+      - Not set when not given (the library's own value). A value the library would not take is an error; on a node
+        without GPUs nothing is set (a warning).
     type: int
+  ib_tc:
+    description:
+      - C(NCCL_IB_TC), the traffic class of RoCE data packets (0-255, DSCP x 4, e.g. V(106) for DSCP 26). Not set when
+        not given.
+    type: int
+  ib_fifo_tc:
+    description:
+      - C(NCCL_IB_FIFO_TC), the traffic class of NCCL's control messages (0-255, NCCL 2.22 and later).
+    type: int
+  ib_sl:
+    description:
+      - C(NCCL_IB_SL), the InfiniBand service level (0-15).
+    type: int
+  ib_qps_per_connection:
+    description:
+      - C(NCCL_IB_QPS_PER_CONNECTION) (1-128), queue pairs per connection, spreading it over ECMP paths.
+    type: int
+  cross_nic:
+    description:
+      - C(NCCL_CROSS_NIC) (V(0) keep each ring on the same NIC across nodes, for rail-optimized fabrics; V(1) allow
+        crossing; V(2) NCCL's default, prefer not to).
+    type: int
+  library_version:
+    description:
+      - The NCCL (NVIDIA) or RCCL (AMD) version the ranks load, such as V(2.21.5); V(auto) (the default) takes
+        C(facts.library.version). It decides the GID rule, the valid channels and threads and which variable
+        O(threads) sets.
+    type: str
   nccl_debug:
     description:
       - C(NCCL_DEBUG) (V(VERSION), V(WARN), V(INFO), V(TRACE)). V(WARN) when not given; null leaves it unset.
@@ -133,8 +181,8 @@ options:
     type: dict
   require_transport:
     description:
-      - Set C(NCCL_NET) to V(IB) (RDMA) or V(Socket) (TCP) so NCCL fails instead of silently falling back to sockets.
-        Leave it off with an external NCCL net plugin.
+      - Set C(NCCL_NET) to V(IB) (InfiniBand/RoCE), V(Libfabric) (EFA, the name aws-ofi-nccl registers) or V(Socket)
+        (TCP) so NCCL fails instead of silently falling back to sockets.
     type: bool
     default: false
   env_overrides:
@@ -142,6 +190,7 @@ options:
       - Variables that win over anything computed; a null value removes the variable (returned in RV(unset)).
       - C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME) and C(NCCL_IB_HCA) overrides are checked against the node. One
         that selects nothing is an error, a prefix that matches several interfaces or HCAs is a warning.
+        C(GLOO_SOCKET_IFNAME) must be plain names separated by commas (gloo knows no C(=) or C(^) prefix).
     type: dict
     default: {}
 notes:
@@ -160,8 +209,7 @@ EXAMPLES = r"""
 - name: Compute the NCCL/RCCL environment of this node
   trainops.multinode.nccl_env:
     facts: "{{ trainops_node }}"
-    channels: 28
-    threads: 256
+    channels: 32
     nproc_per_node: 8
     env_overrides:
       NCCL_NCHANNELS_PER_NET_PEER: 8
@@ -179,10 +227,19 @@ EXAMPLES = r"""
     ib_hca: [mlx5_2, mlx5_3]
     gid_index: 3
 
-- name: Write the settings where NCCL reads them by itself
-  ansible.builtin.copy:
-    content: "{{ nccl.nccl_conf }}"
-    dest: "{{ nccl.nccl_conf_path }}"
+- name: Lossless RoCE fabric with DSCP 26 for RDMA and DSCP 48 for control, rail-optimized
+  trainops.multinode.nccl_env:
+    facts: "{{ trainops_node }}"
+    ib_tc: 106
+    ib_fifo_tc: 192
+    cross_nic: 0
+
+- name: Keep a site's own /etc/nccl.conf lines, managing only this block
+  ansible.builtin.blockinfile:
+    path: "{{ nccl.nccl_conf_path }}"
+    block: "{{ nccl.nccl_conf }}"
+    marker: "# {mark} trainops.multinode NCCL settings"
+    create: true
     mode: "0644"
 """
 
@@ -192,7 +249,7 @@ env:
   returned: with O(facts)
   type: dict
   sample: {NCCL_SOCKET_IFNAME: "=ens5", GLOO_SOCKET_IFNAME: ens5, NCCL_IB_DISABLE: "0", NCCL_IB_HCA: "=mlx5_0:1,mlx5_1:1",
-           NCCL_MAX_NCHANNELS: "28", NCCL_NTHREADS: "256", NCCL_DEBUG: WARN}
+           NCCL_DEBUG: WARN}
 sources:
   description: Where each variable of RV(env) comes from, V(detected) (from the facts), V(knob) (a setting),
     V(default) (a default of this module) or V(override) (O(env_overrides)).
@@ -205,7 +262,8 @@ reasons:
   type: dict
   sample: {NCCL_IB_HCA: "the ACTIVE RDMA ports, matched exactly"}
 transport:
-  description: V(rdma) or V(tcp), what NCCL will use between the nodes.
+  description: V(rdma) (InfiniBand/RoCE), V(efa) (AWS EFA through aws-ofi-nccl) or V(tcp), what NCCL will use between
+    the nodes.
   returned: with O(facts)
   type: str
   sample: rdma
@@ -214,6 +272,17 @@ link_layer:
   returned: with O(facts)
   type: str
   sample: infiniband
+left_out:
+  description: The ACTIVE ports the automatic choice did not use, each with the reason.
+  returned: with O(facts)
+  type: dict
+  sample: {"mlx5_8:1": "not InfiniBand: the node has InfiniBand ports"}
+library:
+  description: The NCCL/RCCL the environment was computed for (C(name), C(version), C(source)); C(version) null when
+    unknown.
+  returned: with O(facts)
+  type: dict
+  sample: {name: rccl, version: 2.21.5, source: /opt/rocm/include/rccl/rccl.h}
 hcas:
   description: The RDMA ports used, as C(name:port); empty over TCP.
   returned: with O(facts)
@@ -232,7 +301,8 @@ vendor:
   type: str
   sample: nvidia
 gpudirect:
-  description: Whether GPUDirect RDMA is usable according to the facts; null when they do not say.
+  description: Whether GPUDirect RDMA will be used according to the facts (on AMD, peer memory, or dma-buf with
+    C(CONFIG_DMABUF_MOVE_NOTIFY) and C(CONFIG_PCI_P2PDMA)); null when they do not say.
   returned: with O(facts)
   type: bool
   sample: true
@@ -273,7 +343,8 @@ nccl_conf_path:
   type: str
   sample: /etc/nccl.conf
 table:
-  description: Host by host vendor, transport, C(NCCL_SOCKET_IFNAME) and C(NCCL_IB_HCA).
+  description: Host by host vendor, library, transport, C(NCCL_SOCKET_IFNAME) and ports, then the ports each host
+    left out and why.
   returned: with O(cluster)
   type: str
   sample: "host   vendor  transport         NCCL_SOCKET_IFNAME  NCCL_IB_HCA  status\n..."

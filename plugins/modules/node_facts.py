@@ -31,11 +31,20 @@ description:
     names and never relying on a default route; on the master itself it picks the interface that carries the address.
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
     with a message instead of a hang.
+  - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load without importing torch (given O(python), from
+    that interpreter's C(nvidia-nccl-cu*) package, or the RCCL a ROCm build of torch bundles; else C(nccl.h) /
+    C(rccl.h) or a versioned C(libnccl.so.X.Y.Z)) and whether the aws-ofi-nccl net plugin (for AWS EFA) is installed.
   - Returns the facts under C(trainops_node).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
   - trainops.multinode.node_network
+options:
+  python:
+    description:
+      - The training interpreter. Its installed packages tell which NCCL (C(nvidia-nccl-cu*)) or RCCL (a ROCm build of
+        torch) the ranks load; torch is not imported. Without it, the library's header or versioned file is read.
+    type: str
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:
@@ -164,6 +173,12 @@ ansible_facts:
                   type: str
                   returned: always
                   sample: nvidia-smi topo -m
+            gfx:
+              description: AMD only, the gfx target of each GPU (from the kfd topology), e.g. V(gfx942) for MI300X.
+              type: list
+              elements: str
+              returned: when the GPUs are AMD
+              sample: [gfx942, gfx942]
             sources:
               description: What was read, among V(procfs), V(kfd-topology), V(nvidia-smi), V(amd-smi), V(rocm-smi).
               type: list
@@ -257,6 +272,19 @@ ansible_facts:
                       type: str
                       returned: always
                       sample: "0000:0000:0000:0000:0000:ffff:0a0a:000b"
+                    gid_table_len:
+                      description: Ethernet ports only, the number of entries of the port's GID table.
+                      type: int
+                      returned: when the port is Ethernet
+                      sample: 256
+                    gids:
+                      description:
+                        - Ethernet ports only, the populated GID table entries (C(index), C(gid), C(type) such as
+                          V(RoCE v2), C(netdev)); NCCL 2.21 and later select a GID per port from them.
+                      type: list
+                      elements: dict
+                      returned: when the port is Ethernet
+                      sample: [{index: 3, gid: "0000:0000:0000:0000:0000:ffff:0a0a:000b", type: RoCE v2, netdev: ens5}]
             active_ports:
               description: The V(ACTIVE) ports as V(<device>:<port>).
               type: list
@@ -264,7 +292,8 @@ ansible_facts:
               returned: always
               sample: ["mlx5_0:1", "mlx5_1:1"]
             transport:
-              description: V(infiniband), V(roce), V(mixed) (both) or V(none), of the V(ACTIVE) ports.
+              description: V(infiniband), V(roce), V(efa) (AWS EFA, driver C(efa)), V(mixed) or V(none), of the V(ACTIVE)
+                ports.
               type: str
               returned: always
               sample: infiniband
@@ -295,21 +324,43 @@ ansible_facts:
                   type: bool
                   returned: always
                   sample: true
+                dmabuf_kernel:
+                  description:
+                    - AMD with dma-buf only, else V(null). Whether C(/boot/config-<release>) has
+                      C(CONFIG_DMABUF_MOVE_NOTIFY=y) and C(CONFIG_PCI_P2PDMA=y), which RCCL requires before it uses
+                      dma-buf; V(null) when the file cannot be read.
+                  type: dict
+                  returned: always
+                  sample: {CONFIG_DMABUF_MOVE_NOTIFY: true, CONFIG_PCI_P2PDMA: true}
+                path:
+                  description: The GPUDirect RDMA path the library will use, V(peer_mem), V(dma_buf), or V(null) (none).
+                  type: str
+                  returned: always
+                  sample: peer_mem
                 available:
                   description:
                     - The node has an RDMA device and one of the above suits its GPUs (NVIDIA, C(nvidia_peermem),
-                      C(nv_peer_mem), or dma-buf with the open kernel modules; AMD, the peer memory client or dma-buf).
+                      C(nv_peer_mem), or dma-buf with the open kernel modules; AMD, the peer memory client, or dma-buf
+                      with the kernel options above).
                   type: bool
                   returned: always
                   sample: true
         network:
           description:
             - C(ifname) (the interface to use), C(routed_ifname) (the one the kernel routes the master through),
-              C(address), C(mtu), C(operstate), C(route_src), C(overridden), C(master_addr) and C(interfaces)
-              (every interface with C(ifname), C(mtu), C(operstate), C(addresses)).
+              C(address), C(mtu), C(operstate), C(route_src), C(overridden), C(master_addr), C(interfaces)
+              (every interface with C(ifname), C(mtu), C(operstate), C(addresses)) and C(default_ifnames) (the
+              interfaces with a default route, from C(/proc/net/route) and C(/proc/net/ipv6_route)).
           type: dict
           returned: always
           sample: {ifname: ens5, routed_ifname: ens5, address: 10.0.0.12, mtu: 9000, overridden: false}
+        library:
+          description:
+            - C(name) (V(nccl), V(rccl) or V(null) without GPUs), C(version) (V(null) when nothing tells), C(source)
+              (what told it) and C(aws_ofi_nccl) (the path of the aws-ofi-nccl plugin, or V(null)).
+          type: dict
+          returned: always
+          sample: {name: nccl, version: 2.21.5, source: python package nvidia-nccl-cu12, aws_ofi_nccl: null}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -329,6 +380,7 @@ def main():
             socket_ifname=dict(type='str', default='auto'),
             check_ifname=dict(type='bool', default=True),
             root=dict(type='path', default='/'),
+            python=dict(type='str'),
         ),
         supports_check_mode=True,
     )
@@ -337,7 +389,7 @@ def main():
     warnings = []
     try:
         facts = node_facts(runner, module.params['master_addr'], module.params['socket_ifname'],
-                           module.params['check_ifname'], module.params['root'], warnings)
+                           module.params['check_ifname'], module.params['root'], warnings, module.params['python'])
     except NodeFactsError as exc:
         module.fail_json(msg=str(exc))
     for warning in warnings:

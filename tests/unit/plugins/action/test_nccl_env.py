@@ -46,14 +46,16 @@ def test_computes_the_environment_on_the_controller():
     assert not res.get('failed') and res['changed'] is False
     assert res['transport'] == 'rdma' and res['link_layer'] == 'roce' and res['vendor'] == 'amd'
     assert res['env']['NCCL_IB_HCA'] == '=' + ','.join('bnxt_re%d:1' % i for i in range(8))
-    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['env']['RCCL_THREADS_PER_BLOCK'] == '256'
+    # RCCL of unknown version: NCCL_NTHREADS (what RCCL before 2.28 reads), the ports' shared GID index pinned
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['env']['NCCL_NTHREADS'] == '256'
+    assert res['library'] == {'name': 'rccl', 'version': None, 'source': None} and res['left_out'] == {}
     assert res['sources']['NCCL_DEBUG'] == 'default' and res['env']['NCCL_DEBUG'] == 'WARN'
     assert res['sources']['NCCL_MAX_NCHANNELS'] == 'knob'
     assert res['errors'] == [] and res['warning_messages'] == [] and 'warnings' not in res
     assert res['nccl_conf_path'] == '/etc/rccl.conf'
     assert res['env_file'].startswith('# NCCL/RCCL environment of gpu1')
     assert 'NCCL_SOCKET_IFNAME==enp49s0f0np0\n' in res['env_file'] and 'HSA_ENABLE_SDMA=0\n' in res['env_file']
-    assert 'RCCL_THREADS_PER_BLOCK=256\n' in res['nccl_conf'] and '\nHSA_ENABLE_SDMA=' not in res['nccl_conf']
+    assert 'NCCL_NTHREADS=256\n' in res['nccl_conf'] and '\nHSA_ENABLE_SDMA=' not in res['nccl_conf']
     assert res['msg'] == 'gpu1: transport rdma, 9 variable(s)'
 
 
@@ -64,12 +66,13 @@ def test_check_mode_gives_the_same_result():
 
 
 def test_errors_fail_with_the_host_prefix():
-    res = run({'facts': h100_sriov(), 'nproc_per_node': 8, 'socket_ifname': 'ens9'}, host='gpu7')
+    res = run({'facts': h100_sriov(), 'nproc_per_node': 8, 'socket_ifname': 'ens9', 'library_version': '2.20.5'},
+              host='gpu7')
     assert res['failed'] is True
     lines = res['msg'].splitlines()
     assert lines[0] == 'gpu7: the NCCL environment cannot be computed:'
     assert len(lines) == 4 and all(line.startswith('gpu7: ') for line in lines[1:])
-    assert any('disagree on the RoCE v2 GID index' in line for line in lines)
+    assert any('RoCE v2 GID at different indexes' in line and 'NCCL 2.20.5' in line for line in lines)
     assert any('nproc_per_node 8 is larger than the 4 GPU(s)' in line for line in lines)
     assert any("socket_ifname 'ens9' does not exist" in line for line in lines)
     assert len(res['errors']) == 3 and not res['errors'][0].startswith('gpu7')

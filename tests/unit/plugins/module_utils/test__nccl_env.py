@@ -159,11 +159,13 @@ def test_mi300x_bnxt_roce():
     assert res['env'] == {
         'NCCL_SOCKET_IFNAME': '=enp49s0f0np0', 'GLOO_SOCKET_IFNAME': 'enp49s0f0np0', 'NCCL_IB_DISABLE': '0',
         'NCCL_IB_HCA': '=' + nics, 'NCCL_IB_GID_INDEX': '3', 'NCCL_MAX_NCHANNELS': '28',
-        'RCCL_THREADS_PER_BLOCK': '256', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+        'NCCL_NTHREADS': '256', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+    # the library version is unknown here: every port has its RoCE v2 GID at 3, so pinning 3 is right for any
+    # NCCL/RCCL; threads goes to NCCL_NTHREADS, what RCCL before 2.28 reads (RCCL src/graph/tuning.cc)
     assert res['sources'] == {
         'NCCL_SOCKET_IFNAME': 'detected', 'GLOO_SOCKET_IFNAME': 'detected', 'NCCL_IB_DISABLE': 'detected',
         'NCCL_IB_HCA': 'detected', 'NCCL_IB_GID_INDEX': 'detected', 'NCCL_MAX_NCHANNELS': 'knob',
-        'RCCL_THREADS_PER_BLOCK': 'knob', 'NCCL_DEBUG': 'default', 'HSA_ENABLE_SDMA': 'default'}
+        'NCCL_NTHREADS': 'knob', 'NCCL_DEBUG': 'default', 'HSA_ENABLE_SDMA': 'default'}
     assert 'SDMA' in res['reasons']['HSA_ENABLE_SDMA']
     assert res['transport'] == 'rdma' and res['link_layer'] == 'roce' and res['vendor'] == 'amd'
     assert res['hcas'] == nics.split(',')  # natural order although the facts listed them reversed
@@ -204,11 +206,17 @@ def test_h100_with_active_frontend_roce_port_prefers_infiniband():
     assert res['env']['NCCL_SOCKET_IFNAME'] == '=eno8np0'
 
 
-def test_sriov_gid_indexes_disagree_is_an_error():
-    res = run(h100_sriov(), nproc_per_node=4)
+def with_library(facts, name, version):
+    facts['library'] = {'name': name, 'version': version, 'source': 'test', 'aws_ofi_nccl': None}
+    return facts
+
+
+def test_sriov_gid_indexes_disagree_is_an_error_before_nccl_2_21():
+    # NCCL 2.20 (src/transport/net_ib.cc NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0)): one index per process
+    res = run(with_library(h100_sriov(), 'nccl', '2.20.5'), nproc_per_node=4)
     assert len(res['errors']) == 1
     msg = res['errors'][0]
-    assert '3: mlx5_2:1, mlx5_3:1; 5: mlx5_4:1, mlx5_5:1' in msg
+    assert '3: mlx5_2:1, mlx5_3:1; 5: mlx5_4:1, mlx5_5:1' in msg and 'NCCL 2.20.5' in msg
     assert 'one NCCL_IB_GID_INDEX per process' in msg and 'gid_index' in msg and 'ib_hca' in msg
     assert 'NCCL_IB_GID_INDEX' not in res['env']
     assert res['env']['NCCL_IB_HCA'] == '=mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1'
@@ -216,11 +224,23 @@ def test_sriov_gid_indexes_disagree_is_an_error():
     assert res['transport'] == 'rdma' and res['link_layer'] == 'roce'
 
 
+def test_sriov_gid_indexes_disagree_per_port_selection_since_2_21():
+    # NCCL >= 2.21 leaves NCCL_IB_GID_INDEX at -1 and picks each port's GID (ncclIbGetGidIndex): nothing to set
+    res = run(with_library(h100_sriov(), 'nccl', '2.21.5'), nproc_per_node=4)
+    assert res['errors'] == [] and res['warnings'] == []
+    assert not [k for k in res['env'] if k.startswith(('NCCL_IB_GID', 'NCCL_IB_ADDR', 'NCCL_IB_ROCE'))]
+    assert res['library'] == {'name': 'nccl', 'version': '2.21.5', 'source': 'test'}
+    # unknown version: left unset with a warning that says what happens with each
+    res = run(h100_sriov(), nproc_per_node=4)
+    assert res['errors'] == [] and 'NCCL_IB_GID_INDEX' not in res['env']
+    assert has(res['warnings'], 'version is unknown', '>= 2.21', 'library_version')
+
+
 def test_sriov_gid_override_wins_with_a_warning():
     res = run(h100_sriov(), gid_index=3)
     assert res['errors'] == []
     assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['sources']['NCCL_IB_GID_INDEX'] == 'knob'
-    assert has(res['warnings'], 'mlx5_4:1 (5)', 'mlx5_5:1 (5)')
+    assert has(res['warnings'], 'mlx5_4:1 (5)') and has(res['warnings'], 'mlx5_5:1 (5)')
     res = run(h100_sriov(), gid_index='5')
     assert res['env']['NCCL_IB_GID_INDEX'] == '5'
 
@@ -264,11 +284,16 @@ def test_ports_down_fall_back_to_tcp_with_a_warning():
 
 
 def test_cpu_only_node():
-    res = run(cpu_only(), channels=28, threads=256, nproc_per_node=2)
+    res = run(cpu_only(), nproc_per_node=2)
     assert res['vendor'] == 'none' and res['transport'] == 'tcp'
     assert res['env'] == {'NCCL_SOCKET_IFNAME': '=ens5', 'GLOO_SOCKET_IFNAME': 'ens5', 'NCCL_IB_DISABLE': '1',
-                          'NCCL_MAX_NCHANNELS': '28', 'NCCL_DEBUG': 'WARN'}
+                          'NCCL_DEBUG': 'WARN'}
     assert res['errors'] == [] and res['warnings'] == []
+    # gloo uses no channels or threads: a warning says so; channels stay in the environment as the knob's record,
+    # threads (whose variable depends on the library) is not set
+    res = run(cpu_only(), channels=28, threads=256)
+    assert res['env']['NCCL_MAX_NCHANNELS'] == '28' and 'NCCL_NTHREADS' not in res['env']
+    assert has(res['warnings'], 'channels/min_channels have no effect') and has(res['warnings'], 'threads has no')
 
 
 def test_lab_vlan_interface_is_matched_exactly():
@@ -420,9 +445,39 @@ def test_channels_and_threads_validation():
     assert has(run(h100_ib(), channels=8, min_channels=16)['errors'], 'min_channels 16 is larger than channels 8')
     assert has(run(h100_ib(), channels=0)['errors'], 'channels must be an integer >= 1')
     assert has(run(h100_ib(), threads='many')['errors'], 'threads must be an integer >= 1')
-    assert has(run(h100_ib(), threads=300)['warnings'], 'threads 300', 'NCCL_NTHREADS accepts 64, 128, 256, 512')
-    assert run(mi300x(), threads=300)['warnings'] == []  # RCCL: no such list
-    assert 'NCCL_NTHREADS' not in run(cpu_only(), threads=256)['env']
+    # NCCL src/graph/tuning.cc getNthreads: a multiple of WARP_SIZE (32) from 64 to NCCL_SIMPLE_MAX_NTHREADS (512)
+    assert has(run(h100_ib(), threads=300)['errors'], 'threads 300 is not a value', '64, 96, 128')
+    assert has(run(h100_ib(), threads=1024)['errors'], 'threads 1024')
+    assert run(h100_ib(), threads=512)['env']['NCCL_NTHREADS'] == '512'
+    # NCCL src/include/device.h: MAXCHANNELS 32 before 2.25.1, 64 since
+    assert has(run(with_library(h100_ib(), 'nccl', '2.21.5'), channels=42)['errors'], 'channels 42', 'allows (32')
+    assert run(with_library(h100_ib(), 'nccl', '2.25.1'), channels=42)['errors'] == []
+    assert has(run(h100_ib(), channels=65)['errors'], 'channels 65', 'allows (64')
+    # left to the library: nothing set
+    res = run(h100_ib())
+    assert not [k for k in res['env'] if 'NCHANNELS' in k or 'THREADS' in k]
+
+
+def test_rccl_threads_by_library_version():
+    facts = mi300x()
+    facts['gpu']['gfx'] = ['gfx942'] * 8
+    # RCCL 2.21 (src/graph/tuning.cc): NCCL_NTHREADS from 4 * warpSize (64 on gfx942) to NCCL_MAX_NTHREADS (256)
+    old = with_library(copy.deepcopy(facts), 'rccl', '2.21.5')
+    assert run(old, threads=256)['env']['NCCL_NTHREADS'] == '256'
+    assert has(run(old, threads=512)['errors'], 'threads 512 is not a value RCCL 2.21.5 takes (256)')
+    assert 'RCCL_THREADS_PER_BLOCK' not in run(old, threads=256)['env']
+    # RCCL 2.28 (CHANGELOG "RCCL 2.28.3 for ROCm 7.11"): RCCL_THREADS_PER_BLOCK, a WarpSpeed knob
+    new = with_library(copy.deepcopy(facts), 'rccl', '2.28.3')
+    res = run(new, threads=512)
+    assert res['env']['RCCL_THREADS_PER_BLOCK'] == '512' and 'NCCL_NTHREADS' not in res['env']
+    assert has(res['warnings'], 'WarpSpeed', 'RCCL_WARP_SPEED_ENABLE=1')
+    res = run(new, threads=512, env_overrides={'RCCL_WARP_SPEED_ENABLE': 1})
+    assert res['warnings'] == []
+    # RCCL device.h MAXCHANNELS 128; all of them only on gfx94x (graph/connect.cc)
+    assert run(new, channels=112)['env']['NCCL_MAX_NCHANNELS'] == '112'
+    assert has(run(new, channels=129)['errors'], 'channels 129', 'allows (128')
+    facts['gpu']['gfx'] = ['gfx90a'] * 8
+    assert has(run(facts, channels=112)['errors'], 'channels 112', 'allows (64')
 
 
 def test_net_gdr_level():
@@ -466,7 +521,7 @@ def test_require_transport_sets_nccl_net():
 
 def test_vendor_setting():
     res = run(h100_ib(), vendor='amd', threads=256)
-    assert res['vendor'] == 'amd' and res['env']['RCCL_THREADS_PER_BLOCK'] == '256'
+    assert res['vendor'] == 'amd' and res['env']['NCCL_NTHREADS'] == '256'
     assert has(run(h100_ib(), vendor='intel')['errors'], 'vendor must be one of nvidia, amd, none')
 
 
@@ -547,16 +602,17 @@ def test_check_cluster_agreeing_nodes():
     assert check['errors'] == [] and check['warnings'] == []
     assert check['transports'] == {'gpu1': 'rdma', 'gpu2': 'rdma'}
     lines = check['table'].splitlines()
-    assert lines[0].split() == ['host', 'vendor', 'transport', 'NCCL_SOCKET_IFNAME', 'NCCL_IB_HCA', 'status']
+    assert lines[0].split() == ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status']
     assert lines[2].startswith('gpu1') and lines[3].startswith('gpu2')
     assert 'rdma (infiniband)' in lines[2] and '=mlx5_0:1,' in lines[2] and '=eno1' in lines[2]
+    assert 'NCCL ?' in lines[2]  # the builder's facts carry no library version
 
 
 def test_check_cluster_transport_mismatch():
     check = ne.check_cluster({'gpu1': run(h100_ib()), 'gpu2': run(ports_down()), 'gpu3': run(h100_ib())})
     assert has(check['errors'], 'different transports', 'rdma on gpu1, gpu3', 'tcp on gpu2', 'hang')
     row = [line for line in check['table'].splitlines() if line.startswith('gpu2')][0]
-    assert row.split()[1:3] == ['nvidia', 'tcp']
+    assert row.split()[1:5] == ['nvidia', 'NCCL', '?', 'tcp']
 
 
 def test_check_cluster_link_layer_vendor_and_missing_results():
@@ -626,3 +682,52 @@ def test_parse_and_match_nccl_lists():
     assert ne.match_names('bond0', names) == ['bond0', 'bond0.2093']
     assert ne.match_names('^docker,lo', names) == ['eth0', 'eth1', 'bond0', 'bond0.2093']
     assert ne.match_names('^=bond0', names) == ['lo', 'eth0', 'eth1', 'bond0.2093', 'docker0']
+
+
+# --- GID tables, QoS and libraries across nodes ------------------------------------------------------------
+
+def gid_table(port_facts, entries):
+    """Give a builder port a GID table: [(index, gid, type)]."""
+    port_facts['gids'] = [{'index': i, 'gid': g, 'type': t, 'netdev': port_facts['netdev']} for i, g, t in entries]
+    port_facts['gid_table_len'] = 8
+    return port_facts
+
+
+def test_roce_v1_only_tables_set_the_roce_version_with_a_warning():
+    facts = with_library(mi300x(), 'rccl', '2.21.5')
+    for dev in facts['rdma']['devices']:
+        gid_table(dev['ports'][0], [(0, 'fe80:0000:0000:0000:8616:0cff:fe4a:172e', 'IB/RoCE v1'),
+                                    (1, '0000:0000:0000:0000:0000:ffff:0a01:0001', 'IB/RoCE v1')])
+    res = run(facts, gid_index='auto', ib_hca=['bnxt_re0', 'bnxt_re1'])
+    # ncclIbGetGidIndex with NCCL_IB_ROCE_VERSION_NUM=1 (NCCL_PARAM(IbRoceVersionNum, "IB_ROCE_VERSION_NUM", 2))
+    assert res['env']['NCCL_IB_ROCE_VERSION_NUM'] == '1' and 'NCCL_IB_ADDR_FAMILY' not in res['env']
+    assert has(res['warnings'], 'only have RoCE v1 GIDs', 'not routed')
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+
+
+def test_nccl_gid_index_follows_ncclUpdateGidIndex():
+    port_facts = gid_table(port(layer='Ethernet', netdev='ens1'), [
+        (0, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'IB/RoCE v1'), (1, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'RoCE v2'),
+        (2, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'IB/RoCE v1'), (3, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'RoCE v2'),
+        (4, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'IB/RoCE v1'), (5, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'RoCE v2')])
+    ports = ne._ports({'rdma': {'devices': [device('mlx5_0', 'mlx5_core', None, [port_facts])]}})
+    assert ne.nccl_gid_index(ports[0]) == 3                       # AF_INET, RoCE v2 (the defaults)
+    assert ne.nccl_gid_index(ports[0], 'AF_INET', 1) == 2
+    assert ne.nccl_gid_index(ports[0], 'AF_INET6') == 5           # the link-local ones are never valid
+    assert ne.nccl_gid_index(ports[0], 'AF_INET6', 1) == 4
+
+
+def test_qos_on_infiniband_and_over_tcp():
+    res = run(h100_ib(), ib_tc=106, ib_sl=2)
+    assert res['env']['NCCL_IB_TC'] == '106' and res['env']['NCCL_IB_SL'] == '2'
+    assert has(res['warnings'], 'ib_tc has no effect on InfiniBand ports')
+    res = run(ethernet_gpu(), ib_tc=106, cross_nic=1)
+    assert 'NCCL_IB_TC' not in res['env'] and has(res['warnings'], 'ib_tc has no effect')
+    assert res['env']['NCCL_CROSS_NIC'] == '1' and has(res['warnings'], 'cross_nic has no effect over TCP')
+
+
+def test_check_cluster_warns_about_different_library_versions():
+    check = ne.check_cluster({'a': run(with_library(h100_ib(), 'nccl', '2.21.5')),
+                              'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
+    assert check['errors'] == []
+    assert has(check['warnings'], 'different library versions', 'NCCL 2.21.5 on a', 'NCCL 2.23.4 on b')

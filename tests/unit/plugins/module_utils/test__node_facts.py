@@ -110,3 +110,48 @@ def test_gpu_facts_amd_counts_kfd_nodes_with_a_gpu_id(tmp_path):
 
 def test_gpu_facts_cpu_only(tmp_path):
     assert nf.gpu_facts(str(tmp_path)) == {'vendor': 'none', 'count': 0, 'pci_ids': [], 'models': []}
+
+
+class ProbeRunner:
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def run(self, argv):
+        self.calls.append(argv)
+        return 0, json.dumps(self.answer), ''
+
+
+def test_library_version_from_the_interpreters_packages(tmp_path):
+    runner = ProbeRunner({'nccl_wheels': {'nvidia-nccl-cu12': '2.21.5'}, 'torch': '2.5.1+cu124'})
+    lib = nf.library_facts(str(tmp_path), 'nvidia', runner, '/opt/venv/bin/python', ['docker', 'exec', 'train'])
+    assert lib == dict(name='nccl', version='2.21.5', source='python package nvidia-nccl-cu12', aws_ofi_nccl=None)
+    assert runner.calls[0][:5] == ['docker', 'exec', 'train', '/opt/venv/bin/python', '-c']
+    # a ROCm build of torch bundles the RCCL of its ROCm release (RCCL CHANGELOG: 2.20.5 for ROCm 6.2.0)
+    lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm6.2'}), 'python3')
+    assert (lib['name'], lib['version']) == ('rccl', '2.20.5')
+    # nothing tells: the version is unknown, never guessed
+    lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm5.0'}), 'python3')
+    assert (lib['name'], lib['version'], lib['source']) == ('rccl', None, None)
+    assert nf.library_facts(str(tmp_path), 'none')['name'] is None
+
+
+def test_library_probe_runs_without_importing_torch():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, '-c', nf.LIBRARY_PROBE + '\nassert "torch" not in sys.modules'],
+                         capture_output=True, text=True, check=True).stdout
+    assert set(json.loads(out)) >= {'nccl_wheels', 'torch'}
+
+
+def test_default_route_interfaces(tmp_path):
+    (tmp_path / 'proc' / 'net').mkdir(parents=True)
+    (tmp_path / 'proc' / 'net' / 'route').write_text(
+        'Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n'
+        'ens5\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n'
+        'eno1\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n')
+    (tmp_path / 'proc' / 'net' / 'ipv6_route').write_text(
+        '00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 '
+        '00000400 00000001 00000000 00000003 eno2\n'
+        '00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 '
+        'ffffffff 00000001 00000000 00200200 lo\n')
+    assert nf.default_route_ifnames(str(tmp_path)) == ['eno1', 'eno2']

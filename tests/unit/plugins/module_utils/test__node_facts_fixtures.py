@@ -19,7 +19,17 @@ _SPEC = importlib.util.spec_from_file_location('node_facts_fixture_tree', _TREE)
 fixture_tree = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(fixture_tree)
 
-ZERO_NONE = dict(nvidia_peermem=False, nv_peer_mem=False, amd_peer_mem=False, dma_buf=False, available=False)
+ZERO_NONE = dict(nvidia_peermem=False, nv_peer_mem=False, amd_peer_mem=False, dma_buf=False, dmabuf_kernel=None,
+                 path=None, available=False)
+
+
+def strip_tables(devices):
+    """The devices without each Ethernet port's GID table (gids, gid_table_len), checked by their own tests."""
+    result = []
+    for device in devices:
+        ports = [dict((k, v) for k, v in p.items() if k not in ('gids', 'gid_table_len')) for p in device['ports']]
+        result.append(dict(device, ports=ports))
+    return result
 
 
 class FakeRunner:
@@ -118,7 +128,7 @@ def test_mi300x_gpus_from_kfd_topology_alone(tree):
     gpu = nf.gpu_details(root, runner, warnings)
     assert gpu == dict(vendor='amd', count=8, models=['AMD Instinct MI300X'] * 8, pci_ids=MI300X_GPUS,
                        driver_version='6.8.5', interconnect=dict(type='xgmi', source='kfd-topology'),
-                       sources=['kfd-topology'])
+                       sources=['kfd-topology'], gfx=['gfx942'] * 8)
     assert runner.calls == [] and warnings == []
     assert nf.gpu_facts(root) == dict(vendor='amd', count=8, pci_ids=MI300X_GPUS, models=['AMD Instinct MI300X'] * 8)
 
@@ -128,12 +138,14 @@ def test_mi300x_bnxt_re_roce_v2(tree):
     assert [d['name'] for d in rdma['devices']] == [n for n, _p, _i in MI300X_NICS]
     for rail, (device, (name, pci_id, ifname)) in enumerate(zip(rdma['devices'], MI300X_NICS)):
         gid = '0000:0000:0000:0000:0000:ffff:0ac8:{0:02x}0b'.format(rail)  # 10.200.<rail>.11
-        assert device == dict(name=name, driver='bnxt_en', pci_id=pci_id, virtual_function=False, ports=[
+        assert strip_tables([device])[0] == dict(name=name, driver='bnxt_en', pci_id=pci_id, virtual_function=False, ports=[
             port(1, 'ACTIVE', 'LinkUp', 'Ethernet', '400 Gb/sec (4X NDR)', ifname, 3, gid)])
     assert rdma['active_ports'] == ['bnxt_re{0}:1'.format(i) for i in range(8)]
     assert rdma['transport'] == 'roce'
-    # inbox kernel: RDMA dma-buf, no peer-memory client; dma-buf is what RCCL uses on AMD
-    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, available=True)
+    # inbox kernel: RDMA dma-buf, no peer-memory client. RCCL uses dma-buf only when the kernel was built with
+    # CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (RCCL src/misc/rocmwrap.cc reads /boot/config-<release>); this
+    # tree has no kernel config, so RCCL would stage through host memory: not available
+    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True)
 
 
 def _strip_mi300x_sysfs(root):
@@ -332,8 +344,7 @@ def test_h100_mlx5_infiniband_with_nvidia_peermem(tree):
     assert rdma['active_ports'] == ['mlx5_{0}:1'.format(i) for i in range(8)]
     assert rdma['transport'] == 'infiniband'
     # MOFED exports the peer-memory API, but amdgpu is not loaded: that is not AMD peer memory
-    assert rdma['gpudirect'] == dict(nvidia_peermem=True, nv_peer_mem=False, amd_peer_mem=False, dma_buf=True,
-                                     available=True)
+    assert rdma['gpudirect'] == dict(ZERO_NONE, nvidia_peermem=True, dma_buf=True, path='peer_mem', available=True)
 
 
 def test_dma_buf_alone_does_not_serve_the_proprietary_nvidia_module(tree):
@@ -357,7 +368,9 @@ def test_node_facts_puts_gpu_rdma_and_network_together(tree):
                                                                    'prefsrc': '10.10.0.12'}]))})
     runner.paths['ip'] = 'ip'
     facts = nf.node_facts(runner, '10.10.0.11', root=root)
-    assert sorted(facts) == ['gpu', 'network', 'rdma']
+    assert sorted(facts) == ['gpu', 'library', 'network', 'rdma']
+    # the driver's header and library files are not in this tree, and no interpreter was named
+    assert facts['library'] == dict(name='nccl', version=None, source=None, aws_ofi_nccl=None)
     assert facts['gpu']['interconnect']['type'] == 'nvlink'
     assert facts['rdma']['transport'] == 'infiniband' and len(facts['rdma']['devices']) == 8
     assert (facts['network']['ifname'], facts['network']['address'], facts['network']['mtu']) == \
@@ -372,7 +385,7 @@ def test_sriov_vfs_each_get_their_own_roce_v2_gid_index(tree):
     rdma = nf.rdma_facts(tree('h100_4gpu_sriov_roce'), 'nvidia')
     expected = [('mlx5_2', '0000:1a:00.2', 'net1', 3, '0a37:0115'), ('mlx5_3', '0000:3c:00.3', 'net2', 5, '0a37:0215'),
                 ('mlx5_10', '0000:4d:00.4', 'net3', 2, '0a37:0315'), ('mlx5_11', '0000:5e:01.1', 'net4', 7, '0a37:0415')]
-    assert rdma['devices'] == [
+    assert strip_tables(rdma['devices']) == [
         dict(name=name, driver='mlx5_core', pci_id=pci_id, virtual_function=True, ports=[
             port(1, 'ACTIVE', 'LinkUp', 'Ethernet', '200 Gb/sec (4X HDR)', netdev, index,
                  '0000:0000:0000:0000:0000:ffff:' + ipv4)])
@@ -380,7 +393,7 @@ def test_sriov_vfs_each_get_their_own_roce_v2_gid_index(tree):
     assert rdma['active_ports'] == ['mlx5_2:1', 'mlx5_3:1', 'mlx5_10:1', 'mlx5_11:1']
     assert rdma['transport'] == 'roce'
     # open kernel module + RDMA dma-buf, no nvidia_peermem: GPUDirect through dma-buf
-    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, available=True)
+    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, path='dma_buf', available=True)
 
 
 def test_sriov_gpus_and_driver(tree):
@@ -455,14 +468,14 @@ def test_gpus_only_nvidia_smi_can_see(tree):
 
 def test_hca_ports_down(tree):
     rdma = nf.rdma_facts(tree('hca_ports_down'), 'nvidia')
-    assert rdma['devices'] == [
+    assert strip_tables(rdma['devices']) == [
         dict(name='mlx5_0', driver='mlx5_core', pci_id='0000:0c:00.0', virtual_function=False,
              ports=[port(1, 'DOWN', 'Disabled', 'InfiniBand', '10 Gb/sec (4X SDR)', 'ibp12s0')]),
         # no link, no rate; only the link-local default GIDs, which NCCL cannot use
         dict(name='mlx5_1', driver='mlx5_core', pci_id='0000:12:00.1', virtual_function=False,
              ports=[port(1, 'DOWN', 'Disabled', 'Ethernet', None, 'ens1f1np1')])]
     assert rdma['active_ports'] == [] and rdma['transport'] == 'none'
-    assert rdma['gpudirect'] == dict(ZERO_NONE, nv_peer_mem=True, available=True)
+    assert rdma['gpudirect'] == dict(ZERO_NONE, nv_peer_mem=True, path='peer_mem', available=True)
 
 
 def test_mixed_transport_when_ib_and_roce_ports_are_active(tree):

@@ -83,7 +83,7 @@ def test_dgx_h100_facts_through_main(tmp_path):
     kind, result = run(dict(master_addr='10.10.0.11', root=root), machine)
     assert kind == 'exit' and result['changed'] is False
     node = result['ansible_facts']['trainops_node']
-    assert sorted(node) == ['gpu', 'network', 'rdma']
+    assert sorted(node) == ['gpu', 'library', 'network', 'rdma']
     assert node['gpu'] == dict(vendor='nvidia', count=8, models=['NVIDIA H100 80GB HBM3'] * 8,
                                pci_ids=['0000:1b:00.0', '0000:43:00.0', '0000:52:00.0', '0000:61:00.0',
                                         '0000:9d:00.0', '0000:c3:00.0', '0000:d1:00.0', '0000:df:00.0'],
@@ -155,7 +155,10 @@ def test_documentation_lists_every_returned_key(tmp_path):
     node = result['ansible_facts']['trainops_node']
     assert kind == 'exit'
     assert sorted(returned) == sorted(node)
-    assert sorted(returned['gpu']['contains']) == sorted(node['gpu'])
+    # every key returned is documented; keys documented as always returned are returned
+    gpu_docs = returned['gpu']['contains']
+    assert set(node['gpu']) <= set(gpu_docs)
+    assert set(k for k, v in gpu_docs.items() if v['returned'] == 'always') == set(node['gpu'])
     assert sorted(returned['gpu']['contains']['interconnect']['contains']) == sorted(node['gpu']['interconnect'])
     rdma = returned['rdma']['contains']
     assert sorted(rdma) == sorted(node['rdma'])
@@ -165,5 +168,5 @@ def test_documentation_lists_every_returned_key(tmp_path):
     from ansible_collections.trainops.multinode.plugins.doc_fragments.node_network import ModuleDocFragment
     documented_options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
     documented_options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
-    assert sorted(documented_options) == ['check_ifname', 'master_addr', 'root', 'socket_ifname']
+    assert sorted(documented_options) == ['check_ifname', 'master_addr', 'python', 'root', 'socket_ifname']
     assert 'trainops.multinode.node_network' in yaml.safe_load(module.DOCUMENTATION)['extends_documentation_fragment']

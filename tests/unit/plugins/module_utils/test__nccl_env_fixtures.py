@@ -1,0 +1,331 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The computed NCCL/RCCL environment of recorded nodes (tests/unit/fixtures/node_facts/<name>): node_facts reads the
+tree (the interfaces from recorded ``ip -j`` output), nccl_env computes the environment, for an older and a newer
+library version each. Every expectation names the NCCL/RCCL source or document it follows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _nccl_env as ne
+from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
+
+_TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
+_SPEC = importlib.util.spec_from_file_location('nccl_env_fixture_tree', _TREE)
+fixture_tree = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(fixture_tree)
+
+
+class IpRunner:
+    """Answers ``ip -j addr show`` and ``ip -j route get <master>``; no vendor tool is installed."""
+
+    def __init__(self, links, master, route):
+        self.outputs = {('ip', '-j', 'addr', 'show'): json.dumps(links),
+                        ('ip', '-j', 'route', 'get', master): json.dumps([route])}
+
+    def which(self, name):
+        return None
+
+    def run(self, argv):
+        return 0, self.outputs[tuple(argv)], ''
+
+
+def link(name, *cidrs, mtu=9000):
+    infos = []
+    for cidr in cidrs:
+        addr, plen = cidr.split('/')
+        infos.append({'family': 'inet6' if ':' in addr else 'inet', 'local': addr, 'prefixlen': int(plen)})
+    return {'ifname': name, 'mtu': mtu, 'operstate': 'UP', 'addr_info': infos}
+
+
+LO = link('lo', '127.0.0.1/8', '::1/128', mtu=65536)
+
+
+@pytest.fixture
+def node(tmp_path):
+    """node(name, links, master, route, version=None) -> (facts, root); version rewrites the library's file."""
+    count = []
+
+    def make(name, links, master, route, version=None):
+        count.append(name)
+        root = fixture_tree.materialize(name, tmp_path / ('%s-%d' % (name, len(count))))
+        if version:
+            _set_library_version(root, version)
+        return nf.node_facts(IpRunner(links, master, route), master, root=root), root
+    return make
+
+
+def _set_library_version(root, version):
+    major, minor, patch = version.split('.')
+    for header in ('opt/rocm/include/rccl/rccl.h', 'usr/include/nccl.h'):
+        path = os.path.join(root, header)
+        if os.path.exists(path):
+            with open(path) as handle:
+                text = handle.read()
+            for part, value in (('MAJOR', major), ('MINOR', minor), ('PATCH', patch)):
+                text = '\n'.join('#define NCCL_%s %s' % (part, value) if line.startswith('#define NCCL_%s ' % part)
+                                 else line for line in text.splitlines())
+            with open(path, 'w') as handle:
+                handle.write(text + '\n')
+            return
+    for lib_dir in ('usr/lib/x86_64-linux-gnu', 'usr/local/cuda/lib64'):
+        directory = os.path.join(root, lib_dir)
+        for entry in os.listdir(directory) if os.path.isdir(directory) else []:
+            if entry.startswith('libnccl.so.'):
+                os.rename(os.path.join(directory, entry), os.path.join(directory, 'libnccl.so.' + version))
+                return
+    raise AssertionError('no library file to rewrite under %s' % root)
+
+
+def compute(facts, **settings):
+    res = ne.compute(facts, settings)
+    assert all(isinstance(v, str) for v in res['env'].values()), res['env']
+    return res
+
+
+def has(messages, *parts):
+    return [m for m in messages if all(p in m for p in parts)]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# MI300X + bnxt_re, RoCE v2 IPv4 GID at 3 on bnxt_re0..3 and at 5 on bnxt_re4..7
+# ------------------------------------------------------------------------------------------------------------------
+
+MI_RAILS = ['enp6s0np0', 'enp35s0np0', 'enp57s0np0', 'enp93s0np0', 'enp160s0np0', 'enp176s0np0', 'enp192s0np0',
+            'enp224s0np0']
+MI_LINKS = [LO, link('enp49s0f0np0', '10.0.0.12/24')] + [link(n, '10.200.%d.11/24' % i) for i, n in enumerate(MI_RAILS)]
+MI_ROUTE = {'dst': '10.0.0.11', 'dev': 'enp49s0f0np0', 'prefsrc': '10.0.0.12'}
+MI_HCA = '=' + ','.join('bnxt_re%d:1' % i for i in range(8))
+
+
+def mi300x(node, version=None):
+    return node('mi300x_8gpu_bnxt_gid_split', MI_LINKS, '10.0.0.11', MI_ROUTE, version)[0]
+
+
+def test_mi300x_gid_split_rccl_2_21_selects_per_port(node):
+    facts = mi300x(node)
+    assert facts['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h',
+                                    aws_ofi_nccl=None)
+    res = compute(facts, nproc_per_node=8)
+    # RCCL 2.21.5 src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1) and ncclIbGetGidIndex picks,
+    # per port, the IPv4 (AF_INET default) RoCE v2 GID: 3 on bnxt_re0..3, 5 on bnxt_re4..7. Nothing to set.
+    assert [ne.nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 4 + [5] * 4
+    # RCCL src/misc/rocmwrap.cc: NCCL_DMABUF_ENABLE defaults to 0, dma-buf needs CONFIG_DMABUF_MOVE_NOTIFY and
+    # CONFIG_PCI_P2PDMA in /boot/config-<release> (both set in this tree)
+    assert res['env'] == {
+        'NCCL_SOCKET_IFNAME': '=enp49s0f0np0', 'GLOO_SOCKET_IFNAME': 'enp49s0f0np0', 'NCCL_IB_DISABLE': '0',
+        'NCCL_IB_HCA': MI_HCA, 'NCCL_DMABUF_ENABLE': '1', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+    assert res['errors'] == [] and res['warnings'] == []
+    assert res['gpudirect'] is True and res['transport'] == 'rdma' and res['link_layer'] == 'roce'
+    assert res['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h')
+
+
+def test_mi300x_gid_split_rccl_2_20_needs_one_index_and_has_none(node):
+    facts = mi300x(node, '2.20.5')
+    res = compute(facts, nproc_per_node=8)
+    # RCCL 2.20.5 (ROCm 6.2) src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0), one index per
+    # process; index 3 is IPv4 on bnxt_re0..3 but IPv6 on bnxt_re4..7, so no index serves every port
+    assert len(res['errors']) == 1
+    assert has(res['errors'], '3: bnxt_re0:1, bnxt_re1:1, bnxt_re2:1, bnxt_re3:1; 5: bnxt_re4:1', 'RCCL 2.20.5',
+               'one NCCL_IB_GID_INDEX per process', '>= 2.21')
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+    # an explicit index that is empty or RoCE v1 on a chosen port is an error naming the port
+    res = compute(facts, gid_index=4)
+    assert has(res['errors'], 'gid_index 4 is empty on bnxt_re0:1 (netdev enp6s0np0)')
+    assert has(res['errors'], 'gid_index 4 is a RoCE v1 GID on bnxt_re4:1', 'its RoCE v2 GID is at 5')
+    res = compute(facts, gid_index=3)
+    assert res['errors'] == [] and res['env']['NCCL_IB_GID_INDEX'] == '3'
+    assert has(res['warnings'], 'gid_index 3 is an IPv4 GID on bnxt_re0:1', 'IPv6 one on bnxt_re4:1')
+    # narrowing to the ports that share an index works with the old library
+    res = compute(facts, ib_hca=['bnxt_re4', 'bnxt_re5', 'bnxt_re6', 'bnxt_re7'])
+    assert res['errors'] == [] and res['env']['NCCL_IB_GID_INDEX'] == '5'
+
+
+def test_mi300x_threads_and_channels_per_rccl_version(node):
+    # RCCL 2.21 src/graph/tuning.cc: NCCL_NTHREADS from 4 * warpSize (64 on gfx942) to NCCL_MAX_NTHREADS (256)
+    res = compute(mi300x(node), channels=112, threads=256)
+    assert res['env']['NCCL_NTHREADS'] == '256' and res['env']['NCCL_MAX_NCHANNELS'] == '112'
+    assert 'RCCL_THREADS_PER_BLOCK' not in res['env']
+    assert has(compute(mi300x(node), threads=512)['errors'], 'threads 512 is not a value RCCL 2.21.5 takes (256)')
+    # RCCL src/include/device.h MAXCHANNELS 128
+    assert has(compute(mi300x(node), channels=160)['errors'], 'channels 160', '(128, RCCL MAXCHANNELS on gfx942)')
+
+
+def test_mi300x_without_dmabuf_kernel_support_stages_through_host(node):
+    facts, root = node('mi300x_8gpu_bnxt_gid_split', MI_LINKS, '10.0.0.11', MI_ROUTE)
+    with open(os.path.join(root, 'boot/config-6.8.0-45-generic'), 'w') as handle:
+        handle.write('CONFIG_PCI_P2PDMA=y\n# CONFIG_DMABUF_MOVE_NOTIFY is not set\n')
+    facts = nf.node_facts(IpRunner(MI_LINKS, '10.0.0.11', MI_ROUTE), '10.0.0.11', root=root)
+    assert facts['rdma']['gpudirect']['path'] is None and facts['rdma']['gpudirect']['available'] is False
+    res = compute(facts)
+    assert 'NCCL_DMABUF_ENABLE' not in res['env'] and res['gpudirect'] is False
+    assert has(res['warnings'], 'RCCL will stage network traffic through host memory',
+               'CONFIG_DMABUF_MOVE_NOTIFY=y in /boot/config-<release> (not set there)')
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# AWS p5.48xlarge: 8 H100, 32 EFA devices, aws-ofi-nccl
+# ------------------------------------------------------------------------------------------------------------------
+
+EFA_LINKS = [LO, link('ens32', '172.31.10.5/20', mtu=9001)]
+EFA_ROUTE = {'dst': '172.31.10.4', 'dev': 'ens32', 'prefsrc': '172.31.10.5'}
+
+
+def p5(node, version=None):
+    return node('h100_8gpu_efa_p5', EFA_LINKS, '172.31.10.4', EFA_ROUTE, version)[0]
+
+
+def test_p5_efa_goes_through_aws_ofi_nccl(node):
+    facts = p5(node)
+    assert facts['rdma']['transport'] == 'efa' and len(facts['rdma']['devices']) == 32
+    assert facts['library']['aws_ofi_nccl'] == '/opt/amazon/ofi-nccl/lib/libnccl-net.so'
+    res = compute(facts, nproc_per_node=8, channels=64, require_transport=True)
+    # aws-ofi-nccl doc/efa-env-var.md: FI_PROVIDER=efa; the plugin registers the net "Libfabric"
+    # (src/nccl_ofi_interface_nvidia.cpp), which NCCL_NET must name; never NCCL_IB_HCA / NCCL_NET=IB for EFA
+    # NCCL 2.26 src/include/device.h: MAXCHANNELS 64
+    assert res['env'] == {'NCCL_SOCKET_IFNAME': '=ens32', 'GLOO_SOCKET_IFNAME': 'ens32', 'FI_PROVIDER': 'efa',
+                          'NCCL_NET': 'Libfabric', 'NCCL_MAX_NCHANNELS': '64', 'NCCL_DEBUG': 'WARN'}
+    assert res['transport'] == 'efa' and res['link_layer'] == 'efa' and len(res['hcas']) == 32
+    assert res['gpudirect'] is True and res['errors'] == []
+    assert res['warnings'] == ['the aws-ofi-nccl plugin is in /opt/amazon/ofi-nccl/lib: its directory must be on the '
+                               'ranks\' LD_LIBRARY_PATH (the EFA installer sets it in /etc/profile.d; add it with '
+                               'trainops_env otherwise)']
+
+
+def test_p5_efa_older_nccl_and_missing_plugin(node):
+    facts = p5(node, '2.23.4')
+    # NCCL 2.23 src/include/device.h: MAXCHANNELS 32
+    assert has(compute(facts, channels=64)['errors'], 'channels 64 is more than NCCL 2.23.4 allows (32')
+    assert compute(facts, channels=32)['env']['NCCL_MAX_NCHANNELS'] == '32'
+    facts['library']['aws_ofi_nccl'] = None
+    res = compute(facts)
+    assert res['transport'] == 'tcp' and res['env']['NCCL_IB_DISABLE'] == '1' and 'FI_PROVIDER' not in res['env']
+    assert has(res['warnings'], 'need the aws-ofi-nccl plugin', 'NCCL will use TCP sockets')
+    assert has(compute(facts, network_mode='rdma')['errors'], 'need the aws-ofi-nccl plugin', 'install it')
+    facts['library']['aws_ofi_nccl'] = '/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so'
+    # NCCL src/plugin/net.cc opens libnccl-net.so unless NCCL_NET_PLUGIN names libnccl-net-<name>.so
+    assert compute(facts)['env']['NCCL_NET_PLUGIN'] == 'ofi'
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# IPv6-only RoCE fabric, IPv6 master
+# ------------------------------------------------------------------------------------------------------------------
+
+V6_LINKS = [LO, link('eno1', '10.0.0.21/24', 'fd00:10::21/64', 'fe80::a288:c2ff:fe00:1/64')] + [
+    link('ens%dnp0' % (10 + i), 'fd00:77:%x::21/64' % i, 'fe80::a288:c2ff:fe5c:%x10/64' % i) for i in range(8)]
+V6_ROUTE = {'dst': 'fd00:10::11', 'dev': 'eno1', 'prefsrc': 'fd00:10::21'}
+V6_HCA = '=' + ','.join('mlx5_%d:1' % i for i in range(8))
+
+
+def ipv6(node, version=None):
+    return node('h100_8gpu_ipv6_roce', V6_LINKS, 'fd00:10::11', V6_ROUTE, version)[0]
+
+
+def test_ipv6_roce_nccl_2_21_needs_the_address_family(node):
+    facts = ipv6(node)
+    res = compute(facts, nproc_per_node=8)
+    # NCCL 2.21 src/transport/net_ib.cc envIbAddrFamily: AF_INET by default, which leaves ncclIbGetGidIndex on the
+    # link-local GID 0 of an IPv6-only port; NCCL_IB_ADDR_FAMILY=AF_INET6 makes it pick the global RoCE v2 GID 3.
+    # src/misc/socket.cc ncclEnvSocketFamily: the master is IPv6 and eno1's first address is IPv4, so
+    # NCCL_SOCKET_FAMILY=AF_INET6 (NCCL "Environment Variables": NCCL_SOCKET_FAMILY)
+    assert [ne.nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [0] * 8
+    assert [ne.nccl_gid_index(p, 'AF_INET6') for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 8
+    assert res['env'] == {
+        'NCCL_SOCKET_IFNAME': '=eno1', 'GLOO_SOCKET_IFNAME': 'eno1', 'NCCL_SOCKET_FAMILY': 'AF_INET6',
+        'NCCL_IB_DISABLE': '0', 'NCCL_IB_HCA': V6_HCA, 'NCCL_IB_ADDR_FAMILY': 'AF_INET6', 'NCCL_DEBUG': 'WARN'}
+    assert res['errors'] == []
+    assert res['warnings'] == ['gloo binds the first address of eno1 (10.0.0.21), not an IPv6 one, and has no family '
+                               'setting: gloo peers must reach each other over that address']
+
+
+def test_ipv6_roce_nccl_2_20_pins_the_index(node):
+    res = compute(ipv6(node, '2.20.5'))
+    # NCCL 2.20.5: NCCL_IB_GID_INDEX defaults to 0 (a link-local GID here) and there is no NCCL_IB_ADDR_FAMILY:
+    # the index of the global RoCE v2 GID, the same on every port, is pinned
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and 'NCCL_IB_ADDR_FAMILY' not in res['env']
+    assert res['errors'] == []
+
+
+def test_ipv6_master_without_a_global_address_is_an_error(node):
+    links = [LO, link('eno1', '10.0.0.21/24', 'fe80::a288:c2ff:fe00:1/64')] + V6_LINKS[2:]
+    facts = node('h100_8gpu_ipv6_roce', links, 'fd00:10::11', dict(V6_ROUTE, prefsrc=None))[0]
+    assert has(compute(facts)['errors'], "the master fd00:10::11 is IPv6 but interface 'eno1' has no global IPv6")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# RoCE rails plus a RoCE-capable front-end NIC of the same speed that carries the default route
+# ------------------------------------------------------------------------------------------------------------------
+
+FE_LINKS = [LO, link('eno8np0', '10.0.0.21/24')] + [
+    link('ens%dnp0' % (10 + i), '10.100.%d.21/24' % i) for i in range(8)]
+FE_ROUTE = {'dst': '10.0.0.11', 'dev': 'eno8np0', 'prefsrc': '10.0.0.21'}
+FE_HCA = '=' + ','.join('mlx5_%d:1' % i for i in range(8))
+
+
+def frontend(node, version=None, links=None, route=None):
+    return node('h100_8gpu_roce_frontend', links or FE_LINKS, '10.0.0.11', route or FE_ROUTE, version)[0]
+
+
+def test_frontend_nic_is_left_out_nccl_2_23(node):
+    facts = frontend(node)
+    assert facts['network']['default_ifnames'] == ['eno8np0']
+    assert facts['library'] == dict(name='nccl', version='2.23.4', aws_ofi_nccl=None,
+                                    source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4')
+    res = compute(facts, nproc_per_node=8)
+    # NCCL "Environment Variables" NCCL_IB_HCA: every listed port is used; mlx5_8 (eno8np0) carries the default
+    # route, so it is a front-end / management NIC, not a training rail. NCCL >= 2.21: no GID index
+    assert res['env'] == {'NCCL_SOCKET_IFNAME': '=eno8np0', 'GLOO_SOCKET_IFNAME': 'eno8np0', 'NCCL_IB_DISABLE': '0',
+                          'NCCL_IB_HCA': FE_HCA, 'NCCL_DEBUG': 'WARN'}
+    assert res['left_out'] == {'mlx5_8:1': 'front-end NIC: its netdev carries the default route'}
+    assert has(res['warnings'], 'leaving out mlx5_8:1', 'eno8np0 carries', 'list it in ib_hca')
+    table = ne.check_cluster({'gpu-01': res})['table']
+    assert 'gpu-01: left out mlx5_8:1 (front-end NIC' in table and 'NCCL 2.23.4' in table
+    # listed explicitly, it is used
+    res = compute(facts, ib_hca=['mlx5_%d' % i for i in range(9)])
+    assert res['env']['NCCL_IB_HCA'] == FE_HCA + ',mlx5_8:1' and res['left_out'] == {}
+
+
+def test_frontend_nccl_2_19_pins_gid_and_qos(node):
+    facts = frontend(node, '2.19.3')
+    res = compute(facts, ib_tc=106, ib_fifo_tc=192, ib_sl=3, ib_qps_per_connection=4, cross_nic=0)
+    # NCCL 2.19: NCCL_IB_GID_INDEX defaults to 0, so the rails' common RoCE v2 index 3 is pinned
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3'
+    # src/transport/net_ib.cc NCCL_IB_TC / NCCL_IB_SL / NCCL_IB_QPS_PER_CONNECTION, src/graph/search.cc NCCL_CROSS_NIC
+    assert (res['env']['NCCL_IB_TC'], res['env']['NCCL_IB_SL'], res['env']['NCCL_IB_QPS_PER_CONNECTION'],
+            res['env']['NCCL_CROSS_NIC']) == ('106', '3', '4', '0')
+    # NCCL_IB_FIFO_TC first appears in NCCL 2.22
+    assert res['env']['NCCL_IB_FIFO_TC'] == '192'
+    assert has(res['warnings'], 'ib_fifo_tc has no effect with NCCL 2.19.3')
+    assert has(compute(facts, ib_tc=300)['errors'], 'ib_tc must be an integer from 0 to 255 (got 300)')
+    assert has(compute(facts, ib_sl=16)['errors'], 'ib_sl must be an integer from 0 to 15')
+    assert has(compute(facts, ib_qps_per_connection=129)['errors'], 'ib_qps_per_connection', 'from 1 to 128')
+    assert has(compute(facts, cross_nic=3)['errors'], 'cross_nic must be an integer from 0 to 2')
+
+
+def test_secondary_address_and_gloo_overrides(node):
+    links = [LO, link('eno8np0', '10.9.0.21/24', '10.0.0.121/24')] + FE_LINKS[2:]
+    facts = frontend(node, links=links, route=dict(FE_ROUTE, prefsrc='10.0.0.121'))
+    # NCCL src/os/linux.cc (interface addresses in getifaddrs order, the first kept) and gloo bind 10.9.0.21,
+    # not the route's source 10.0.0.121, and 10.9.0.21 is not on the master's network
+    assert has(compute(facts)['warnings'], "interface 'eno8np0'", 'first address 10.9.0.21', 'from 10.0.0.121',
+               'not on the master\'s network')
+    # torch ProcessGroupGloo: GLOO_SOCKET_IFNAME is plain names separated by commas, no NCCL prefixes
+    res = compute(facts, env_overrides={'GLOO_SOCKET_IFNAME': '=eno8np0'})
+    assert has(res['errors'], 'GLOO_SOCKET_IFNAME==eno8np0', 'plain interface names', 'write eno8np0')
+    one = compute(facts)
+    two = compute(facts, env_overrides={'GLOO_SOCKET_IFNAME': 'eno8np0,ens10np0'})
+    assert two['errors'] == []
+    # PyTorch distributed docs: all processes must specify the same number of interfaces in GLOO_SOCKET_IFNAME
+    check = ne.check_cluster({'a': one, 'b': two})
+    assert has(check['errors'], 'different numbers of interfaces in GLOO_SOCKET_IFNAME', '1 on a', '2 on b')
+
+
+def test_every_decider_exists():
+    for var, name in ne.DECIDERS.items():
+        assert callable(getattr(ne, name.split()[0])), (var, name)
