@@ -647,15 +647,21 @@ class ContainerSystem(FakeSystem):
         raise AssertionError(argv)
 
 
-def test_start_in_a_container_runs_the_supervisor_there(tmp_path):
-    fake = ContainerSystem()
+def container_spawns(fake):
+    """Make ``fake`` play the supervisor inside the container; returns the list of engine argvs it was started with."""
     spawned = []
 
     def on_spawn(argv, cwd, output_path):
         spawned.append(argv)
-        # play the supervisor inside the container: argv ends with <python> <supervisor> <job>
+        # argv ends with <python> <supervisor> <job>
         return recording_spawn(fake)([argv[-3], argv[-2], argv[-1]], cwd, output_path)
     fake.on_spawn = on_spawn
+    return spawned
+
+
+def test_start_in_a_container_runs_the_supervisor_there(tmp_path):
+    fake = ContainerSystem()
+    spawned = container_spawns(fake)
     params = start_params(tmp_path, container='trainops-train', container_engine='podman')
     result = tr.run_module(params, system=fake)
     run_dir = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1')
@@ -780,12 +786,7 @@ def test_a_variable_in_env_and_secret_env_is_refused(tmp_path, fake):
 
 def test_in_a_container_secrets_pass_by_name_and_the_ranks_run_as_the_user(tmp_path):
     fake = ContainerSystem()
-    spawned = []
-
-    def on_spawn(argv, cwd, output_path):
-        spawned.append(argv)
-        return recording_spawn(fake)([argv[-3], argv[-2], argv[-1]], cwd, output_path)
-    fake.on_spawn = on_spawn
+    spawned = container_spawns(fake)
     tr.run_module(start_params(tmp_path, container='trainops-train', secret_env={'HF_TOKEN': SECRET, 'B_KEY': 'x'}),
                   system=fake)
     argv = spawned[0]
