@@ -1057,6 +1057,13 @@ def user_entry(name):
         return None
 
 
+def user_entry_by_uid(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def group_gid(name):
     try:
         return grp.getgrnam(name).gr_gid
@@ -1104,12 +1111,14 @@ def unreachable_for(user):
             need = bits if directory == target.resolve() else 1
             if not permits(directory, need, uid, gids):
                 st = os.stat(directory)
-                return ("%s cannot %s %s: %s (mode %o, owner %s) is not %s by others; the nodes run Ansible's modules "
-                        "as %s with that interpreter. Fix: chmod o+%s %s (or use a checkout and venv whose "
-                        "directories are)" % (user, "read" if need == 5 else "reach", target, directory,
-                                              st.st_mode & 0o7777, st.st_uid,
-                                              "readable and searchable" if need == 5 else "searchable",
-                                              user, "rx" if need == 5 else "x", directory))
+                owner = user_entry_by_uid(st.st_uid)
+                return ("%s cannot %s %s%s: %s (mode %04o, owner %s) is not %s by others, and the nodes run the "
+                        "repository's Ansible modules as %s with that interpreter. Fix: chmod o+%s %s (or use a "
+                        "checkout and venv whose every directory is)" % (
+                            user, "read" if need == 5 else "reach", target,
+                            " (-> %s)" % target.resolve() if target.resolve() != target else "", directory,
+                            st.st_mode & 0o7777, owner, "readable" if need == 5 else "searchable",
+                            user, "rx" if need == 5 else "x", directory))
     return None
 
 
@@ -1487,6 +1496,9 @@ def ensure_homes(nodes, shape):
         if shape.shared_root_home:
             ensure_dir(SHARED_HOME / "root", HOME_MODE)
             ensure_dir(SHARED_HOME / "root" / ".ansible", 0o700)  # the mount point of the node's own
+    if not shape.shared_root_home and (SHARED_HOME / "root").is_dir():
+        shutil.rmtree(SHARED_HOME / "root")  # root's shared home goes with the shape
+        changes.append("root's shared home removed")
     for node in nodes:
         if not shape.shared_home and ensure_dir(node.home_dir, 0o755):
             node.changes.append("home")
