@@ -75,9 +75,9 @@ def fresh_user():
     return USER
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def full(lab_manager, user_reaches_python, fresh_user):
-    """3 nodes: shared home, non-root training user, management network."""
+    """3 nodes: shared home, non-root training user, management network (the module's first tests)."""
     return lab_manager.ensure(3, shared_home=True, user=fresh_user, mgmt_net=True)
 
 
