@@ -18,7 +18,7 @@ Layout (node i = 1..N, NN = two digits):
 * node i: namespace ``trainops-lab-nodeNN``, ``lo`` up, NIC ``ens5``/``enp1s0f0``/``eth1``/
   ``bond0.2093`` (cycling) = <subnet>.(10+i), no default route; sshd runs in it under
   ``unshare --mount --uts`` with hostname ``lab-nodeNN`` and private bind mounts of
-  /var/lib/trainops-lab/nodeNN/{srv,tmp,ansible,hosts} onto /srv/trainops, /tmp,
+  /var/lib/trainops-lab/nodeNN/{home,srv,tmp,ansible,hosts} onto /home, /srv/trainops, /tmp,
   /root/.ansible and /etc/hosts;
 * inventories/lab/: hosts.yml, id_ed25519(.pub), known_hosts (the nodes' real host keys),
   lab.json.
@@ -27,6 +27,11 @@ Opt-in ``up --engine docker`` (an ``up`` without it takes the engines away again
 runs a Docker daemon of its own, in its namespaces, with a private /run (so /var/run/docker.sock,
 /var/run/docker and /var/run/docker.pid are the node's) and a private /var/lib/docker, both bind
 mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
+
+Shapes (docs/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
+every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
+user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
+default 10.78.0.0/24, next to the training network).
 """
 
 import argparse
