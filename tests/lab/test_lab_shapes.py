@@ -266,7 +266,7 @@ def test_plain_again_and_down(lab_manager, user_reaches_python):
                                          "findmnt -n -o SOURCE /home").stdout.split("---")
         assert host.split() == [node["name"]] and sorted(nics.split()) == sorted(["lo", node["ifname"]])
         assert home.strip().endswith("%s/home]" % node["state_dir"]), home
-    assert "trainops-lab1" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "trainops-lab1" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
 
     # down after a full shape: the user, the homes and the management links go too
     lab_manager.up(2, shared_home=True, user=USER, mgmt_net=True)
