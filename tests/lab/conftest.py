@@ -19,8 +19,10 @@ when the session ends, unless TRAINOPS_LAB_KEEP=1.  Without root, or without ``i
 test using these fixtures is skipped.
 """
 import fcntl
+import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -189,6 +191,35 @@ def lab_session_lock():
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def restore_lab(lab_manager):
+    """For modules that break, rebuild or reshape the lab (after lab_session_lock in usefixtures): when
+    the module is done, give the session back the lab the `lab` fixture promised (the plain shape)."""
+    yield
+    lab_manager.restore()
+
+
+@pytest.fixture(scope="module")
+def user_reaches_python():
+    """For labs with ``user=``: `up --user` refuses when the user could not reach the checkout's
+    .venv/bin/python (a pyenv Python under a 0700 /root, say). Directories on the way that others cannot
+    search get o+x (search, no listing) for the module; their modes are put back after it. Yields them."""
+    spec = importlib.util.spec_from_file_location("trainops_lab", LAB_PY)
+    lab_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab_py)
+    changed = {}
+    for directory in lab_py.path_dirs(os.path.join(VENV_BIN, "python")) + lab_py.path_dirs(REPO):
+        mode = stat.S_IMODE(os.stat(directory).st_mode)
+        if not mode & stat.S_IXOTH and str(directory) not in changed:
+            changed[str(directory)] = mode
+            os.chmod(directory, mode | stat.S_IXOTH)
+    try:
+        yield sorted(changed)
+    finally:
+        for directory, mode in changed.items():
+            os.chmod(directory, mode)
 
 
 @pytest.fixture(scope="session")

@@ -3,18 +3,15 @@
 Root only (skipped otherwise).  The module rebuilds the lab a few times (each `up` 1-2 s) and gives the
 session back the lab the `lab` fixture promised (the plain one) at the end.
 
-A non-root user must be able to reach the checkout's .venv/bin/python, and `up --user` refuses otherwise.
-On a machine whose venv's Python lives under a 0700 /root (pyenv installed as root), the module makes
-the directories on the way searchable by others (o+x, no listing) while it runs, and puts their modes back.
+A non-root user must be able to reach the checkout's .venv/bin/python, and `up --user` refuses otherwise:
+the tests with a user take conftest's ``user_reaches_python`` fixture.
 """
-import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
 import socket
-import stat
 import subprocess
 
 import pytest
@@ -30,39 +27,7 @@ PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 TRAIN_NET = "10.77.0.0/24"
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_skip_reason() is not None, reason=str(lab_skip_reason())),
-              pytest.mark.usefixtures('lab_session_lock')]
-
-
-def load_lab_module():
-    spec = importlib.util.spec_from_file_location("trainops_lab", LAB_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _restore_lab(lab_manager):
-    """Give the session back the lab it was promised (the plain shape) when the module is done."""
-    yield
-    lab_manager.restore()
-
-
-@pytest.fixture(scope="module")
-def user_reaches_python():
-    """Directories on the way to the checkout's Python that others cannot search get o+x meanwhile."""
-    lab = load_lab_module()
-    python = os.path.join(REPO, ".venv", "bin", "python")
-    changed = {}
-    for directory in lab.path_dirs(python) + lab.path_dirs(REPO):
-        mode = os.stat(directory).st_mode
-        if not mode & stat.S_IXOTH and str(directory) not in changed:
-            changed[str(directory)] = stat.S_IMODE(mode)
-            os.chmod(directory, stat.S_IMODE(mode) | stat.S_IXOTH)
-    try:
-        yield sorted(changed)
-    finally:
-        for directory, mode in changed.items():
-            os.chmod(directory, mode)
+              pytest.mark.usefixtures('lab_session_lock', 'restore_lab')]
 
 
 @pytest.fixture(scope="module")
