@@ -18,7 +18,7 @@ Layout (node i = 1..N, NN = two digits):
 * node i: namespace ``trainops-lab-nodeNN``, ``lo`` up, NIC ``ens5``/``enp1s0f0``/``eth1``/
   ``bond0.2093`` (cycling) = <subnet>.(10+i), no default route; sshd runs in it under
   ``unshare --mount --uts`` with hostname ``lab-nodeNN`` and private bind mounts of
-  /var/lib/trainops-lab/nodeNN/{srv,tmp,ansible,hosts} onto /srv/trainops, /tmp,
+  /var/lib/trainops-lab/nodeNN/{home,srv,tmp,ansible,hosts} onto /home, /srv/trainops, /tmp,
   /root/.ansible and /etc/hosts;
 * inventories/lab/: hosts.yml, id_ed25519(.pub), known_hosts (the nodes' real host keys),
   lab.json.
@@ -27,13 +27,21 @@ Opt-in ``up --engine docker`` (an ``up`` without it takes the engines away again
 runs a Docker daemon of its own, in its namespaces, with a private /run (so /var/run/docker.sock,
 /var/run/docker and /var/run/docker.pid are the node's) and a private /var/lib/docker, both bind
 mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
+
+Shapes (docs/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
+every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
+user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
+default 10.78.0.0/24, next to the training network).
 """
 
 import argparse
 import fcntl
+import grp
 import ipaddress
 import json
 import os
+import pwd
+import re
 import shlex
 import shutil
 import signal
@@ -47,6 +55,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_INVENTORY_DIR = REPO / "inventories" / "lab"
 DEFAULT_SUBNET = "10.77.0.0/24"
+DEFAULT_MGMT_SUBNET = "10.78.0.0/24"
 DEFAULT_NODES = 2
 
 PREFIX = "trainops-lab"
@@ -58,10 +67,18 @@ NODE_IFNAMES = ("ens5", "enp1s0f0", "eth1", "bond0.2093")
 NODE_ROOT = "/srv/trainops"
 MAC_PREFIX = "02:74:6c:00"  # locally administered; controller ...:00:00, node i ...:(i)
 CTL_MAC = MAC_PREFIX + ":00:00"
+# --mgmt-net: the management network (SSH), a second bridge next to the training one.
+MGMT_BRIDGE = "brmgmt"
+CTL_MGMT_LINK = PREFIX + "1"
+CTL_MGMT_PEER = "vctlmgmt"
+MGMT_IFNAME = "eno1"
+MGMT_MAC_PREFIX = "02:74:6c:01"
 
 STATE_ROOT = Path("/var/lib/trainops-lab")
 STATE_FILE = STATE_ROOT / "state.json"
-AUTHORIZED_KEYS = STATE_ROOT / "authorized_keys"
+AUTHORIZED_KEYS = STATE_ROOT / "authorized_keys"  # root's
+USER_KEYS_DIR = STATE_ROOT / "authorized_keys.d"   # any other user's: <dir>/<user>, owned by the user
+SHARED_HOME = STATE_ROOT / "home"                  # --shared-home: every node's /home
 LOCK_FILE = Path("/run/lock/trainops-lab.lock")
 NETNS_DIR = Path("/run/netns")
 
@@ -77,8 +94,10 @@ PROGRAMS = (
     ("rsync", "rsync"),
 )
 GENERATED = ("hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json")
-# Directories a node sees as its own: state subdirectory -> mount point, mode.
+# Directories a node sees as its own: state subdirectory -> mount point, mode (after its /home and,
+# with a shared root home, its /root: /root/.ansible stays the node's own).
 NODE_MOUNTS = (("srv", NODE_ROOT, 0o755), ("tmp", "/tmp", 0o1777), ("ansible", "/root/.ansible", 0o700))
+HOME_MODE = 0o700
 
 # --engine docker: the daemon each node runs (see ensure_engines).
 ENGINES = ("none", "docker")
@@ -179,18 +198,80 @@ class Lock:
 # ---------------------------------------------------------------------------------------------
 # Model
 
+class Shape:
+    """What kind of cluster the lab imitates: shared (NFS-like) homes, the training user, a management
+    network for SSH next to the training network, a container engine per node."""
+
+    def __init__(self, shared_home=False, user="root", mgmt_net=False, engine="none"):
+        self.shared_home = bool(shared_home)
+        self.user = user or "root"
+        self.mgmt_net = bool(mgmt_net)
+        self.engine = engine or "none"
+
+    @classmethod
+    def saved(cls, state):
+        """The shape recorded in the lab's state (a lab from before shapes: the plain one)."""
+        shape = state.get("shape") or {}
+        return cls(shape.get("shared_home"), shape.get("user"), shape.get("mgmt_net"), state.get("engine"))
+
+    def as_dict(self):
+        return {"shared_home": self.shared_home, "user": self.user, "mgmt_net": self.mgmt_net, "engine": self.engine}
+
+    def node_layout(self):
+        """What a node's processes see (mounts, login user, addresses): a change restarts them."""
+        return (self.shared_home, self.user, self.mgmt_net)
+
+    @property
+    def shared_root_home(self):
+        return self.shared_home and self.user == "root"
+
+    def options(self):
+        """The `up` options that build this shape."""
+        return ((["--shared-home"] if self.shared_home else []) + (["--user", self.user] if self.user != "root" else [])
+                + (["--mgmt-net"] if self.mgmt_net else []) + (["--engine", self.engine] if self.engine != "none" else []))
+
+    def describe(self):
+        parts = ["shared home"] if self.shared_home else []
+        parts += ["user %s" % self.user] if self.user != "root" else []
+        parts += ["mgmt net"] if self.mgmt_net else []
+        parts += ["engine %s" % self.engine] if self.engine != "none" else []
+        return ", ".join(parts) or "plain"
+
+
+class Nic:
+    """One of a node's NICs: its end of a veth whose other end is a port of ``bridge``."""
+
+    def __init__(self, ifname, peer, mac, address, prefixlen, bridge):
+        self.ifname, self.peer, self.mac = ifname, peer, mac
+        self.address, self.prefixlen, self.bridge = address, prefixlen, bridge
+
+
+def node_mac(prefix, index):
+    """A fixed MAC per node and network: a re-created NIC keeps it, so neighbour caches stay right."""
+    return "%s:%02x:%02x" % (prefix, index >> 8, index & 0xFF)
+
+
 class Node:
-    def __init__(self, index, net):
+    def __init__(self, index, net, mgmt=None, shape=None):
         self.index = index
         self.nn = "%02d" % index
         self.name = "lab-node" + self.nn
         self.ns = "%s-node%s" % (PREFIX, self.nn)
         self.ifname = NODE_IFNAMES[(index - 1) % len(NODE_IFNAMES)]
         self.peer = "vnode" + self.nn
-        # A fixed MAC per node: a re-created NIC keeps it, so neighbour caches stay right.
-        self.mac = "%s:%02x:%02x" % (MAC_PREFIX, index >> 8, index & 0xFF)
+        self.mac = node_mac(MAC_PREFIX, index)
         self.address = str(net.network_address + 10 + index)
         self.prefixlen = net.prefixlen
+        self.nics = [Nic(self.ifname, self.peer, self.mac, self.address, self.prefixlen, BRIDGE)]
+        # --mgmt-net: a second NIC, eno1, on the management bridge; sshd listens only there.
+        self.mgmt_address = str(mgmt.network_address + 10 + index) if mgmt else None
+        self.mgmt_ifname = MGMT_IFNAME if mgmt else None
+        self.mgmt_peer = "vmgmt" + self.nn
+        if mgmt:
+            self.nics.append(Nic(MGMT_IFNAME, self.mgmt_peer, node_mac(MGMT_MAC_PREFIX, index), self.mgmt_address,
+                                 mgmt.prefixlen, MGMT_BRIDGE))
+        self.ssh_address = self.mgmt_address or self.address
+        self.shape = shape or Shape()
         self.state = STATE_ROOT / ("node" + self.nn)
         self.config = self.state / "sshd_config"
         self.host_key = self.state / "ssh_host_ed25519_key"
@@ -212,15 +293,52 @@ class Node:
         self.engine_pid = None
         self.engine_restart = False
 
+    @property
+    def home_dir(self):
+        """What the node sees as /home: the one shared directory, or its own."""
+        return SHARED_HOME if self.shape.shared_home else self.state / "home"
+
+    @property
+    def home(self):
+        """The training user's home as the node sees it."""
+        return "/root" if self.shape.user == "root" else "/home/" + self.shape.user
+
+    @property
+    def home_on_host(self):
+        """The machine's directory behind the training user's home."""
+        if self.shape.user != "root":
+            return self.home_dir / self.shape.user
+        return SHARED_HOME / "root" if self.shape.shared_root_home else Path("/root")
+
+    @property
+    def node_root(self):
+        """trainops_node_root as the node resolves it: the collection's ~/.trainops on a shared home."""
+        return self.home + "/.trainops" if self.shape.shared_home else NODE_ROOT
+
+    def mounts(self):
+        """(machine directory, mount point) of the node's private mounts, in mount order."""
+        mounts = [(self.home_dir, "/home")]
+        if self.shape.shared_root_home:
+            mounts.append((SHARED_HOME / "root", "/root"))
+        return mounts + [(self.state / sub, target) for sub, target, _mode in NODE_MOUNTS]
+
+    def views(self):
+        """(path in the node, machine path it must be): what a running sshd of this node must see."""
+        views = [(target, source) for source, target in self.mounts()] + [("/etc/hosts", self.hosts)]
+        if not self.shape.shared_root_home:
+            views.append(("/root", Path("/root")))
+        return views + [(str(path), path) for path in needed_paths()]
+
     def sshd_config(self):
         return "\n".join([
             "# Generated by hack/lab.py for %s; do not edit." % self.name,
-            "ListenAddress %s" % self.address,
+            "ListenAddress %s" % self.ssh_address,
             "Port 22",
             "AddressFamily inet",
             "HostKey %s" % self.host_key,
             "PidFile %s" % self.pidfile,
-            "AuthorizedKeysFile %s" % AUTHORIZED_KEYS,
+            # sshd reads a user's keys with the user's privileges: a file per user, owned by it
+            "AuthorizedKeysFile %s/%%u" % USER_KEYS_DIR,
             "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",
@@ -232,6 +350,8 @@ class Node:
             "PrintMotd no",
             "X11Forwarding no",
             "Subsystem sftp internal-sftp",
+            "Match User root",
+            "    AuthorizedKeysFile %s" % AUTHORIZED_KEYS,
             "",
         ])
 
@@ -243,17 +363,8 @@ class Node:
                  # as long as this one lives; a node has no business with them anyway.
                  "for m in /run/netns/*; do umount -l \"$m\" 2>/dev/null || true; done",
                  "umount -l /run/netns 2>/dev/null || true"]
-        for sub, target, _mode in NODE_MOUNTS:
-            bind = "--bind"
-            if REPO == Path(target) or Path(target) in REPO.parents:
-                # The checkout lives under a directory the node gets privately (a clone in /tmp,
-                # say): show it at the same path inside the node's own copy, or the nodes could
-                # not reach the collection's Python and files.
-                inner = self.state / sub / REPO.relative_to(target)
-                lines.append("mkdir -p %s" % inner)
-                lines.append("mount --bind %s %s" % (REPO, inner))
-                bind = "--rbind"
-            lines.append("mount %s %s %s" % (bind, self.state / sub, target))
+        for source, target in self.mounts():
+            lines += mount_lines(source, target)
         lines.append("mount --bind %s /etc/hosts" % self.hosts)
         if self.engine:
             # The node's own /run (its docker.sock, docker.pid, exec root; no containerd socket of
@@ -285,6 +396,38 @@ class Node:
         }, indent=2) + "\n"
 
 
+def needed_paths():
+    """Machine directories every node must see at their own path: the checkout, where its .venv
+    really is, and the prefix of that venv's interpreter (pyvenv.cfg ``home``, e.g. under /root)."""
+    paths = [REPO]
+    venv = REPO / ".venv"
+    if venv.is_dir():
+        paths.append(venv.resolve())
+        try:
+            cfg = dict((key.strip(), value.strip()) for key, _eq, value in
+                       (line.partition("=") for line in (venv / "pyvenv.cfg").read_text().splitlines()))
+            paths.append(Path(cfg["home"]).resolve().parent)
+        except (OSError, KeyError):
+            pass
+    paths = sorted(set(paths))
+    return [p for p in paths if not any(q in p.parents for q in paths)]
+
+
+def mount_lines(source, target):
+    """Shell lines that mount ``source`` on ``target``; a needed path (needed_paths) under ``target``
+    is bound first at the same place inside ``source``, so it stays where it is once ``source`` covers
+    it (a clone in /tmp, a checkout or a pyenv Python under a shared /root)."""
+    target = Path(target)
+    inside = [p for p in needed_paths() if p == target or target in p.parents]
+    lines = []
+    for path in inside:
+        inner = Path(source) / path.relative_to(target)
+        lines.append("mkdir -p %s" % shlex.quote(str(inner)))
+        lines.append("mount --bind %s %s" % (shlex.quote(str(path)), shlex.quote(str(inner))))
+    lines.append("mount %s %s %s" % ("--rbind" if inside else "--bind", shlex.quote(str(source)), target))
+    return lines
+
+
 def cgroup_mount_lines():
     """Shell lines that mount, under the node's /sys, the same cgroup hierarchies as the machine's
     (v1 controllers each again, which attaches the same hierarchy, or the v2 tree): `ip netns exec`
@@ -311,25 +454,39 @@ def cgroup_mount_lines():
     return lines
 
 
-def plan(count, subnet):
+def lab_network(subnet, option, count):
     net = ipaddress.ip_network(subnet, strict=True)
     if net.version != 4:
-        raise LabError("--subnet must be IPv4")
+        raise LabError("%s must be IPv4" % option)
+    if 10 + count >= net.num_addresses - 1:
+        raise LabError("%s %s is too small for %d nodes (node i gets .10+i)" % (option, subnet, count))
+    return net
+
+
+def plan(count, subnet, mgmt_subnet=None, shape=None):
     if count < 1:
         raise LabError("--nodes must be at least 1")
-    if 10 + count >= net.num_addresses - 1:
-        raise LabError("subnet %s is too small for %d nodes (node i gets .10+i)" % (subnet, count))
     if count > 99:
         raise LabError("at most 99 nodes")
-    return net, [Node(i, net) for i in range(1, count + 1)]
+    net = lab_network(subnet, "--subnet", count)
+    mgmt = lab_network(mgmt_subnet, "--mgmt-subnet", count) if mgmt_subnet else None
+    if mgmt and mgmt.overlaps(net):
+        raise LabError("--mgmt-subnet %s overlaps the training subnet %s" % (mgmt, net))
+    return net, mgmt, [Node(i, net, mgmt, shape) for i in range(1, count + 1)]
 
 
 def hosts_file(net, nodes, own):
+    """/etc/hosts of a node: every node's name; with a management network the name resolves to the
+    management address (as on real clusters) and NAME-train to the training address."""
     lines = ["# Generated by hack/lab.py for %s" % own.name,
              "127.0.0.1\tlocalhost",
              "::1\tlocalhost ip6-localhost ip6-loopback",
              "%s\ttrainops-lab-controller" % (net.network_address + 1)]
-    lines += ["%s\t%s" % (node.address, node.name) for node in nodes]
+    for node in nodes:
+        if node.mgmt_address:
+            lines += ["%s\t%s" % (node.mgmt_address, node.name), "%s\t%s-train" % (node.address, node.name)]
+        else:
+            lines.append("%s\t%s" % (node.address, node.name))
     return "\n".join(lines) + "\n"
 
 
@@ -494,75 +651,117 @@ def set_address(ns, ifname, link, address, prefixlen, mac):
     ip_batch(ns, cmds)
 
 
-def ensure_bridge(net):
-    """Namespace trainops-lab-br with br0 up, and the controller's veth into it."""
+class Segment:
+    """One of the lab's networks: a bridge in the bridge namespace and the controller's veth into it
+    (<subnet>.1): the training network (br0, trainops-lab0) or the management one (--mgmt-net)."""
+
+    def __init__(self, net, bridge, ctl_link, ctl_peer, ctl_mac, label):
+        self.net, self.bridge, self.ctl_link, self.ctl_peer, self.ctl_mac = net, bridge, ctl_link, ctl_peer, ctl_mac
+        self.label = label
+
+    @property
+    def ctl_address(self):
+        return str(self.net.network_address + 1) if self.net else None
+
+
+def segments(net, mgmt):
+    """The training network's segment and the management one (its ``net`` None without --mgmt-net)."""
+    return (Segment(net, BRIDGE, CTL_LINK, CTL_PEER, CTL_MAC, ""),
+            Segment(mgmt, MGMT_BRIDGE, CTL_MGMT_LINK, CTL_MGMT_PEER, MGMT_MAC_PREFIX + ":00:00", "mgmt-"))
+
+
+def paired(a, b):
+    """Two links that are the two ends of one veth."""
+    return (a is not None and b is not None and a.get("link_index") == b.get("ifindex")
+            and b.get("link_index") == a.get("ifindex"))
+
+
+def ensure_bridge(seg):
+    """Namespace trainops-lab-br with the segment's bridge up, and the controller's veth into it."""
     changes = []
     if ensure_netns(BR_NS):
         changes.append("br-ns")
     links = links_by_name(BR_NS, "link")
-    br = links.get(BRIDGE)
+    br = links.get(seg.bridge)
     if br is not None and br.get("linkinfo", {}).get("info_kind", "bridge") != "bridge":
-        run(["ip", "-n", BR_NS, "link", "del", BRIDGE])
+        run(["ip", "-n", BR_NS, "link", "del", seg.bridge])
         br = None
     if br is None:
-        ip_batch(BR_NS, ["link add %s type bridge" % BRIDGE])
-        changes.append("bridge")
+        ip_batch(BR_NS, ["link add %s type bridge" % seg.bridge])
+        changes.append(seg.label + "bridge")
     if br is None or "UP" not in br.get("flags", []) or "UP" not in links.get("lo", {}).get("flags", []):
-        ip_batch(BR_NS, ["link set lo up", "link set %s up" % BRIDGE])
-    # Controller side: trainops-lab0 (root ns) <-> vctl (bridge port).
-    address, prefixlen = str(net.network_address + 1), net.prefixlen
-    ctl = links_by_name(None).get(CTL_LINK)
-    peer = links.get(CTL_PEER)
-    paired = (ctl is not None and peer is not None and ctl.get("link_index") == peer.get("ifindex")
-              and peer.get("link_index") == ctl.get("ifindex"))
-    if not paired:
+        ip_batch(BR_NS, ["link set lo up", "link set %s up" % seg.bridge])
+    # Controller side: trainops-lab0 / trainops-lab1 (root ns) <-> vctl / vctlmgmt (bridge port).
+    address, prefixlen = seg.ctl_address, seg.net.prefixlen
+    ctl = links_by_name(None).get(seg.ctl_link)
+    peer = links.get(seg.ctl_peer)
+    if not paired(ctl, peer):
         if ctl is not None:
-            run(["ip", "link", "del", CTL_LINK], check=False)
+            run(["ip", "link", "del", seg.ctl_link], check=False)
         if peer is not None:
-            run(["ip", "-n", BR_NS, "link", "del", CTL_PEER], check=False)
-        run(["ip", "link", "add", CTL_LINK, "address", CTL_MAC, "type", "veth", "peer", "name", CTL_PEER,
+            run(["ip", "-n", BR_NS, "link", "del", seg.ctl_peer], check=False)
+        run(["ip", "link", "add", seg.ctl_link, "address", seg.ctl_mac, "type", "veth", "peer", "name", seg.ctl_peer,
              "netns", BR_NS])
         ctl, peer = None, None
-        changes.append("controller-link")
-    if peer is None or peer.get("master") != BRIDGE or "UP" not in peer.get("flags", []):
-        ip_batch(BR_NS, ["link set %s master %s up" % (CTL_PEER, BRIDGE)])
-    if not link_ok(ctl, address, prefixlen, CTL_MAC):
-        set_address(None, CTL_LINK, ctl, address, prefixlen, CTL_MAC)
+        changes.append(seg.label + "controller-link")
+    if peer is None or peer.get("master") != seg.bridge or "UP" not in peer.get("flags", []):
+        ip_batch(BR_NS, ["link set %s master %s up" % (seg.ctl_peer, seg.bridge)])
+    if not link_ok(ctl, address, prefixlen, seg.ctl_mac):
+        set_address(None, seg.ctl_link, ctl, address, prefixlen, seg.ctl_mac)
         if ctl is not None:
-            changes.append("controller-address")
+            changes.append(seg.label + "controller-address")
+    return changes
+
+
+def remove_bridge(seg):
+    """Without --mgmt-net: the management bridge and the controller's veth into it go."""
+    changes = []
+    if seg.ctl_link in links_by_name(None, "link"):
+        run(["ip", "link", "del", seg.ctl_link], check=False)
+        changes.append(seg.label + "controller-link removed")
+    if netns_inode(BR_NS) is not None and seg.bridge in links_by_name(BR_NS, "link"):
+        run(["ip", "-n", BR_NS, "link", "del", seg.bridge], check=False)
+        changes.append(seg.label + "bridge removed")
     return changes
 
 
 def ensure_node_link(node, br_links):
-    """The node's NIC (in its ns) paired with vnodeNN on br0, addressed, up; lo up."""
+    """The node's NICs (in its ns) each paired with its port on its bridge, addressed, up; lo up."""
     changes = []
     links = links_by_name(node.ns)
-    nic, peer = links.get(node.ifname), br_links.get(node.peer)
-    paired = (nic is not None and peer is not None and nic.get("link_index") == peer.get("ifindex")
-              and peer.get("link_index") == nic.get("ifindex"))
-    # Anything but lo and the NIC does not belong in a node.
-    extra = [name for name in links if name not in ("lo", node.ifname)]
+    # Anything but lo and the node's NICs does not belong in a node.
+    extra = [name for name in links if name not in ["lo"] + [nic.ifname for nic in node.nics]]
     for name in extra:
         run(["ip", "-n", node.ns, "link", "del", name], check=False)
-    if not paired:
-        if nic is not None:
-            run(["ip", "-n", node.ns, "link", "del", node.ifname], check=False)
-        if peer is not None:
-            run(["ip", "-n", BR_NS, "link", "del", node.peer], check=False)
-        checkpoint("%s:link" % node.name)
-        run(["ip", "link", "add", "name", node.ifname, "address", node.mac, "netns", node.ns, "type", "veth",
-             "peer", "name", node.peer, "netns", BR_NS])
-        nic, peer = None, None
-        changes.append("link")
-    if peer is None or peer.get("master") != BRIDGE or "UP" not in peer.get("flags", []):
-        ip_batch(BR_NS, ["link set %s master %s up" % (node.peer, BRIDGE)])
+        if name == MGMT_IFNAME:
+            changes.append("%s removed" % name)
+    for want in node.nics:
+        nic, peer = links.get(want.ifname), br_links.get(want.peer)
+        if not paired(nic, peer):
+            if nic is not None:
+                run(["ip", "-n", node.ns, "link", "del", want.ifname], check=False)
+            if peer is not None:
+                run(["ip", "-n", BR_NS, "link", "del", want.peer], check=False)
+            checkpoint("%s:link" % node.name)
+            run(["ip", "link", "add", "name", want.ifname, "address", want.mac, "netns", node.ns, "type", "veth",
+                 "peer", "name", want.peer, "netns", BR_NS])
+            nic, peer = None, None
+            changes.append("link" if want.ifname == node.ifname else want.ifname)
+        if peer is None or peer.get("master") != want.bridge or "UP" not in peer.get("flags", []):
+            ip_batch(BR_NS, ["link set %s master %s up" % (want.peer, want.bridge)])
+        if not link_ok(nic, want.address, want.prefixlen, want.mac):
+            set_address(node.ns, want.ifname, nic, want.address, want.prefixlen, want.mac)
+            if nic is not None:
+                changes.append("address" if want.ifname == node.ifname else want.ifname + " address")
     cmds = [] if "UP" in links.get("lo", {}).get("flags", []) else ["link set lo up"]
     ip_batch(node.ns, cmds)
-    if not link_ok(nic, node.address, node.prefixlen, node.mac):
-        set_address(node.ns, node.ifname, nic, node.address, node.prefixlen, node.mac)
-        if nic is not None:
-            changes.append("address")
     return changes
+
+
+def nics_ok(node, links, br_links):
+    """Every NIC of the node up with its address and MAC, its peer a port of its bridge."""
+    return all(link_ok(links.get(nic.ifname), nic.address, nic.prefixlen, nic.mac)
+               and br_links.get(nic.peer, {}).get("master") == nic.bridge for nic in node.nics)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,6 +893,12 @@ def has_private_run(pid, node):
     return same_inode("/proc/%d/root/run" % pid, node.run_dir) and bool(cgroups)
 
 
+def sees_planned_mounts(pid, node):
+    """The process's mount namespace shows the node's homes, private directories and /etc/hosts from
+    the machine directories the node's shape says (a shared or private /home, root's home)."""
+    return all(same_inode("/proc/%d/root%s" % (pid, inner), outer) for inner, outer in node.views())
+
+
 def mnt_ns(pid):
     try:
         return os.readlink("/proc/%d/ns/mnt" % pid)
@@ -756,7 +961,18 @@ def engine_running(node, procs):
         return None
     if mnt_ns(pid) != mnt_ns(node.pid) or not docker_ping(node.docker_sock):
         return None
+    if not socket_group_ok(node):
+        return None  # (group docker made after the daemon started: it gives its socket to it on a restart)
     return pid
+
+
+def socket_group_ok(node):
+    """The node's daemon socket belongs to group docker when that group exists (dockerd's default)."""
+    gid = group_gid("docker")
+    try:
+        return gid is None or os.stat(node.docker_sock).st_gid == gid
+    except OSError:
+        return False
 
 
 def engine_pids(node, procs):
@@ -842,18 +1058,202 @@ def stop_engine(node, procs):
 
 
 # ---------------------------------------------------------------------------------------------
+# The training user (up --user NAME) and the homes
+
+def user_entry(name):
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
+
+
+def user_entry_by_uid(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def group_gid(name):
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+def path_dirs(path):
+    """Every directory a lookup of ``path`` walks through, the targets of symlinks on the way included."""
+    dirs, current = [], Path("/")
+    for part in Path(os.path.abspath(path)).parts[1:]:
+        dirs.append(current)
+        step = current / part
+        if step.is_symlink():
+            dirs += path_dirs(current / os.readlink(step))
+            step = step.resolve()
+        current = step
+    return dirs
+
+
+def permits(path, bits, uid, gids):
+    """``bits`` (4 read, 1 search/execute) of ``path`` allow the user (uid None: a user not made yet,
+    so the bits for others)."""
+    st = os.stat(path)
+    if uid is not None and st.st_uid == uid:
+        shift = 6
+    elif uid is not None and st.st_gid in gids:
+        shift = 3
+    else:
+        shift = 0
+    return (st.st_mode >> shift) & bits == bits
+
+
+def unreachable_for(user):
+    """Why ``user`` could not run the checkout's .venv/bin/python or read the repository on the nodes
+    (they share the machine's files), or None: the first directory on the way it cannot search."""
+    entry = user_entry(user)
+    uid = entry.pw_uid if entry else None
+    gids = set(os.getgrouplist(user, entry.pw_gid)) if entry else set()
+    python = REPO / ".venv" / "bin" / "python"
+    for target, bits in ((REPO, 5), (python, 1)):
+        if not target.exists():
+            return "%s does not exist" % target
+        for directory in path_dirs(target) + [target.resolve()]:
+            need = bits if directory == target.resolve() else 1
+            if not permits(directory, need, uid, gids):
+                st = os.stat(directory)
+                owner = user_entry_by_uid(st.st_uid)
+                return ("%s cannot %s %s%s: %s (mode %04o, owner %s) is not %s by others, and the nodes run the "
+                        "repository's Ansible modules as %s with that interpreter. Fix: chmod o+%s %s (or use a "
+                        "checkout and venv whose every directory is)" % (
+                            user, "read" if need == 5 else "reach", target,
+                            " (-> %s)" % target.resolve() if target.resolve() != target else "", directory,
+                            st.st_mode & 0o7777, owner, "readable" if need == 5 else "searchable",
+                            user, "rx" if need == 5 else "x", directory))
+    return None
+
+
+def login_shell():
+    for shell in ("/bin/bash", "/bin/sh"):
+        if os.access(shell, os.X_OK):
+            return shell
+    raise LabError("no /bin/bash or /bin/sh for the training user's login shell")
+
+
+def existing_user_problem(entry):
+    """Why an existing account cannot be the lab's training user (sshd must let it in), or None."""
+    name = entry.pw_name
+    if entry.pw_dir != "/home/" + name:
+        return "its home is %s; the lab's training user has /home/%s (userdel it or pick another name)" % (
+            entry.pw_dir, name)
+    if entry.pw_shell.endswith(("nologin", "false")) or not os.access(entry.pw_shell, os.X_OK):
+        return "its login shell is %s (usermod -s /bin/bash %s)" % (entry.pw_shell, name)
+    try:
+        shadow = {line.split(":")[0]: line.split(":")[1] for line in Path("/etc/shadow").read_text().splitlines()
+                  if line.count(":") >= 2}
+    except OSError:
+        shadow = {}
+    if shadow.get(name, "").startswith("!"):
+        return "its password is locked (!), and sshd without PAM refuses locked accounts (usermod -p '*' %s)" % name
+    return None
+
+
+def ensure_user(name, state):
+    """The training user exists (useradd when missing, recorded in ``state["created_user"]``); True
+    when created."""
+    entry = user_entry(name)
+    if entry is not None:
+        problem = existing_user_problem(entry)
+        if problem:
+            raise LabError("--user %s: the account exists, but %s" % (name, problem))
+        return False
+    # not locked ('*': no password works, keys do), home /home/NAME made by the lab on the nodes
+    run(["useradd", "--no-create-home", "--home-dir", "/home/" + name, "--shell", login_shell(),
+         "--user-group", "--password", "*", name])
+    state["created_user"] = name
+    return True
+
+
+def ensure_docker_member(name, state):
+    """--engine docker with a training user: it is in group docker (made if missing) and so may use its
+    node's daemon socket. Returns the changes."""
+    changes = []
+    if group_gid("docker") is None:
+        run(["groupadd", "--system", "docker"])
+        state["created_group"] = "docker"
+        changes.append("group docker")
+    if name not in grp.getgrnam("docker").gr_mem:
+        run(["gpasswd", "--add", name, "docker"])
+        state["docker_member"] = name
+        changes.append("%s in group docker" % name)
+    return changes
+
+
+def drop_docker_member(state):
+    """Take back the docker membership (and group) the lab gave; the changes."""
+    changes = []
+    member = state.pop("docker_member", None)
+    if member and user_entry(member) and member in grp.getgrnam("docker").gr_mem:
+        run(["gpasswd", "--delete", member, "docker"], check=False)
+        changes.append("%s out of group docker" % member)
+    return changes
+
+
+def remove_user(name):
+    """userdel a user the lab created (its homes go with the lab's state)."""
+    if user_entry(name) is not None:
+        run(["userdel", name])
+    for home in [SHARED_HOME / name] + list(STATE_ROOT.glob("node[0-9]*/home/" + name)):
+        if home.is_dir() and not home.is_symlink():
+            shutil.rmtree(home)
+
+
+def ensure_owned_dir(path, mode, uid, gid):
+    """A directory with this mode and owner; True when created or changed."""
+    created = ensure_dir(path, mode)
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        os.chown(path, uid, gid)
+        return True
+    return created
+
+
+def ensure_user_keys(user, public_key):
+    """The training user's authorized keys (sshd_config: AuthorizedKeysFile <dir>/%u, Match User root:
+    the lab's authorized_keys): <dir> root's 0755, the file the user's own, 0600. The changes."""
+    changes = []
+    if ensure_dir(USER_KEYS_DIR, 0o755):
+        changes.append("authorized_keys.d")
+    for path in USER_KEYS_DIR.iterdir():
+        if path.name != user:
+            path.unlink()
+    if user == "root":
+        return changes
+    entry = user_entry(user)
+    path = USER_KEYS_DIR / user
+    if write_if_changed(path, public_key, 0o600):
+        changes.append("authorized_keys.d/%s" % user)
+    if (path.stat().st_uid, path.stat().st_gid) != (entry.pw_uid, entry.pw_gid):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    return changes
+
+
+def keys_file(user):
+    return AUTHORIZED_KEYS if user == "root" else USER_KEYS_DIR / user
+
+
+# ---------------------------------------------------------------------------------------------
 # SSH
 
-def ssh_argv(inv, address, *command, timeout=5):
+def ssh_argv(inv, address, *command, timeout=5, user="root"):
     return ["ssh", "-i", str(inv / "id_ed25519"), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
             "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % (inv / "known_hosts"),
             "-o", "ConnectTimeout=%d" % timeout, "-o", "ControlMaster=no", "-o", "ControlPath=none",
-            "-o", "LogLevel=ERROR", "root@" + address] + list(command)
+            "-o", "LogLevel=ERROR", "%s@%s" % (user, address)] + list(command)
 
 
-def ssh_true(inv, address, timeout=5):
+def ssh_true(inv, address, timeout=5, user="root"):
     try:
-        proc = subprocess.run(ssh_argv(inv, address, "true", timeout=timeout), capture_output=True,
+        proc = subprocess.run(ssh_argv(inv, address, "true", timeout=timeout, user=user), capture_output=True,
                               text=True, timeout=timeout + 10, stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         return False, "timed out"
@@ -870,17 +1270,24 @@ def tcp_open(address, port=22, timeout=0.5):
 
 
 def wait_ssh(inv, nodes, timeout):
+    """Every node answers ssh on its SSH address, as root and as the training user."""
     deadline = time.monotonic() + timeout
 
     def one(node):
         last = "port 22 never answered"
+        users = ["root"] + ([node.shape.user] if node.shape.user != "root" else [])
         while time.monotonic() < deadline:
-            if tcp_open(node.address):
-                ok, last = ssh_true(inv, node.address)
-                if ok:
+            if tcp_open(node.ssh_address):
+                while users:
+                    ok, last = ssh_true(inv, node.ssh_address, user=users[0])
+                    if not ok:
+                        last = "%s@: %s" % (users[0], last)
+                        break
+                    users.pop(0)
+                if not users:
                     return None
             time.sleep(0.2)
-        return "%s (%s): %s; see %s" % (node.name, node.address, last, node.log)
+        return "%s (%s): %s; see %s" % (node.name, node.ssh_address, last, node.log)
 
     with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
         failures = [f for f in pool.map(one, nodes) if f]
@@ -900,33 +1307,47 @@ def yq(value):
     return json.dumps(str(value))
 
 
-def render_hosts_yml(inv, nodes, count):
+def render_hosts_yml(inv, net, nodes, count):
     python = REPO / ".venv" / "bin" / "python"
+    shape = nodes[0].shape
     common = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % shlex.quote(
         str(inv / "known_hosts"))
     out = ["---",
-           "# Generated by `python3 hack/lab.py up --nodes %d` (make lab); `make lab-down` removes it." % count,
+           "# Generated by `python3 hack/lab.py up --nodes %s` (make lab); `make lab-down` removes it." % " ".join(
+               [str(count)] + shape.options()),
            "# %d lab nodes: network namespaces on this machine, each with its own sshd, NIC, hostname," % count,
            "# /srv/trainops and /tmp.  Host keys are checked against known_hosts next to this file.",
+           "# Shape: %s (docs/lab.md)." % shape.describe(),
            "trainops_nodes:",
            "  hosts:"]
     for node in nodes:
         out.append("    %s:" % node.name)
-        out.append("      ansible_host: %s" % yq(node.address))
+        out.append("      ansible_host: %s" % yq(node.ssh_address))
         out.append("      trainops_lab_ifname: %s" % yq(node.ifname))
         if node.index == 1:
             out.append("      trainops_master: true")
     out += ["  vars:",
             "    ansible_connection: ansible.builtin.ssh",
-            "    ansible_user: root",
+            "    ansible_user: %s" % shape.user,
             "    ansible_ssh_private_key_file: %s" % yq(inv / "id_ed25519"),
             "    ansible_ssh_common_args: %s" % yq(common),
             "    ansible_python_interpreter: %s" % yq(python),
-            "    trainops_python: %s" % yq(python),
-            "    trainops_node_root: %s" % yq(NODE_ROOT),
-            "    trainops_master_addr: %s" % yq(nodes[0].address),
-            "    trainops_nproc_per_node: 2",
-            "    trainops_gpu_vendor: none"]
+            "    trainops_python: %s" % yq(python)]
+    if not shape.shared_home:
+        # (with a shared home the collection's default ~/.trainops lands on it, which is the point)
+        out.append("    trainops_node_root: %s" % yq(NODE_ROOT))
+    if shape.mgmt_net:
+        out += ["    # The master's address on the training network: SSH (ansible_host) goes over the management one.",
+                "    trainops_master_addr: %s" % yq(nodes[0].address),
+                "    # The training network (CIDR): every node's training interface and the master address are in it.",
+                "    trainops_training_network: %s" % yq(net)]
+    else:
+        out += ["    trainops_master_addr: %s" % yq(nodes[0].address),
+                "    trainops_training_network: %s" % yq(net)]
+    out += ["    trainops_nproc_per_node: 2",
+            "    trainops_gpu_vendor: none",
+            "    trainops_lab_shape: {shared_home: %s, user: %s, mgmt_net: %s}" % (
+                yq(shape.shared_home), yq(shape.user), yq(shape.mgmt_net))]
     if nodes[0].engine:
         out.append("    trainops_lab_engine: %s" % yq(nodes[0].engine))
     out.append("")
@@ -934,35 +1355,50 @@ def render_hosts_yml(inv, nodes, count):
 
 
 def render_known_hosts(nodes):
+    """Each node's real host key under its name and addresses (management first, then training)."""
     lines = []
     for node in nodes:
         keytype, key = Path(str(node.host_key) + ".pub").read_text().split()[:2]
-        lines.append("%s,%s %s %s" % (node.name, node.address, keytype, key))
+        names = [node.name] + [a for a in (node.mgmt_address, node.address) if a]
+        lines.append("%s %s %s" % (",".join(names), keytype, key))
     return "\n".join(lines) + "\n"
 
 
-def render_lab_json(inv, net, nodes):
+def render_lab_json(inv, net, mgmt, nodes):
+    shape = nodes[0].shape
+    train, mgmt_seg = segments(net, mgmt)
     data = {
         "version": 1,
+        "shape": shape.as_dict(),
+        "user": shape.user,
+        "shared_home_dir": str(SHARED_HOME) if shape.shared_home else None,
         "subnet": str(net),
-        "controller": {"ifname": CTL_LINK, "address": str(net.network_address + 1)},
-        "bridge": {"namespace": BR_NS, "ifname": BRIDGE},
+        "mgmt_subnet": str(mgmt) if mgmt else None,
+        "controller": {"ifname": CTL_LINK, "address": train.ctl_address,
+                       "mgmt_ifname": CTL_MGMT_LINK if mgmt else None, "mgmt_address": mgmt_seg.ctl_address},
+        "bridge": {"namespace": BR_NS, "ifname": BRIDGE, "mgmt_ifname": MGMT_BRIDGE if mgmt else None},
         "inventory": str(inv / "hosts.yml"),
         "private_key": str(inv / "id_ed25519"),
         "known_hosts": str(inv / "known_hosts"),
+        "authorized_keys": str(keys_file(shape.user)),
         "state_dir": str(STATE_ROOT),
         "nodes": [{
             "name": node.name,
             "hostname": node.name,
             "namespace": node.ns,
+            "ssh_address": node.ssh_address,
             "address": node.address,
             "ifname": node.ifname,
+            "mgmt_address": node.mgmt_address,
+            "mgmt_ifname": node.mgmt_ifname,
             "bridge_port": node.peer,
             "mac": node.mac,
             "sshd_pid": node.pid,
             "sshd_config": str(node.config),
             "state_dir": str(node.state),
-            "node_root": NODE_ROOT,
+            "home": node.home,
+            "home_on_host": str(node.home_on_host),
+            "node_root": node.node_root,
             "master": node.index == 1,
         } for node in nodes],
     }
@@ -983,7 +1419,8 @@ def remove_node(index, procs):
     node = Node(index, ipaddress.ip_network(DEFAULT_SUBNET))
     terminate(node_pids(node, procs) | engine_pids(node, procs))
     remove_cgroups(node.cgroup_parent)
-    run(["ip", "-n", BR_NS, "link", "del", node.peer], check=False)
+    for peer in (node.peer, node.mgmt_peer):
+        run(["ip", "-n", BR_NS, "link", "del", peer], check=False)
     delete_netns(node.ns)
     if node.state.exists():
         shutil.rmtree(node.state)
@@ -997,6 +1434,100 @@ def require_engine(engine):
                                "docker.io from Debian's packages" % prog)
 
 
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+
+def requested_shape(args, state):
+    """The shape and management subnet an `up` asks for (an option left out takes its shape away)."""
+    engine = getattr(args, "engine", None) or "none"
+    require_engine(engine)
+    user = getattr(args, "user", None) or "root"
+    if not USER_NAME.match(user):
+        raise LabError("--user %r: not a user name (lower case letters, digits, _ and -)" % user)
+    shape = Shape(getattr(args, "shared_home", False), user, getattr(args, "mgmt_net", False), engine)
+    mgmt_subnet = getattr(args, "mgmt_subnet", None)
+    if mgmt_subnet and not shape.mgmt_net:
+        raise LabError("--mgmt-subnet needs --mgmt-net")
+    if shape.mgmt_net:
+        mgmt_subnet = mgmt_subnet or state.get("mgmt_subnet") or DEFAULT_MGMT_SUBNET
+    if user != "root":
+        problem = unreachable_for(user)
+        if problem:
+            raise LabError("--user %s: %s" % (user, problem))
+    return shape, mgmt_subnet
+
+
+def existing_node_indexes():
+    return sorted({node_index(ns) for ns in lab_netns_names() if node_index(ns)} |
+                  {int(p.name[4:]) for p in STATE_ROOT.glob("node[0-9]*") if p.name[4:].isdigit()})
+
+
+def restart_for_new_layout(old, shape, net):
+    """A node whose layout (homes, login user, SSH network) changes is restarted: its sshd, the sessions
+    and jobs in it and its engine stop now, before its links change (so the controller's ssh
+    connections, ControlPersist masters included, see them close), and start again with the new one."""
+    if old.node_layout() == shape.node_layout():
+        return []
+    procs = scan_processes()
+    for index in existing_node_indexes():
+        node = Node(index, net)
+        if stop_engine(node, procs):
+            procs = scan_processes()
+        terminate(node_pids(node, procs))
+    return ["shape %s -> %s" % (old.describe(), shape.describe())]
+
+
+def converge_user(shape, state):
+    """The training user and its docker membership as the shape says; a user or membership an earlier
+    `up` made and the shape no longer has goes. The changes (``state`` records what the lab made)."""
+    changes = []
+    member = state.get("docker_member")
+    if member and (shape.engine == "none" or member != shape.user):
+        changes += drop_docker_member(state)
+    created = state.get("created_user")
+    if created and created != shape.user:
+        remove_user(created)
+        del state["created_user"]
+        changes.append("user %s removed" % created)
+    if shape.user != "root":
+        if ensure_user(shape.user, state):
+            changes.append("user %s" % shape.user)
+        if shape.engine == "docker":
+            changes += ensure_docker_member(shape.user, state)
+    return changes
+
+
+def ensure_homes(nodes, shape):
+    """The homes: the shared /home (and root's home in it) or each node's own, and the training user's
+    home in them, /home/NAME 0700 owned by the user. The changes (per node ones go to the node)."""
+    changes = []
+    if shape.shared_home:
+        if ensure_dir(SHARED_HOME, 0o755):
+            changes.append("shared home")
+        if shape.shared_root_home:
+            ensure_dir(SHARED_HOME / "root", HOME_MODE)
+            ensure_dir(SHARED_HOME / "root" / ".ansible", 0o700)  # the mount point of the node's own
+    if not shape.shared_root_home and (SHARED_HOME / "root").is_dir():
+        shutil.rmtree(SHARED_HOME / "root")  # root's shared home goes with the shape
+        changes.append("root's shared home removed")
+    for node in nodes:
+        if not shape.shared_home and ensure_dir(node.home_dir, 0o755):
+            node.changes.append("home")
+    if shape.user == "root":
+        return changes
+    entry = user_entry(shape.user)
+    for home in sorted({node.home_on_host for node in nodes}):
+        if ensure_owned_dir(home, HOME_MODE, entry.pw_uid, entry.pw_gid):
+            changes.append("home %s" % home)
+    return changes
+
+
+def owner_of_node_root(shape):
+    """The training user owns each node's /srv/trainops (the node's scratch, as an admin would give it)."""
+    entry = user_entry(shape.user)
+    return entry.pw_uid, entry.pw_gid
+
+
 def up(args):
     started = time.monotonic()
     require_root()
@@ -1007,14 +1538,16 @@ def up(args):
         state = read_json(STATE_FILE, {})
         count = args.nodes or state.get("nodes") or DEFAULT_NODES
         subnet = args.subnet or state.get("subnet") or DEFAULT_SUBNET
-        engine = getattr(args, "engine", None) or "none"
-        require_engine(engine)
-        net, nodes = plan(count, subnet)
+        shape, mgmt_subnet = requested_shape(args, state)
+        engine = shape.engine
+        net, mgmt, nodes = plan(count, subnet, mgmt_subnet, shape)
+        train_seg, mgmt_seg = segments(net, mgmt)
         for node in nodes:
             node.engine = engine if engine != "none" else None
-        say("lab: %d node%s on %s, controller %s %s%s" % (
+        say("lab: %d node%s on %s, controller %s %s%s%s" % (
             count, "s" if count > 1 else "", net, CTL_LINK, net.network_address + 1,
-            ", engine %s" % engine if engine != "none" else ""))
+            ", management %s, controller %s %s" % (mgmt, CTL_MGMT_LINK, mgmt_seg.ctl_address) if mgmt else "",
+            "; %s" % shape.describe() if shape.describe() != "plain" else ""))
         changes = []
 
         # Host-side directories and the controller's key.
@@ -1027,27 +1560,37 @@ def up(args):
         ensure_dir("/run/sshd", 0o755, fix_mode=False)
         ensure_dir(inv, 0o755, fix_mode=False)
         old_inv = state.get("inventory_dir")
-        saved = {"nodes": count, "subnet": str(net), "inventory_dir": str(inv), "created_dirs": created_dirs}
+        if state:
+            changes += restart_for_new_layout(Shape.saved(state), shape, net)
+        changes += converge_user(shape, state)
+        saved = {"nodes": count, "subnet": str(net), "inventory_dir": str(inv), "created_dirs": created_dirs,
+                 "shape": {k: v for k, v in shape.as_dict().items() if k != "engine"}}
         if engine != "none":
             saved["engine"] = engine
+        if mgmt:
+            saved["mgmt_subnet"] = str(mgmt)
+        saved.update({k: state[k] for k in ("created_user", "created_group", "docker_member") if k in state})
         write_if_changed(STATE_FILE, json.dumps(saved, indent=2) + "\n")
         if old_inv and old_inv != str(inv):
             remove_inventory(Path(old_inv))
         if ensure_keypair(inv / "id_ed25519", "trainops-lab-controller"):
             changes.append("controller key")
-        if write_if_changed(AUTHORIZED_KEYS, (inv / "id_ed25519.pub").read_text(), 0o600):
+        public_key = (inv / "id_ed25519.pub").read_text()
+        if write_if_changed(AUTHORIZED_KEYS, public_key, 0o600):
             changes.append("authorized_keys")
+        changes += ensure_user_keys(shape.user, public_key)
+        changes += ensure_homes(nodes, shape)
+        srv_owner = owner_of_node_root(shape)
 
         # Shrink: nodes beyond N go, with their processes.
         procs = scan_processes()
-        extra = sorted({node_index(ns) for ns in lab_netns_names() if node_index(ns)} |
-                       {int(p.name[4:]) for p in STATE_ROOT.glob("node[0-9]*") if p.name[4:].isdigit()})
-        for index in [i for i in extra if i > count]:
+        for index in [i for i in existing_node_indexes() if i > count]:
             remove_node(index, procs)
             say("  lab-node%02d  removed" % index)
             changes.append("removed lab-node%02d" % index)
 
-        changes += ["bridge: " + c for c in ensure_bridge(net)]
+        changes += ["bridge: " + c for c in ensure_bridge(train_seg)]
+        changes += ["bridge: " + c for c in (ensure_bridge(mgmt_seg) if mgmt else remove_bridge(mgmt_seg))]
         checkpoint("bridge")
         br_links = links_by_name(BR_NS, "link")
 
@@ -1055,6 +1598,8 @@ def up(args):
             restart = False
             for sub, _target, mode in NODE_MOUNTS:
                 ensure_dir(node.state / sub, mode)
+            if ensure_owned_dir(node.state / "srv", 0o755, *srv_owner) and node.shape.user != "root":
+                node.changes.append("%s owns %s" % (node.shape.user, NODE_ROOT))
             if ensure_keypair(node.host_key, "root@" + node.name):
                 node.changes.append("host key")
                 restart = True
@@ -1073,21 +1618,27 @@ def up(args):
         with ThreadPoolExecutor(max_workers=8) as pool:
             restarts = list(pool.map(prepare, nodes))
 
-        # sshd: keep a healthy one (same config, current namespace); else (re)start it.
+        # sshd: keep a healthy one (same config, current namespace, the planned mounts); else (re)start it.
         procs = scan_processes()
         launched = []
         for node, restart in zip(nodes, restarts):
             pid = sshd_running(node, procs)
             # with an engine, the node's mounts include its private /run (and without, they do not)
-            if pid is not None and not restart and has_private_run(pid, node) == bool(node.engine):
+            right_view = pid is not None and has_private_run(pid, node) == bool(node.engine) and sees_planned_mounts(
+                pid, node)
+            if right_view and not restart:
                 node.pid = pid
                 continue
             # The old listener goes; its sessions too when its namespace is not the node's
-            # current one (the namespace was re-created), else they keep running.
+            # current one (the namespace was re-created) or they see the wrong mounts (a ControlPersist
+            # master would keep serving that view), else they keep running. (The engine is
+            # ensure_engines' business.)
             current = netns_inode(node.ns)
             listeners = {p for p in node_pids(node, procs) if str(node.config) in procs[p][1]}
             orphaned = {procs[p][0] for p in listeners} - {current, None}
-            terminate(listeners | {p for p, (inode, _c) in procs.items() if inode in orphaned})
+            stale = {p for p in node_pids(node, procs) if mnt_ns(p) == mnt_ns(pid)} - engine_pids(node, procs) \
+                if pid is not None and not right_view else set()
+            terminate(listeners | stale | {p for p, (inode, _c) in procs.items() if inode in orphaned})
             launched.append((node, start_sshd(node)))
             node.changes.append("sshd restarted" if pid is not None else "sshd")
         deadline = time.monotonic() + args.timeout
@@ -1103,14 +1654,15 @@ def up(args):
 
         checkpoint("inventory")
         for name, text, mode in (("known_hosts", render_known_hosts(nodes), 0o644),
-                                 ("hosts.yml", render_hosts_yml(inv, nodes, count), 0o644),
-                                 ("lab.json", render_lab_json(inv, net, nodes), 0o644)):
+                                 ("hosts.yml", render_hosts_yml(inv, net, nodes, count), 0o644),
+                                 ("lab.json", render_lab_json(inv, net, mgmt, nodes), 0o644)):
             if write_if_changed(inv / name, text, mode):
                 changes.append(name)
 
         wait_ssh(inv, nodes, args.timeout)
-    say("lab: %d node%s answer ssh (strict host keys); inventory %s" % (
-        count, "s" if count > 1 else "", _rel(inv / "hosts.yml")))
+    say("lab: %d node%s answer ssh (strict host keys%s); inventory %s" % (
+        count, "s" if count > 1 else "", ", as root and %s" % shape.user if shape.user != "root" else "",
+        _rel(inv / "hosts.yml")))
     say("lab: up in %.1fs, %s" % (time.monotonic() - started,
                                   "%d change%s" % (len(changes), "s" if len(changes) > 1 else "")
                                   if changes else "no changes"))
@@ -1136,6 +1688,10 @@ def ensure_engines(nodes, deadline):
         node.changes.append("dockerd restarted" if restarted else "dockerd")
     for node, proc in starting:
         node.engine_pid = wait_engine(node, proc, deadline + 60)
+    for node in nodes:
+        if node.engine and node.shape.user != "root" and (group_gid("docker") is None or not socket_group_ok(node)):
+            raise LabError("%s: its dockerd socket %s is not group docker, so %s could not use it (see %s)" % (
+                node.name, node.docker_sock, node.shape.user, node.docker_log))
 
 
 def _rel(path):
@@ -1189,8 +1745,10 @@ def down(args):
                     if name != "lo":
                         run(["ip", "-n", ns, "link", "del", name], check=False)
             delete_netns(ns)
-        if CTL_LINK in links_by_name(None, "link"):
-            run(["ip", "link", "del", CTL_LINK], check=False)
+        ctl_links = links_by_name(None, "link")
+        for link in (CTL_LINK, CTL_MGMT_LINK):
+            if link in ctl_links:
+                run(["ip", "link", "del", link], check=False)
 
         # 3. Mounts left in this mount namespace that name the lab.
         with open("/proc/self/mountinfo") as handle:
@@ -1198,7 +1756,11 @@ def down(args):
         for target in sorted((m for m in mounts if PREFIX in m), key=len, reverse=True):
             run(["umount", "-l", target], check=False)
 
-        # 4. Files: state, generated inventory, mount points it created (when empty).
+        # 4. The training user the lab created (its processes are gone), or the docker membership it
+        #    gave an existing one, and a docker group it made.
+        undone = forget_accounts(state)
+
+        # 5. Files: state (homes included), generated inventory, mount points it created (when empty).
         inventories = {Path(args.inventory_dir).resolve()}
         if state.get("inventory_dir"):
             inventories.add(Path(state["inventory_dir"]))
@@ -1212,11 +1774,26 @@ def down(args):
                 os.rmdir(path)
             except OSError:
                 pass
-    say("lab: down in %.1fs: %d process%s stopped, %d namespace%s, %s removed" % (
+    say("lab: down in %.1fs: %d process%s stopped, %d namespace%s, %s removed%s" % (
         time.monotonic() - started, len(pids), "" if len(pids) == 1 else "es",
         len(namespaces), "" if len(namespaces) == 1 else "s",
-        "inventory files" if removed else "no inventory files"))
+        "inventory files" if removed else "no inventory files", "".join("; " + u for u in undone)))
     return 0
+
+
+def forget_accounts(state):
+    """Undo what `up --user` did to the machine's accounts: userdel the user it created, take back
+    the docker membership it gave, groupdel the docker group it made. What it undid."""
+    undone = drop_docker_member(state)
+    created = state.get("created_user")
+    if created and user_entry(created) is not None:
+        remove_user(created)
+        undone.append("user %s removed" % created)
+    group = state.get("created_group")
+    if group and group_gid(group) is not None and not grp.getgrnam(group).gr_mem:
+        run(["groupdel", group], check=False)
+        undone.append("group %s removed" % group)
+    return undone
 
 
 def status(args):
@@ -1227,6 +1804,8 @@ def status(args):
     indexes = sorted({node_index(ns) for ns in namespaces if node_index(ns)} |
                      set(range(1, int(state.get("nodes", 0)) + 1)))
     net = ipaddress.ip_network(state.get("subnet") or DEFAULT_SUBNET)
+    mgmt = ipaddress.ip_network(state["mgmt_subnet"]) if state.get("mgmt_subnet") else None
+    shape = Shape.saved(state)
     if not indexes and BR_NS not in namespaces:
         if args.json:
             print(json.dumps({"healthy": False, "nodes": []}))
@@ -1237,15 +1816,15 @@ def status(args):
     br_links = links_by_name(BR_NS, "link")
     rows = []
     for index in indexes:
-        node = Node(index, net)
+        node = Node(index, net, mgmt, shape)
         links = links_by_name(node.ns) if netns_inode(node.ns) else {}
         pid = sshd_running(node, procs)
         node.pid = pid
         rows.append({
             "name": node.name, "namespace": node.ns, "ns": netns_inode(node.ns) is not None,
-            "ifname": node.ifname, "address": node.address,
-            "link": link_ok(links.get(node.ifname), node.address, node.prefixlen, node.mac)
-            and br_links.get(node.peer, {}).get("master") == BRIDGE,
+            "ifname": node.ifname, "address": node.address, "ssh_address": node.ssh_address,
+            "mgmt_ifname": node.mgmt_ifname, "mgmt_address": node.mgmt_address,
+            "link": nics_ok(node, links, br_links),
             "sshd_pid": pid or read_pid(node.pidfile), "sshd_alive": pid is not None,
             "expected": index <= int(state.get("nodes", 0)),
         })
@@ -1254,21 +1833,30 @@ def status(args):
             rows[-1].update({"engine": state["engine"], "engine_pid": engine_pid or read_pid(node.docker_pidfile),
                              "engine_alive": engine_pid is not None})
     have_key = (inv / "id_ed25519").exists() and (inv / "known_hosts").exists()
+    users = ["root"] + ([shape.user] if shape.user != "root" else [])
 
     def probe(row):
-        return ssh_true(inv, row["address"], timeout=3)[0] if have_key and row["sshd_alive"] and row["link"] else False
+        if not (have_key and row["sshd_alive"] and row["link"]):
+            return False
+        return all(ssh_true(inv, row["ssh_address"], timeout=3, user=user)[0] for user in users)
 
     with ThreadPoolExecutor(max_workers=min(16, len(rows) or 1)) as pool:
         for row, ok in zip(rows, pool.map(probe, rows)):
             row["ssh"] = ok
-    ctl = links_by_name(None).get(CTL_LINK)
-    ctl_ok = link_ok(ctl, str(net.network_address + 1), net.prefixlen, CTL_MAC)
+    controller = {}
+    for seg in segments(net, mgmt):
+        if seg.net:
+            controller[seg.label + "ifname"] = seg.ctl_link
+            controller[seg.label + "ok"] = link_ok(links_by_name(None).get(seg.ctl_link), seg.ctl_address,
+                                                   seg.net.prefixlen, seg.ctl_mac)
+    ctl_ok = all(v for k, v in controller.items() if k.endswith("ok"))
     healthy = ctl_ok and bool(rows) and all(r["ns"] and r["link"] and r["sshd_alive"] and r["ssh"] and r["expected"]
                                             and r.get("engine_alive", True)
                                             for r in rows)
     if args.json:
-        report = {"healthy": healthy, "subnet": str(net), "inventory": str(inv / "hosts.yml"),
-                  "controller": {"ifname": CTL_LINK, "ok": ctl_ok}, "nodes": rows}
+        report = {"healthy": healthy, "shape": shape.as_dict(), "user": shape.user, "subnet": str(net),
+                  "mgmt_subnet": str(mgmt) if mgmt else None, "inventory": str(inv / "hosts.yml"),
+                  "controller": controller, "nodes": rows}
         if state.get("engine"):
             report["engine"] = state["engine"]
         print(json.dumps(report, indent=2))
@@ -1280,10 +1868,12 @@ def status(args):
                    r["ifname"] if r["link"] else r["ifname"] + " (down)", r["address"],
                    "%s %s" % (r["sshd_pid"] or "-", "alive" if r["sshd_alive"] else "dead"),
                    "ok" if r["ssh"] else "FAIL")
+            + ("   ssh on %s %s" % (r["mgmt_ifname"], r["mgmt_address"]) if r["mgmt_address"] else "")
             + ("   %s %s %s" % (r["engine"], r["engine_pid"] or "-", "alive" if r["engine_alive"] else "dead")
                if "engine" in r else ""))
-    say("controller %s %s: %s; inventory %s; %s" % (
-        CTL_LINK, net.network_address + 1, "ok" if ctl_ok else "MISSING", _rel(inv / "hosts.yml"),
+    say("controller %s %s%s: %s; shape: %s; inventory %s; %s" % (
+        CTL_LINK, net.network_address + 1, ", %s %s" % (CTL_MGMT_LINK, mgmt.network_address + 1) if mgmt else "",
+        "ok" if ctl_ok else "MISSING", shape.describe(), _rel(inv / "hosts.yml"),
         "healthy" if healthy else "NOT healthy"))
     return 0 if healthy else 1
 
@@ -1303,6 +1893,15 @@ def main(argv=None):
     p_up.add_argument("--engine", choices=ENGINES,
                       help="docker: every node also runs its own Docker daemon (private /run and "
                       "/var/lib/docker; docs/containers.md); none (default): no engine, and any running one is stopped")
+    # shapes (docs/lab.md): like --engine, an `up` without one takes it away again
+    p_up.add_argument("--shared-home", action="store_true",
+                      help="one /home (%s) on every node, as an NFS home; with the root user also root's home" % SHARED_HOME)
+    p_up.add_argument("--user", metavar="NAME",
+                      help="a non-root training user (useradd when missing) that Ansible logs in as; home /home/NAME")
+    p_up.add_argument("--mgmt-net", action="store_true",
+                      help="a management network for SSH (NIC %s) next to the training network" % MGMT_IFNAME)
+    p_up.add_argument("--mgmt-subnet", help="with --mgmt-net: its IPv4 subnet (default: the running lab's, else %s)"
+                      % DEFAULT_MGMT_SUBNET)
     sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")
     p_status = sub.add_parser("status", help="table of nodes; exit 0 only when all are healthy")
     p_status.add_argument("--json", action="store_true", help="machine-readable")

@@ -10,15 +10,19 @@
 
     def test_fresh(lab_nodes):
         lab = lab_nodes(3)                    # factory: checks health now, (re)builds if needed
+        lab = lab_nodes(3, shared_home=True, user="trainer", mgmt_net=True)   # a lab shape (docs/lab.md)
+        lab.ssh(1, "whoami", user="trainer")  # on the node's SSH address (management with mgmt_net)
 
-A lab already running with the right number of healthy nodes (``make lab N=4``) is reused and
-left running at the end; a lab this session built or changed is torn down (``hack/lab.py down``)
+A lab already running with the right number of healthy nodes and the asked shape (``make lab N=4``:
+the plain one) is reused and left running at the end; a lab this session built or changed is torn down (``hack/lab.py down``)
 when the session ends, unless TRAINOPS_LAB_KEEP=1.  Without root, or without ``ip netns``, every
 test using these fixtures is skipped.
 """
 import fcntl
+import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -77,20 +81,26 @@ class Lab:
             return self.nodes[which - 1]
         return next(node for node in self.nodes if node["name"] == which)
 
-    def ssh_argv(self, which, command):
+    @property
+    def shape(self):
+        """{"shared_home": bool, "user": NAME or "root", "mgmt_net": bool, "engine": ...}"""
+        return self.data.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none"}
+
+    def ssh_argv(self, which, command, user=None):
         node = self.node(which)
         return ["ssh", "-i", self.private_key, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
                 "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + self.known_hosts,
                 "-o", "ConnectTimeout=10", "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                "-o", "LogLevel=ERROR", "root@" + node["address"], command]
+                "-o", "LogLevel=ERROR", "%s@%s" % (user or "root", node.get("ssh_address", node["address"])), command]
 
-    def ssh(self, which, command, timeout=120, check=True):
-        """Run a shell command on a node over ssh, host key checked against known_hosts."""
-        proc = subprocess.run(self.ssh_argv(which, command), capture_output=True, text=True,
+    def ssh(self, which, command, timeout=120, check=True, user=None):
+        """Run a shell command on a node over ssh (its SSH address; as root, or ``user``: the lab's key
+        is authorized for both), host key checked against known_hosts."""
+        proc = subprocess.run(self.ssh_argv(which, command, user), capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=timeout, check=False)
         if check and proc.returncode != 0:
-            raise AssertionError("ssh %s %r failed (rc %d): %s" % (
-                self.node(which)["name"], command, proc.returncode, proc.stderr))
+            raise AssertionError("ssh %s%s %r failed (rc %d): %s" % (
+                user + "@" if user else "", self.node(which)["name"], command, proc.returncode, proc.stderr))
         return proc
 
     def netns_exec(self, which, argv, timeout=60, check=True):
@@ -126,32 +136,47 @@ class LabManager:
         except ValueError:
             return {"healthy": False, "nodes": []}
 
-    def healthy(self, nodes):
+    def healthy(self, nodes, shape=None):
+        """The running lab is healthy, has ``nodes`` nodes and (when given) these shape keys."""
         status = self.status()
+        have = status.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False}
         return (status.get("healthy") and len(status.get("nodes", [])) == nodes
+                and all(have.get(key) == value for key, value in (shape or {}).items())
                 and status.get("inventory") == os.path.join(self.inventory_dir, "hosts.yml")
                 and os.path.exists(os.path.join(self.inventory_dir, "lab.json")))
 
-    def up(self, nodes, env=None, check=True):
+    def up(self, nodes, env=None, check=True, shared_home=False, user=None, mgmt_net=False, engine=None):
+        """``hack/lab.py up --nodes N`` with the shape's options (left out: that shape goes)."""
         self.touched = True
-        return run_lab("up", "--nodes", str(nodes), "--inventory-dir", self.inventory_dir, env=env, check=check)
+        return run_lab("up", "--nodes", str(nodes), "--inventory-dir", self.inventory_dir,
+                       *shape_args(shared_home, user, mgmt_net, engine), env=env, check=check)
 
     def down(self, check=True):
         self.touched = True
         return run_lab("down", "--inventory-dir", self.inventory_dir, check=check)
 
-    def ensure(self, nodes=DEFAULT_NODES):
-        """A healthy lab of exactly ``nodes`` nodes: the running one if it is, else ``up``."""
-        if not self.healthy(nodes):
-            self.up(nodes)
+    def ensure(self, nodes=DEFAULT_NODES, shared_home=False, user=None, mgmt_net=False):
+        """A healthy lab of exactly ``nodes`` nodes of this shape (default: the plain one): the running
+        one if it is, else ``up`` (which rebuilds what the shape changes). The engine is left as it is
+        when the lab is kept (container tests turn it on), and taken away by a rebuild."""
+        shape = {"shared_home": shared_home, "user": user or "root", "mgmt_net": mgmt_net}
+        if not self.healthy(nodes, shape):
+            self.up(nodes, shared_home=shared_home, user=user, mgmt_net=mgmt_net)
         lab = Lab.load(self.inventory_dir)
         assert len(lab.nodes) == nodes, lab.names
+        assert {key: lab.shape.get(key) for key in shape} == shape, lab.shape
         return lab
 
     def restore(self):
         """Rebuild what the session-scoped `lab` fixture promised (after tests that broke it)."""
         if self.promised is not None:
             self.ensure(self.promised)
+
+
+def shape_args(shared_home=False, user=None, mgmt_net=False, engine=None):
+    """The ``hack/lab.py up`` options of a lab shape."""
+    return ((["--shared-home"] if shared_home else []) + (["--user", user] if user and user != "root" else [])
+            + (["--mgmt-net"] if mgmt_net else []) + (["--engine", engine] if engine else []))
 
 
 SESSION_LOCK = "/run/lock/trainops-lab-session.lock"
@@ -168,6 +193,35 @@ def lab_session_lock():
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@pytest.fixture(scope="module")
+def restore_lab(lab_manager):
+    """For modules that break, rebuild or reshape the lab (after lab_session_lock in usefixtures): when
+    the module is done, give the session back the lab the `lab` fixture promised (the plain shape)."""
+    yield
+    lab_manager.restore()
+
+
+@pytest.fixture(scope="module")
+def user_reaches_python():
+    """For labs with ``user=``: `up --user` refuses when the user could not reach the checkout's
+    .venv/bin/python (a pyenv Python under a 0700 /root, say). Directories on the way that others cannot
+    search get o+x (search, no listing) for the module; their modes are put back after it. Yields them."""
+    spec = importlib.util.spec_from_file_location("trainops_lab", LAB_PY)
+    lab_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab_py)
+    changed = {}
+    for directory in lab_py.path_dirs(os.path.join(VENV_BIN, "python")) + lab_py.path_dirs(REPO):
+        mode = stat.S_IMODE(os.stat(directory).st_mode)
+        if not mode & stat.S_IXOTH and str(directory) not in changed:
+            changed[str(directory)] = mode
+            os.chmod(directory, mode | stat.S_IXOTH)
+    try:
+        yield sorted(changed)
+    finally:
+        for directory, mode in changed.items():
+            os.chmod(directory, mode)
+
+
 @pytest.fixture(scope="session")
 def lab_manager():
     reason = lab_skip_reason()
@@ -181,7 +235,8 @@ def lab_manager():
 
 @pytest.fixture(scope="session")
 def lab_nodes(lab_manager):
-    """Factory: ``lab_nodes(n)`` -> Lab with exactly n healthy nodes (health checked on each call)."""
+    """Factory: ``lab_nodes(n, shared_home=False, user=None, mgmt_net=False)`` -> Lab with exactly n
+    healthy nodes of that shape (health and shape checked on each call)."""
     return lab_manager.ensure
 
 

@@ -25,14 +25,7 @@ GENERATED = ["hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.js
 
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_skip_reason() is not None, reason=str(lab_skip_reason())),
-              pytest.mark.usefixtures('lab_session_lock')]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _restore_lab(lab_manager):
-    """After this module's destructive tests, give the session back the lab it was promised."""
-    yield
-    lab_manager.restore()
+              pytest.mark.usefixtures('lab_session_lock', 'restore_lab')]
 
 
 # ---------------------------------------------------------------------------------------------
