@@ -156,7 +156,6 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
     result['host'] = identity
     paths = node_paths(params, problems)
     result['paths'] = paths
-    identify_dirs(paths, params.get('identify_dirs') or [], problems, create=not check_mode)
 
     training_network = params.get('training_network')
     if training_network and facts is not None:
@@ -226,6 +225,8 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
                             'firewalls between this node and the master, or choose another interface with '
                             'trainops_socket_ifname.'.format(reach['target'], reach['ifname'], reach['source'], timeout,
                                                              reach['error']))
+    # the only thing the preflight creates, and only on a node that passed all of its checks
+    identify_dirs(paths, params.get('identify_dirs') or [], problems, create=not check_mode and not problems)
     return result
 
 

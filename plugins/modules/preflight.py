@@ -71,7 +71,8 @@ options:
         apart and syncs a shared workspace once.
       - Name O(workspace_dir) only when the workspace is synced to the node, never for a git checkout (the token would
         be an untracked file there).
-      - The only thing the module creates; nothing is created in check mode (a missing token is then V(null)).
+      - The only thing the module creates, and only when the node passed all of its checks; nothing is created in
+        check mode. A missing token is then V(null).
     type: list
     elements: str
     choices: [state_dir, workspace_dir]

@@ -25,7 +25,7 @@ SECRET_ENV = {'HF_TOKEN': "{{ lookup('ansible.builtin.env', '%s') }}" % TOKEN_VA
 
 
 @pytest.fixture(scope='module')
-def shaped(lab_session_lock, lab_nodes):  # pylint: disable=unused-argument
+def shaped(lab_session_lock, user_reaches_python, restore_lab, lab_nodes):  # pylint: disable=unused-argument
     lab = lab_nodes(NODES, shared_home=True, user=USER, mgmt_net=True)
     assert lab.shape['user'] == USER and lab.shape['shared_home'] and lab.shape['mgmt_net']
     return lab

@@ -251,3 +251,11 @@ def test_only_the_directories_named_get_a_token(tmp_path):
                                                              identify_dirs=['state_dir']), root=str(tmp_path))
     assert result['paths']['state_root_token'] and result['paths']['workspace_token'] is None
     assert os.listdir(str(tmp_path / 'checkout')) == []  # a git checkout the node runs stays clean
+
+
+def test_a_node_that_fails_a_check_creates_nothing(tmp_path):
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'w'),
+                                                             identify_dirs=['state_dir', 'workspace_dir'],
+                                                             socket_ifname='nosuchnic0'), root=str(tmp_path))
+    assert any('nosuchnic0' in p for p in result['problems'])
+    assert result['paths']['state_root_token'] is None and not (tmp_path / 's').exists() and not (tmp_path / 'w').exists()
