@@ -14,11 +14,11 @@ author:
 description:
   - Used by the role C(trainops.multinode.job) on the controller, before any node is touched; its input may change
     with the role.
-  - Returns one line per value that is wrong, naming the value, what it must be and an example, such as
-    C(nproc=0: ranks per node (trainops_nproc_per_node\) must be an integer from 1 to 256 (e.g. -e nproc=8\));
-    a value that fits is not mentioned, so an empty list means every value fits.
-  - With O(_input.sync_workspace), the script (and with O(_input.pass_config_args) the config) must exist under
-    O(_input.workspace_src) on the controller.
+  - 'Returns one line per value that is wrong, naming the value, what it must be and an example, such as
+    C(nproc=0: ranks per node ... must be an integer from 1 to 256 ... -e nproc=8); a value that fits is not
+    mentioned, so an empty list means every value fits.'
+  - With C(sync_workspace), the script (and with C(pass_config_args) the config) must exist under C(workspace_src) on
+    the controller.
   - What depends on the node (the channels and threads each NCCL/RCCL library takes, interfaces, the training
     network's addresses) is checked on the nodes later.
 options:

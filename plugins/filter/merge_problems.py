@@ -12,10 +12,11 @@ version_added: 0.3.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - Takes, per node, a list of problem lines (such as M(trainops.multinode.launch_problems#filter) returns) and returns
+  - Takes, per node, a list of problem lines (such as P(trainops.multinode.launch_problems#filter) returns) and returns
     one list for a single message.
   - A line every node has is kept once, as it is (the value came from the command line or a group variable); a line
-    only some nodes have gets their names, C(line (on node1, node3\)). Lines keep the order they are first seen in.
+    only some nodes have is followed by their names, such as C(... on node1, node3) in parentheses. Lines keep the
+    order they are first seen in.
 options:
   _input:
     description:

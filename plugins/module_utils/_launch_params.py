@@ -110,8 +110,8 @@ def _nccl_problems(params):
                             'from 1 to channels (e.g. -e channels=32 min_channels=16)' % min_channels)
         elif channels_number is not None and number > channels_number:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must not exceed channels=%s '
-                            '(e.g. -e channels=%s min_channels=%s)' % (min_channels, channels, channels,
-                                                                      channels_number))
+                            '(e.g. -e channels=%s min_channels=%s)'
+                            % (min_channels, channels, channels, channels_number))
     threads = params.get('threads')
     if threads not in UNSET:
         number = _integer(threads)
