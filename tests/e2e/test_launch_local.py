@@ -141,26 +141,42 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert open(os.path.join(path, 'manifest.json')).read() == before
 
 
-@pytest.mark.parametrize('extra, words', [
-    ({'channels': 'abc'}, ['channels=abc']),
-    ({'channels': 0}, ['channels=0']),
-    ({'nproc': 0}, ['nproc=0']),
-    ({'threads': 100}, ['threads=100']),
-    ({'master_port': 80}, ['master_port=80']),
-    ({'channels': 8, 'min_channels': 9}, ['min_channels=9']),
-    ({'script': 'does_not_exist.py'}, ['does_not_exist.py', 'does not exist']),
-    ({'overrides': ['no-equals-sign']}, ['overrides=']),
-    ({'trainops_socket_ifname': 'nosuchnic0'}, ["'nosuchnic0' does not exist on this node"]),
-    ({'network_mode': 'rdma'}, ['network_mode rdma but no ACTIVE RDMA port on this host']),
-    ({'trainops_ib_hca': ['mlx5_0']}, ["ib_hca names HCA 'mlx5_0', which does not exist on this host"]),
-    ({'trainops_gpu_vendor': 'nvidia', 'nproc': 2}, ['nproc_per_node 2']),
+@pytest.mark.parametrize('extra, words, absent', [
+    # checked on the controller: one line per bad value, shown once, naming no node and no value that fits
+    ({'channels': 'abc'}, ['channels=abc: '], ['nproc=', 'threads=']),
+    ({'channels': 0}, ['channels=0: '], ['nproc=', 'min_channels=']),
+    ({'nproc': 0}, ['nproc=0: ranks per node', '(e.g. -e nproc=8)'], ['channels=', 'master_port=', 'node0', 'node1']),
+    ({'nproc': 'eight'}, ['nproc=eight: '], ['channels=', 'master_port=']),
+    ({'threads': 100}, ['threads=100: '], ['channels=', 'nproc=']),
+    ({'master_port': 80}, ['master_port=80: ', 'from 1024 to 65535'], ['channels=', 'nproc=']),
+    ({'channels': 8, 'min_channels': 9}, ['min_channels=9: '], ['nproc=', 'threads=']),
+    ({'nproc': 0, 'master_port': 80}, ['nproc=0: ', 'master_port=80: '], ['channels=', 'threads=']),
+    ({'script': 'does_not_exist.py'},
+     ['script=does_not_exist.py: no such file under the workspace', '(trainops_workspace_src) on the controller'],
+     ['config=', 'channels=', 'nproc=']),
+    ({'config': 'config/nope.yaml'},
+     ['config=config/nope.yaml: no such file under the workspace', '(trainops_workspace_src) on the controller'],
+     ['script=', 'channels=', 'nproc=']),
+    ({'overrides': ['no-equals-sign']}, ['overrides=no-equals-sign: '], ['channels=', 'nproc=']),
+    ({'trainops_training_network': '10.1.0.0/33'}, ['trainops_training_network=10.1.0.0/33: '], ['channels=']),
+    # checked on each node
+    ({'trainops_socket_ifname': 'nosuchnic0'}, ["'nosuchnic0' does not exist on this node"], []),
+    ({'network_mode': 'rdma'}, ['network_mode rdma but no ACTIVE RDMA port on this host'], []),
+    ({'trainops_ib_hca': ['mlx5_0']}, ["ib_hca names HCA 'mlx5_0', which does not exist on this host"], []),
+    ({'trainops_gpu_vendor': 'nvidia', 'nproc': 2}, ['nproc_per_node 2'], []),
 ])
-def test_bad_input_fails_before_any_node_is_touched(lab, extra, words):
+def test_bad_input_fails_before_any_node_is_touched(lab, extra, words, absent):
     proc = lab.run('playbooks/launch.yml', extra, timeout=120)
     assert proc.returncode != 0
     messages = proc.failure_text
     for word in words:
         assert word in messages, messages
+    if absent:
+        # a controller check fails once, with the bad values only
+        failures = proc.summary.get('failures', [])
+        assert len(failures) == 1, messages
+        for word in absent:
+            assert word not in failures[0].get('msg', ''), messages
     # nothing was created on any node, nothing started, no experiment directory
     assert not os.path.exists(lab.nodes)
     assert lab.experiment_dirs() == []

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: launch_problems
+short_description: The launch parameters of the job role that do not fit, one line each
+version_added: 0.3.0
+author:
+  - trainops maintainers (@trainops)
+description:
+  - Used by the role C(trainops.multinode.job) on the controller, before any node is touched; its input may change
+    with the role.
+  - 'Returns one line per value that is wrong, naming the value, what it must be and an example, such as
+    C(nproc=0: ranks per node ... must be an integer from 1 to 256 ... -e nproc=8); a value that fits is not
+    mentioned, so an empty list means every value fits.'
+  - With C(sync_workspace), the script (and with C(pass_config_args) the config) must exist under C(workspace_src) on
+    the controller.
+  - What depends on the node (the channels and threads each NCCL/RCCL library takes, interfaces, the training
+    network's addresses) is checked on the nodes later.
+options:
+  _input:
+    description:
+      - The knobs without their C(trainops_) prefix (C(channels), C(min_channels), C(threads), C(nproc_per_node),
+        C(master_port), C(max_restarts), C(rdzv_timeout), C(collective_timeout), C(rdzv_backend), C(runtime),
+        C(git_check), C(git_reference), C(allow_dirty), C(gpu_vendor), C(run_name), C(wait), C(replace), C(script),
+        C(config), C(overrides), C(env), C(secret_env), C(node_id), C(script_args), C(command_prefix),
+        C(training_network)), and C(workspace_src), C(sync_workspace), C(pass_config_args).
+      - The values of C(secret_env) never appear in the result, only its names.
+    type: dict
+    required: true
+seealso:
+  - plugin: trainops.multinode.merge_problems
+    plugin_type: filter
+"""
+
+EXAMPLES = r"""
+- name: List the values that do not fit
+  ansible.builtin.set_fact:
+    problems: "{{ {'nproc_per_node': 0, 'master_port': 80} | trainops.multinode.launch_problems }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One line per value that does not fit, in a fixed order; empty when all fit.
+  type: list
+  elements: str
+  sample:
+    - 'nproc=0: ranks per node (trainops_nproc_per_node) must be an integer from 1 to 256 (e.g. -e nproc=8)'
+"""
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems as _problems
+
+
+def launch_problems(params):
+    if not isinstance(params, Mapping):
+        raise AnsibleFilterError('launch_problems: the input must be a mapping of knob to value, not %s'
+                                 % type(params).__name__)
+    return _problems(params)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'launch_problems': launch_problems}

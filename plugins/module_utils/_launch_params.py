@@ -1,0 +1,250 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The launch parameters of the ``job`` role that do not fit, one line each.
+
+:func:`launch_problems` takes the values of the launch knobs (after the short ``-e`` knobs are mapped onto
+the ``trainops_*`` variables, roles/job/tasks/validate.yml) and returns one line per value that is wrong,
+each naming the value, what it must be and an example; a value that fits is not mentioned.
+:func:`merge_problems` joins the lines of every node into one list: a line every node has is shown once,
+as it is; a line only some nodes have (a host variable) names them.
+
+Every rule the role checks on the controller lives here. What depends on the node (the maximum channels
+and the threads each library takes, the interfaces, the training network's addresses) is checked per node
+later (roles/nccl_env, the ``preflight`` module).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+UNSET = (None, '', 'None')
+"""Values that leave an optional NCCL/RCCL knob to the library."""
+
+BOOLEANS = ('true', 'false', 'yes', 'no', '1', '0')
+
+_DIGITS = re.compile(r'[0-9]+')
+_RUN_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
+_NODE_ID = re.compile(r'([A-Za-z0-9][A-Za-z0-9_.-]*)?')
+_OVERRIDE = re.compile(r'[A-Za-z_][A-Za-z0-9_.]*=')
+_ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+
+
+def _integer(value):
+    """The value as an int when it is written with digits only (8 or '8', not -1, 8.5, True), else None."""
+    text = str(value)
+    return int(text) if _DIGITS.fullmatch(text) else None
+
+
+def _is_list(value):
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _relative_path_problem(value):
+    text = str(value)
+    if text.startswith('/') or '..' in text.split('/'):
+        return 'must be a path relative to the workspace, without ..'
+    return None
+
+
+def _integer_rule(params, key, name, what, low, high=None, example=None):
+    """One line when params[key] is not an integer from low to high (high None: no upper bound)."""
+    value = params.get(key)
+    number = _integer(value)
+    if number is not None and number >= low and (high is None or number <= high):
+        return None
+    if high is None:
+        bounds = 'an integer >= %d' % low
+    else:
+        bounds = 'an integer from %d to %d' % (low, high)
+    return '%s=%s: %s must be %s (e.g. -e %s=%s)' % (name, value, what, bounds, name, example)
+
+
+def _choice_rule(params, key, name, what, choices, example=None):
+    value = params.get(key)
+    if value in choices:
+        return None
+    return '%s=%s: %s must be one of %s (e.g. -e %s=%s)' % (
+        name, value, what, ', '.join(choices), name, example or choices[0])
+
+
+def _boolean_rule(params, key, name, what):
+    value = params.get(key)
+    if str(value).lower() in BOOLEANS:
+        return None
+    return '%s=%s: %s must be true or false (e.g. -e %s=false)' % (name, value, what, name)
+
+
+def _list_rule(params, key, name, what, example):
+    value = params.get(key)
+    if _is_list(value):
+        return None
+    return '%s=%s: %s must be a list (e.g. %s)' % (name, value, what, example)
+
+
+def _nccl_problems(params):
+    """channels, min_channels, threads: the part of their rules that does not depend on the node."""
+    problems = []
+    channels = params.get('channels')
+    channels_number = None
+    if channels not in UNSET:
+        channels_number = _integer(channels)
+        if channels_number is None or channels_number < 1:
+            channels_number = None
+            problems.append('channels=%s: the maximum NCCL/RCCL channels (NCCL_MAX_NCHANNELS) must be unset or an '
+                            'integer >= 1; each node checks it against its library\'s maximum (e.g. -e channels=32)'
+                            % channels)
+    min_channels = params.get('min_channels')
+    if min_channels not in UNSET:
+        number = _integer(min_channels)
+        if number is None or number < 1:
+            problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must be unset or an integer '
+                            'from 1 to channels (e.g. -e channels=32 min_channels=16)' % min_channels)
+        elif channels_number is not None and number > channels_number:
+            problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must not exceed channels=%s '
+                            '(e.g. -e channels=%s min_channels=%s)'
+                            % (min_channels, channels, channels, channels_number))
+    threads = params.get('threads')
+    if threads not in UNSET:
+        number = _integer(threads)
+        if number is None or number < 32 or number > 1024 or number % 32:
+            problems.append('threads=%s: threads per block (NCCL_NTHREADS / RCCL_THREADS_PER_BLOCK) must be unset or '
+                            'a multiple of 32 up to 1024; each node checks the values its library takes '
+                            '(e.g. -e threads=256)' % threads)
+    return problems
+
+
+def _path_problems(params):
+    """script and config: their shape, and (when the workspace is synced from the controller) that they exist."""
+    problems = []
+    src = params.get('workspace_src')
+    sync = params.get('sync_workspace')
+    files = [('script', 'the training entrypoint', 'train.py', sync),
+             ('config', 'the config file', 'config/default.yaml', sync and params.get('pass_config_args'))]
+    for key, what, example, must_exist in files:
+        value = params.get(key)
+        text = '' if value is None else str(value)
+        if key == 'script' and not text:
+            problems.append('script=: the training entrypoint must be given, relative to the workspace '
+                            '(e.g. -e script=train.py)')
+            continue
+        shape = _relative_path_problem(text)
+        if shape:
+            problems.append('%s=%s: %s (e.g. -e %s=%s)' % (key, text, shape, key, example))
+        elif must_exist and not os.path.isfile(os.path.join(str(src), text)):
+            problems.append('%s=%s: no such file under the workspace %s (trainops_workspace_src) on the controller; '
+                            '%s is given relative to that directory (e.g. -e %s=%s)'
+                            % (key, text, src, what, key, example))
+    return problems
+
+
+def _mapping_problems(params):
+    """overrides, trainops_env, trainops_secret_env (never their values: only names)."""
+    problems = []
+    overrides = params.get('overrides')
+    if not _is_list(overrides):
+        problems.append('overrides=%s: the config overrides must be a list of key=value '
+                        '(e.g. -e \'{"overrides": ["training.epochs=1"]}\')' % (overrides,))
+    else:
+        bad = [item for item in overrides if not (isinstance(item, str) and _OVERRIDE.match(item))]
+        if bad:
+            problems.append('overrides=%s: each override must be key=value, the key made of letters, digits, _ and . '
+                            '(e.g. -e \'{"overrides": ["training.epochs=1"]}\')' % ', '.join(str(b) for b in bad))
+    env = params.get('env')
+    if not isinstance(env, Mapping):
+        problems.append('trainops_env: must be a mapping of variable name to value, not a %s '
+                        '(e.g. trainops_env: {NCCL_DEBUG: INFO})' % type(env).__name__)
+    secret = params.get('secret_env')
+    if not isinstance(secret, Mapping):
+        problems.append('trainops_secret_env: must be a mapping of variable name to value, not a %s '
+                        '(e.g. trainops_secret_env: {HF_TOKEN: "{{ lookup(\'ansible.builtin.env\', \'HF_TOKEN\') }}"})'
+                        % type(secret).__name__)
+    else:
+        names = [str(name) for name in secret]
+        bad = [name for name in names if not _ENV_NAME.fullmatch(name)]
+        if bad:
+            problems.append('trainops_secret_env: %s: each name must be a variable name (letters, digits, _; not '
+                            'starting with a digit) (e.g. HF_TOKEN)' % ', '.join(bad))
+        both = [name for name in names if isinstance(env, Mapping) and name in env]
+        if both:
+            problems.append('trainops_secret_env: %s also in trainops_env: give each variable once, a secret only in '
+                            'trainops_secret_env' % ', '.join(both))
+    return problems
+
+
+def launch_problems(params):
+    """One line per launch parameter in ``params`` that does not fit; an empty list when all fit.
+
+    ``params`` has the keys of the role's knobs without their ``trainops_`` prefix (``channels``,
+    ``min_channels``, ``threads``, ``nproc_per_node``, ``master_port``, ``max_restarts``, ``rdzv_timeout``,
+    ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
+    ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
+    ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``), plus
+    ``workspace_src``, ``sync_workspace`` and ``pass_config_args`` (booleans) for the file checks.
+    """
+    rules = [
+        _integer_rule(params, 'nproc_per_node', 'nproc', 'ranks per node (trainops_nproc_per_node)', 1, 256, 8),
+        _integer_rule(params, 'master_port', 'master_port', 'the rendezvous port on the master', 1024, 65535, 29500),
+        _integer_rule(params, 'max_restarts', 'trainops_max_restarts', 'torchrun --max-restarts', 0, example=0),
+        _integer_rule(params, 'rdzv_timeout', 'trainops_rdzv_timeout', 'seconds to wait for every node to join', 1,
+                      example=300),
+        _integer_rule(params, 'collective_timeout', 'trainops_collective_timeout',
+                      'seconds a collective may wait for a peer', 1, example=300),
+        _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous', ['static', 'c10d']),
+        _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)', ['host', 'container']),
+        _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison', ['auto', 'always', 'never']),
+        _choice_rule(params, 'git_reference', 'trainops_git_reference', 'what the nodes\' code is compared with',
+                     ['controller', 'first_node']),
+        _choice_rule(params, 'gpu_vendor', 'trainops_gpu_vendor', 'the GPU vendor',
+                     ['auto', 'nvidia', 'amd', 'none']),
+        _boolean_rule(params, 'allow_dirty', 'allow_dirty', 'accepting uncommitted changes (trainops_allow_dirty)'),
+        _boolean_rule(params, 'wait', 'wait', 'waiting for the job (trainops_wait)'),
+        _boolean_rule(params, 'replace', 'replace', 'replacing a running job (trainops_replace)'),
+        _list_rule(params, 'script_args', 'trainops_script_args', 'the script\'s further arguments',
+                   'trainops_script_args: [--seed, "1"]'),
+        _list_rule(params, 'command_prefix', 'trainops_command_prefix', 'the wrapper before torchrun',
+                   'trainops_command_prefix: [nsys, profile]'),
+    ]
+    problems = _nccl_problems(params) + [line for line in rules if line]
+    run_name = params.get('run_name')
+    if not _RUN_NAME.fullmatch(str(run_name)):
+        problems.append('run_name=%s: the experiment name prefix must start with a letter or digit and hold only '
+                        'letters, digits, ., _ and - (e.g. -e run_name=llama_sweep)' % (run_name,))
+    node_id = params.get('node_id')
+    if not _NODE_ID.fullmatch('' if node_id is None else str(node_id)):
+        problems.append('trainops_node_id=%s: the name of the node\'s state directory must be empty or letters, '
+                        'digits, ., _ and -, starting with a letter or digit (e.g. trainops_node_id: node-07)'
+                        % (node_id,))
+    network = params.get('training_network')
+    if network not in (None, ''):
+        try:
+            ipaddress.ip_network(str(network), strict=False)
+        except ValueError:
+            problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
+                            'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
+    return problems + _path_problems(params) + _mapping_problems(params)
+
+
+def merge_problems(by_node):
+    """The lines of every node (a mapping of node to its list of lines, in node order) as one list.
+
+    A line that every node has is kept as it is (the value came from the command line or a group variable);
+    a line only some nodes have gets their names, ``line (node1, node3)``. Order: first seen.
+    """
+    nodes = list(by_node)
+    seen = {}
+    for node in nodes:
+        for line in by_node[node] or []:
+            holders = seen.setdefault(line, [])
+            if node not in holders:
+                holders.append(node)
+    return [line if len(holders) == len(nodes) else '%s (on %s)' % (line, ', '.join(holders))
+            for line, holders in seen.items()]

@@ -1,0 +1,170 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The launch parameters that do not fit: one line per bad value, nothing about the good ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems, merge_problems
+from ansible_collections.trainops.multinode.plugins.filter import launch_problems as launch_filter
+from ansible_collections.trainops.multinode.plugins.filter import merge_problems as merge_filter
+
+
+@pytest.fixture
+def good(tmp_path):
+    """The role's defaults, with a workspace that has the script and the config."""
+    (tmp_path / 'config').mkdir()
+    (tmp_path / 'train.py').write_text('')
+    (tmp_path / 'config' / 'default.yaml').write_text('')
+    return {
+        'channels': None, 'min_channels': None, 'threads': None, 'nproc_per_node': 8, 'master_port': 29500,
+        'max_restarts': 0, 'rdzv_timeout': 300, 'collective_timeout': 300, 'rdzv_backend': 'static',
+        'runtime': 'host', 'git_check': 'auto', 'git_reference': 'controller', 'allow_dirty': False,
+        'gpu_vendor': 'auto', 'run_name': 'multinode', 'wait': True, 'replace': False, 'script': 'train.py',
+        'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
+        'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
+        'sync_workspace': True, 'pass_config_args': True,
+    }
+
+
+def test_the_defaults_fit(good):
+    assert launch_problems(good) == []
+
+
+@pytest.mark.parametrize('values', [
+    {'channels': 42, 'threads': 256, 'min_channels': 4},
+    {'channels': '64', 'threads': '1024', 'min_channels': '64'},
+    {'channels': '', 'threads': 'None', 'min_channels': None},
+    {'min_channels': 8},
+    {'nproc_per_node': '256', 'master_port': '65535', 'max_restarts': '3', 'rdzv_timeout': '1'},
+    {'allow_dirty': 'yes', 'wait': 'False', 'replace': '1', 'runtime': 'container', 'rdzv_backend': 'c10d'},
+    {'run_name': 'sweep-1.a_b', 'node_id': 'node-07', 'training_network': '10.0.0.0/16'},
+    {'training_network': 'fd00::/64'},
+    {'overrides': ['training.epochs=1', 'a_b.c=x=y'], 'script_args': ['--seed', '1'], 'command_prefix': ['nsys']},
+    {'env': {'NCCL_DEBUG': 'INFO'}, 'secret_env': {'HF_TOKEN': 'hunter2'}},
+    {'script': 'missing.py', 'config': 'missing.yaml', 'sync_workspace': False},
+    {'config': 'missing.yaml', 'pass_config_args': False},
+])
+def test_good_values_give_no_line(good, values):
+    assert launch_problems(dict(good, **values)) == []
+
+
+# Each knob alone bad: exactly one line, naming that value (and no other knob of the defaults).
+ONE_BAD = [
+    ({'channels': 0}, 'channels=0: '),
+    ({'channels': 'abc'}, 'channels=abc: '),
+    ({'channels': -4}, 'channels=-4: '),
+    ({'min_channels': 0}, 'min_channels=0: '),
+    ({'channels': 8, 'min_channels': 9}, 'min_channels=9: '),
+    ({'threads': 100}, 'threads=100: '),
+    ({'threads': 2048}, 'threads=2048: '),
+    ({'threads': 'x'}, 'threads=x: '),
+    ({'nproc_per_node': 0}, 'nproc=0: '),
+    ({'nproc_per_node': 'eight'}, 'nproc=eight: '),
+    ({'nproc_per_node': 257}, 'nproc=257: '),
+    ({'nproc_per_node': 2.5}, 'nproc=2.5: '),
+    ({'master_port': 80}, 'master_port=80: '),
+    ({'master_port': 70000}, 'master_port=70000: '),
+    ({'master_port': 'http'}, 'master_port=http: '),
+    ({'max_restarts': -1}, 'trainops_max_restarts=-1: '),
+    ({'rdzv_timeout': 0}, 'trainops_rdzv_timeout=0: '),
+    ({'collective_timeout': 'soon'}, 'trainops_collective_timeout=soon: '),
+    ({'rdzv_backend': 'etcd'}, 'trainops_rdzv_backend=etcd: '),
+    ({'runtime': 'vm'}, 'runtime=vm: '),
+    ({'git_check': 'sometimes'}, 'trainops_git_check=sometimes: '),
+    ({'git_reference': 'node0'}, 'trainops_git_reference=node0: '),
+    ({'allow_dirty': 'maybe'}, 'allow_dirty=maybe: '),
+    ({'gpu_vendor': 'intel'}, 'trainops_gpu_vendor=intel: '),
+    ({'run_name': 'a b'}, 'run_name=a b: '),
+    ({'run_name': '-x'}, 'run_name=-x: '),
+    ({'wait': 'later'}, 'wait=later: '),
+    ({'replace': 2}, 'replace=2: '),
+    ({'script': ''}, 'script=: '),
+    ({'script': '/abs/train.py'}, 'script=/abs/train.py: '),
+    ({'script': '../train.py'}, 'script=../train.py: '),
+    ({'script': 'nope.py'}, 'script=nope.py: no such file under the workspace '),
+    ({'config': '/etc/c.yaml'}, 'config=/etc/c.yaml: '),
+    ({'config': 'config/nope.yaml'}, 'config=config/nope.yaml: no such file under the workspace '),
+    ({'overrides': ['no-equals-sign']}, 'overrides=no-equals-sign: '),
+    ({'overrides': 'a=b'}, 'overrides=a=b: '),
+    ({'env': ['A=1']}, 'trainops_env: '),
+    ({'secret_env': 'hunter2'}, 'trainops_secret_env: '),
+    ({'secret_env': {'1BAD': 'x'}}, 'trainops_secret_env: 1BAD: '),
+    ({'secret_env': {'HF_TOKEN': 'x'}, 'env': {'HF_TOKEN': 'y'}}, 'trainops_secret_env: HF_TOKEN also in trainops_env'),
+    ({'node_id': 'a/b'}, 'trainops_node_id=a/b: '),
+    ({'script_args': '--seed 1'}, 'trainops_script_args=--seed 1: '),
+    ({'command_prefix': 'nsys profile'}, 'trainops_command_prefix=nsys profile: '),
+    ({'training_network': '10.1.0.0/33'}, 'trainops_training_network=10.1.0.0/33: '),
+    ({'training_network': 'mgmt'}, 'trainops_training_network=mgmt: '),
+]
+
+
+@pytest.mark.parametrize('values, start', ONE_BAD, ids=[start.rstrip(': ') for _v, start in ONE_BAD])
+def test_each_bad_value_alone_gives_exactly_one_line_naming_it(good, values, start):
+    lines = launch_problems(dict(good, **values))
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(start), lines
+    assert '(e.g. ' in lines[0] or 'give each variable once' in lines[0], lines
+    # nothing about the values that fit
+    for fine in ('channels=', 'threads=', 'nproc=', 'master_port=', 'run_name=', 'script=', 'config='):
+        if not start.startswith(fine) and not (fine == 'channels=' and start.startswith('min_channels=')):
+            assert fine not in lines[0].replace('-e ' + start.split('=')[0], ''), lines
+
+
+def test_the_example_lines_read_as_documented(good, tmp_path):
+    assert launch_problems(dict(good, nproc_per_node=0)) == [
+        'nproc=0: ranks per node (trainops_nproc_per_node) must be an integer from 1 to 256 (e.g. -e nproc=8)']
+    assert launch_problems(dict(good, script='nope.py')) == [
+        'script=nope.py: no such file under the workspace %s (trainops_workspace_src) on the controller; the training '
+        'entrypoint is given relative to that directory (e.g. -e script=train.py)' % tmp_path]
+
+
+def test_a_missing_script_and_config_are_told_apart(good):
+    lines = launch_problems(dict(good, script='nope.py', config='nope.yaml'))
+    assert [line.split(':')[0] for line in lines] == ['script=nope.py', 'config=nope.yaml']
+    assert all('no such file under the workspace' in line for line in lines)
+
+
+def test_two_bad_values_give_two_lines(good):
+    lines = launch_problems(dict(good, nproc_per_node=0, master_port=80))
+    assert [line.split(':')[0] for line in lines] == ['nproc=0', 'master_port=80']
+
+
+def test_every_bad_value_at_once_gives_one_line_each(good):
+    bad = {}
+    for values, _start in ONE_BAD:
+        if len(values) == 1 and not set(values) & set(bad):
+            bad.update(values)
+    lines = launch_problems(dict(good, **bad))
+    assert len(lines) == len(bad), lines
+
+
+def test_min_channels_is_not_blamed_for_a_bad_channels(good):
+    lines = launch_problems(dict(good, channels='abc', min_channels=4))
+    assert [line.split(':')[0] for line in lines] == ['channels=abc']
+
+
+def test_a_secret_value_never_appears(good):
+    for secret in ({'HF_TOKEN': 'hunter2'}, {'1BAD': 'hunter2'}):
+        lines = launch_problems(dict(good, secret_env=secret, env={'HF_TOKEN': 'x'}))
+        assert lines and not any('hunter2' in line for line in lines), lines
+
+
+def test_merge_shows_a_common_line_once_and_names_the_nodes_of_the_others():
+    assert merge_problems({'n0': ['a', 'b'], 'n1': ['a'], 'n2': ['a', 'b', 'c']}) == ['a', 'b (on n0, n2)', 'c (on n2)']
+    assert merge_problems({'n0': ['a'], 'n1': ['a']}) == ['a']
+    assert merge_problems({'n0': [], 'n1': None}) == []
+    assert merge_problems({}) == []
+
+
+def test_the_filters_wrap_the_rules(good):
+    assert launch_filter.FilterModule().filters()['launch_problems'](dict(good, nproc_per_node=0))[0].startswith('nproc=0')
+    assert merge_filter.FilterModule().filters()['merge_problems']({'n0': ['a']}) == ['a']
+    with pytest.raises(AnsibleFilterError, match='mapping of knob to value'):
+        launch_filter.launch_problems(['nproc=0'])
+    with pytest.raises(AnsibleFilterError, match='mapping of node name'):
+        merge_filter.merge_problems(['a'])
