@@ -337,8 +337,9 @@ class Node:
             "AddressFamily inet",
             "HostKey %s" % self.host_key,
             "PidFile %s" % self.pidfile,
-            # sshd reads a user's keys with the user's privileges: a file per user, owned by it
-            "AuthorizedKeysFile %s/%%u" % USER_KEYS_DIR,
+            # sshd reads a user's keys with the user's privileges: a file per user, owned by it (the lab's
+            # key), and, as sshd does by default, the user's own ~/.ssh/authorized_keys (ssh_mesh's key)
+            "AuthorizedKeysFile %s/%%u .ssh/authorized_keys" % USER_KEYS_DIR,
             "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",

@@ -225,8 +225,7 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
                             'firewalls between this node and the master, or choose another interface with '
                             'trainops_socket_ifname.'.format(reach['target'], reach['ifname'], reach['source'], timeout,
                                                              reach['error']))
-    # the only thing the preflight creates, and only on a node that passed all of its checks
-    identify_dirs(paths, params.get('identify_dirs') or [], problems, create=not check_mode and not problems)
+    identify_dirs(paths, params.get('identify_dirs') or [], problems)
     return result
 
 
@@ -242,11 +241,11 @@ def node_paths(params, problems):
     return paths
 
 
-def identify_dirs(paths, which, problems, create=True):
+def identify_dirs(paths, which, problems, create=False):
     """Add the tokens of the state root and/or the workspace (``which``: ``state_dir``, ``workspace_dir``), by which
-    the controller sees which nodes share them.
+    the controller sees which nodes share them; ``None`` where there is none yet.
 
-    Creates those directories (0700) and their tokens when missing, except with ``create=False`` (check mode).
+    Read-only, unless ``create`` (then the directories, 0700, and their tokens are created when missing).
     """
     for param, key, token_key in (('state_dir', 'state_root', 'state_root_token'),
                                   ('workspace_dir', 'workspace_dir', 'workspace_token')):

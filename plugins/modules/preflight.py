@@ -65,14 +65,11 @@ options:
     type: str
   identify_dirs:
     description:
-      - For each of O(state_dir) and O(workspace_dir) named here, create the directory when missing (mode 0700) and a
-        token file C(.trainops-dir-id) in it (see M(trainops.multinode.dir_token)), and return the tokens in RV(paths).
+      - For each of O(state_dir) and O(workspace_dir) named here, return the token of that directory
+        (C(.trainops-dir-id), created by M(trainops.multinode.dir_token)) in RV(paths), V(null) when it has none yet.
         Nodes that return the same token share that directory (an NFS home, say); the launch keeps per-node state
         apart and syncs a shared workspace once.
-      - Name O(workspace_dir) only when the workspace is synced to the node, never for a git checkout (the token would
-        be an untracked file there).
-      - The only thing the module creates, and only when the node passed all of its checks; nothing is created in
-        check mode. A missing token is then V(null).
+      - Read-only: the launch creates missing tokens only after every check on every node passed.
     type: list
     elements: str
     choices: [state_dir, workspace_dir]
@@ -139,7 +136,7 @@ options:
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:
-  - Read-only, but for O(identify_dirs); safe in check mode.
+  - Read-only; safe in check mode.
 seealso:
   - module: trainops.multinode.node_facts
   - module: trainops.multinode.torchrun

@@ -197,33 +197,22 @@ def test_check_mode_skips_the_reachability_check(tmp_path):
     assert 'reach' not in result and opened == []
 
 
-def test_identify_dirs_creates_the_state_root_and_workspace_with_tokens_that_show_sharing(tmp_path):
+def test_identify_dirs_reads_the_tokens_that_show_sharing_and_creates_nothing(tmp_path):
+    from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import dir_token
     shared = tmp_path / 'nfs-home' / '.trainops'
+    fresh = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
+                                                            identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path))
+    assert fresh['problems'] == []
+    assert fresh['paths']['state_root_token'] is None and fresh['paths']['workspace_token'] is None
+    assert not shared.exists()  # read-only: the launch marks the directories once every check passed
+    marked = {'state': dir_token(str(shared / 'state')), 'ws': dir_token(str(shared / 'ws')),
+              'other': dir_token(str(tmp_path / 'local' / 'state'))}
     one = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
                                                           identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path))
-    two = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(shared / 'state'), workspace_dir=str(shared / 'ws'),
-                                                          identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path))
     other = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'local' / 'state'),
-                                                            workspace_dir=str(tmp_path / 'local' / 'ws'), identify_dirs=['state_dir', 'workspace_dir']),
-                         root=str(tmp_path))
-    assert one['problems'] == two['problems'] == other['problems'] == []
-    assert one['paths']['state_root_token'] == two['paths']['state_root_token'] != other['paths']['state_root_token']
-    assert one['paths']['workspace_token'] == two['paths']['workspace_token'] != other['paths']['workspace_token']
-    assert (shared / 'state').is_dir() and (shared / 'ws').is_dir()
-
-
-def test_identify_dirs_creates_nothing_in_check_mode(tmp_path):
-    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'w'),
-                                                             identify_dirs=['state_dir', 'workspace_dir']), root=str(tmp_path), check_mode=True)
-    assert result['paths']['state_root_token'] is None and result['paths']['workspace_token'] is None
-    assert not (tmp_path / 's').exists() and not (tmp_path / 'w').exists()
-
-
-def test_identify_dirs_names_a_directory_the_user_cannot_create(tmp_path):
-    (tmp_path / 'file').write_text('not a directory')
-    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 'file' / 'state'), identify_dirs=['state_dir', 'workspace_dir']),
-                          root=str(tmp_path))
-    assert any(p.startswith('cannot create or read %s' % (tmp_path / 'file' / 'state')) for p in result['problems'])
+                                                            identify_dirs=['state_dir']), root=str(tmp_path))
+    assert one['paths']['state_root_token'] == marked['state'] and one['paths']['workspace_token'] == marked['ws']
+    assert other['paths']['state_root_token'] == marked['other'] != marked['state']
 
 
 def test_the_training_interface_must_be_on_the_training_network(tmp_path):
@@ -245,12 +234,12 @@ def test_the_training_interface_must_be_on_the_training_network(tmp_path):
     assert bad['problems'] == ["trainops_training_network='10.1.0.0/33' is not a network in CIDR form (e.g. 10.0.0.0/16)"]
 
 
-def test_only_the_directories_named_get_a_token(tmp_path):
-    (tmp_path / 'checkout').mkdir()
+def test_only_the_directories_named_are_read(tmp_path):
+    from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import dir_token
+    dir_token(str(tmp_path / 'checkout'))
     result = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(tmp_path / 's'), workspace_dir=str(tmp_path / 'checkout'),
                                                              identify_dirs=['state_dir']), root=str(tmp_path))
-    assert result['paths']['state_root_token'] and result['paths']['workspace_token'] is None
-    assert os.listdir(str(tmp_path / 'checkout')) == []  # a git checkout the node runs stays clean
+    assert result['paths']['state_root_token'] is None and result['paths']['workspace_token'] is None
 
 
 def test_a_node_that_fails_a_check_creates_nothing(tmp_path):
