@@ -69,7 +69,7 @@ options:
         (C(.trainops-dir-id), created by M(trainops.multinode.dir_token)) in RV(paths), V(null) when it has none yet.
         Nodes that return the same token share that directory (an NFS home, say); the launch keeps per-node state
         apart and syncs a shared workspace once.
-      - Read-only: the launch creates missing tokens only after every check on every node passed.
+      - Read-only. The launch creates missing tokens only after every check on every node passed.
     type: list
     elements: str
     choices: [state_dir, workspace_dir]
