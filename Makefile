@@ -50,8 +50,9 @@ e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
 	$(PYTEST) -q tests/e2e
 
 N ?= 4
-lab: dev-deps ## Bring up an N-node lab of namespaces with their own sshd (root): make lab N=4
-	$(BIN)/python hack/lab.py up --nodes $(N)
+SHAPE ?=
+lab: dev-deps ## Bring up an N-node lab (root): make lab N=4 [SHAPE="--shared-home --user trainer --mgmt-net"]
+	$(BIN)/python hack/lab.py up --nodes $(N) $(SHAPE)
 
 lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
 	$(BIN)/python hack/lab.py down
