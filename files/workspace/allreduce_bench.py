@@ -679,4 +679,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    CODE = main()
+    # as in train.py: after a successful run, skip torch's C++ teardown at interpreter exit, which can abort
+    # a rank now and then (SIGABRT) and turn a finished benchmark into a failed one
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(CODE)

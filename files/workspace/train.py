@@ -805,4 +805,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    CODE = main()
+    # After a successful run everything is written, closed and the process group destroyed; torch's C++
+    # teardown at interpreter exit can still abort a rank now and then ("terminate called without an
+    # active exception", SIGABRT) and turn a finished job into a failed one: leave without running it.
+    # Failures raise out of main() above and exit the normal way, with torchrun's error file.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(CODE)
