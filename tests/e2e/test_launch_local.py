@@ -324,5 +324,5 @@ def test_a_node_that_cannot_start_means_no_node_runs_the_job(lab, tmp_path):
     assert 'The job did not start on node1; it was stopped on every other node.' in proc.failure_text, proc.failure_text
     assert not lab.leftovers()
     # node0's run was started and then stopped: its record says so
-    node0_runs = glob.glob(os.path.join(lab.nodes, 'node0', 'state', 'runs', '*', 'exit.json'))
+    node0_runs = glob.glob(os.path.join(lab.nodes, 'node0', 'state', '*', 'runs', '*', 'exit.json'))
     assert len(node0_runs) == 1

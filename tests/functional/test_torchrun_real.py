@@ -26,6 +26,7 @@ import pytest
 from playbook_runner import wait_until
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import node_key
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -343,6 +344,11 @@ PLAYBOOK = textwrap.dedent('''
 ''')
 
 
+def node_dir(workdir, host):
+    """The logical node's own state directory below its state root (named after this machine's host name)."""
+    return workdir / ('state-%s' % host) / node_key()
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(REPO, '.collections')), reason='needs the in-tree collections path')
 def test_wait_fails_fast_across_two_nodes(workdir, tracker):
     """Two logical nodes on this machine (one real 2-node static torchrun); node 1 fails, node 0 is stopped by torchrun_wait."""
@@ -358,7 +364,7 @@ def test_wait_fails_fast_across_two_nodes(workdir, tracker):
                               env=env, capture_output=True, text=True, timeout=240, cwd=str(workdir), check=False)
     finally:
         for host in ('host0', 'host1'):
-            pids = tr.read_json(str(workdir / ('state-%s' % host) / 'runs' / 'e2e-1' / 'pids.json')) or {}
+            pids = tr.read_json(str(node_dir(workdir, host) / 'runs' / 'e2e-1' / 'pids.json')) or {}
             track_job(tracker, pids)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
@@ -369,7 +375,7 @@ def test_wait_fails_fast_across_two_nodes(workdir, tracker):
     assert json.loads((sync / 'host1.json').read_text())['state'] == 'failed'
     assert json.loads((sync / 'host0.json').read_text())['state'] == 'stopped'
     for host in ('host0', 'host1'):
-        run_dir = workdir / ('state-%s' % host) / 'runs' / 'e2e-1'
+        run_dir = node_dir(workdir, host) / 'runs' / 'e2e-1'
         pids = tr.read_json(str(run_dir / 'pids.json'))
         assert (run_dir / 'exit.json').exists()
         for pid in (pids['pid'], pids['supervisor_pid']):

@@ -165,7 +165,7 @@ def test_an_unreachable_node_means_nothing_starts_anywhere(lab_nodes, lab_manage
                     os.kill(pid, signal.SIGTERM)
         except OSError:
             pass
-    runs = '/var/lib/trainops-lab/%s/srv/state/runs/*'
+    runs = '/var/lib/trainops-lab/%s/srv/state/*/runs/*'  # each node's own directory below the state root
     before = {n['name']: set(glob.glob(runs % n['name'].replace('lab-', ''))) for n in lab.nodes}
     try:
         wait_until(lambda: lab.ssh(victim, 'true', timeout=15, check=False).returncode != 0, timeout=20)
@@ -190,7 +190,7 @@ def test_a_node_lost_mid_run_ends_the_job_within_the_collective_timeout(lab_node
         inventory=lab.inventory)
     try:
         # cut the link once the victim trains (its node log shows steps), not while it still starts up
-        logs = '/var/lib/trainops-lab/%s/srv/state/runs/*/node.log' % victim['name'].replace('lab-', '')
+        logs = '/var/lib/trainops-lab/%s/srv/state/*/runs/*/node.log' % victim['name'].replace('lab-', '')
 
         def training():
             return any('step=' in open(log, errors='replace').read() for log in glob.glob(logs))
