@@ -225,7 +225,7 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
                             'firewalls between this node and the master, or choose another interface with '
                             'trainops_socket_ifname.'.format(reach['target'], reach['ifname'], reach['source'], timeout,
                                                              reach['error']))
-    identify_dirs(paths, params.get('identify_dirs') or [], problems)
+    identify_dirs(paths, params.get('identify_dirs') or [])
     return result
 
 
@@ -241,22 +241,13 @@ def node_paths(params, problems):
     return paths
 
 
-def identify_dirs(paths, which, problems, create=False):
+def identify_dirs(paths, which):
     """Add the tokens of the state root and/or the workspace (``which``: ``state_dir``, ``workspace_dir``), by which
-    the controller sees which nodes share them; ``None`` where there is none yet.
-
-    Read-only, unless ``create`` (then the directories, 0700, and their tokens are created when missing).
-    """
+    the controller sees which nodes share them; ``None`` where there is none yet (read-only: the launch makes them
+    with trainops.multinode.dir_token once every check passed)."""
     for param, key, token_key in (('state_dir', 'state_root', 'state_root_token'),
                                   ('workspace_dir', 'workspace_dir', 'workspace_token')):
-        paths[token_key] = None
-        if param not in which or not paths.get(key):
-            continue
-        try:
-            paths[token_key] = dir_token(paths[key], create=create)
-        except (OSError, NodeIdentityError) as exc:
-            problems.append('cannot create or read {0} ({1}); the user Ansible logs in as needs to own it. Fix its '
-                            'permissions or choose another trainops_node_root.'.format(paths[key], exc))
+        paths[token_key] = dir_token(paths[key], create=False) if param in which and paths.get(key) else None
 
 
 def training_network_problems(cidr, master_addr, network, is_master=False):
