@@ -281,3 +281,19 @@ def test_nodes_sharing_the_destination_get_it_once(sync):
     assert sorted(os.listdir(os.path.dirname(shared))) == ['.trainops-dir-id', 'code']
     again = sync.run({'src': sync.src, 'dest': shared, 'delete': True, 'excludes': USER_EXCLUDES})
     assert changed(again) == {'node0': 0, 'node1': 0}
+
+
+def test_git_mode_checks_out_a_shared_destination_once(sync, tmp_path):
+    # one checkout that both nodes see (an NFS home): one clone, through node0, never two git processes in it
+    bare, v1, v2 = make_repo(str(tmp_path / 'repo'))
+    shared = os.path.join(sync.nodes, 'shared-home', 'code')
+    args = {'sync_mode': 'git', 'repo': 'file://' + bare, 'dest': shared}
+    first = sync.run(dict(args, version='v1'))
+    data = results(first)
+    assert 'shared_with' not in data['node0'] and data['node0']['after'] == v1
+    assert data['node1']['shared_with'] == 'node0' and data['node1']['commit'] == v1
+    assert changed(first) == {'node0': 1, 'node1': 0}
+    assert git(shared, 'rev-parse', 'HEAD') == v1
+    assert git(shared, 'status', '--porcelain') == ''  # the token lives beside the checkout, not in it
+    second = sync.run(dict(args, version='main'))
+    assert changed(second) == {'node0': 1, 'node1': 0} and git(shared, 'rev-parse', 'HEAD') == v2
