@@ -535,6 +535,30 @@ def write_text_atomic(path, text, mode=0o600, sync=False):
     os.replace(tmp, path)
 
 
+def file_size(path):
+    """Size of the file in bytes, None when it does not exist (a log that grows shows the job is alive)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+STOP_REASONS = ('user', 'peer', 'stalled', 'unreachable', 'timeout', 'undo', 'replaced')
+"""Why a run was stopped, recorded in its ``stop.json`` (the first stop's reason is kept)."""
+
+
+def record_stop(path, reason, detail, check_mode=False):
+    """Write the stop record ``{reason, detail, requested_at, requested_at_epoch, uid}`` unless one exists.
+
+    The first reason wins: a run stopped by the user and then swept up by the collection stays ``user``.
+    """
+    if check_mode or reason is None or os.path.exists(path):
+        return
+    when = time.time()
+    write_json_atomic(path, {'reason': reason, 'detail': detail, 'requested_at': iso_time(when),
+                             'requested_at_epoch': when, 'uid': os.getuid()})
+
+
 def tail_lines(path, count, max_bytes=1024 * 1024):
     """Return the last ``count`` lines of ``path`` (at most ``max_bytes`` read); missing file gives ``[]``."""
     if count <= 0:
@@ -584,6 +608,7 @@ class TorchrunNode(object):
             'supervisor': os.path.join(run_dir, 'supervisor.py'),
             'supervisor_log': os.path.join(run_dir, 'supervisor.log'),
             'env_file': os.path.join(run_dir, 'env.sh'),
+            'stop': os.path.join(run_dir, 'stop.json'),
         }
 
     def current_run_id(self):
@@ -631,6 +656,7 @@ class TorchrunNode(object):
         if host == 'rebooted':
             # pids and start times of an earlier boot mean nothing now: never check or signal them
             result['exit'] = read_json(paths['exit'])
+            result['stop'] = read_json(paths['stop'])
             result['status'] = STATUS_EXITED if result['exit'] is not None else STATUS_LOST
             result['lost_reason'] = None if result['exit'] is not None else 'the node rebooted after the run started'
             return result
@@ -641,6 +667,8 @@ class TorchrunNode(object):
                 if pids.get('pid') else False
         # exit.json is read after the liveness check: the supervisor writes it before exiting
         exit_rec = read_json(paths['exit'])
+        result['stop'] = read_json(paths['stop'])
+        result['log_bytes'] = file_size(paths['log'])
         result['exit'] = exit_rec
         if exit_rec is not None:
             result['status'] = STATUS_EXITED
@@ -692,6 +720,8 @@ class TorchrunNode(object):
             'log_path': paths['log'] if state['run_id'] else None,
             'env_file': paths['env_file'] if state['run_id'] and os.path.exists(paths['env_file']) else None,
             'fingerprint': spec.get('fingerprint'),
+            'stop': state.get('stop'),
+            'log_bytes': state.get('log_bytes'),
         }
 
     def _result(self, state, changed, log_lines, **extra):
@@ -779,6 +809,7 @@ class TorchrunNode(object):
             stopped_pids = []
             warnings = []
             for other in active:
+                record_stop(other['paths']['stop'], 'replaced', 'replaced by run %s' % run_id, check_mode=check_mode)
                 stopped, dummy, warns = self._terminate(other, stop_timeout, check_mode)
                 replaced.append(other['run_id'])
                 stopped_pids.extend(stopped)
@@ -838,7 +869,7 @@ class TorchrunNode(object):
             self.system.sleep(0.05)
 
     # --- stop ---------------------------------------------------------------------------------
-    def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False):
+    def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None):
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0, stopped_pids=[], killed_pids=[])
@@ -847,6 +878,7 @@ class TorchrunNode(object):
             state = self.state(run_id)
             if not self.is_active(state):
                 return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
+            record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
             try:
                 stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
             except PermissionError as exc:
@@ -978,7 +1010,8 @@ def run_module(params, check_mode=False, system=None):
         stop_timeout = 15 if stop_timeout is None else stop_timeout
         if stop_timeout < 0:
             raise TorchrunError('stop_timeout must be >= 0')
-        return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode)
+        return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode,
+                         reason=params.get('stop_reason'), detail=params.get('stop_detail'))
     if state == 'query':
         return node.query(params.get('run_id'), log_lines=log_lines)
     raise TorchrunError('Unsupported state %r' % (state, ))

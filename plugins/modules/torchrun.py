@@ -49,6 +49,20 @@ options:
     type: str
     choices: [started, stopped, query]
     default: started
+  stop_reason:
+    description:
+      - With O(state=stopped), why the run is stopped, recorded in C(stop.json) in the run directory before any signal
+        is sent and returned as RV(job.stop) by every later query. The first stop's reason is kept.
+      - V(user) (the user asked, C(playbooks/stop.yml)), V(peer) (another node of the job failed), V(stalled) (no new
+        output for too long), V(unreachable) (a node could not be reached for too long), V(timeout) (the wait gave up),
+        V(undo) (a partial launch is undone). A run replaced by O(replace=true) records V(replaced).
+      - Without it nothing is recorded.
+    type: str
+    choices: [user, peer, stalled, unreachable, timeout, undo]
+  stop_detail:
+    description:
+      - With O(stop_reason), a line saying more (for example which node failed), recorded with it.
+    type: str
   run_id:
     description:
       - Identifier of the run; it names the directory C(runs/<run_id>) below O(state_dir).
@@ -349,6 +363,16 @@ job:
       description: sha256 of argv, env, chdir and the names of the secret variables.
       type: str
       sample: 4f0b1c3e0d5e7a8c9b2a1d0e3f4c5b6a7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a
+    stop:
+      description:
+        - The stop record (C(stop.json)) when the run was stopped with a O(stop_reason), else V(null).
+        - Keys C(reason), C(detail), C(requested_at) (ISO 8601, UTC), C(requested_at_epoch) and C(uid).
+      type: dict
+      sample: {reason: user, detail: playbooks/stop.yml, requested_at: '2025-01-01T12:00:00Z', requested_at_epoch: 1735732800.0, uid: 1000}
+    log_bytes:
+      description: Size of C(node.log) in bytes (V(null) when it does not exist); a size that stops growing shows a stalled job.
+      type: int
+      sample: 20480
 log_tail:
   description: The last O(log_lines) lines of C(node.log).
   returned: always
@@ -413,6 +437,8 @@ def main():
         node_id=dict(type='str'),
         replace=dict(type='bool', default=False),
         stop_timeout=dict(type='int', default=15),
+        stop_reason=dict(type='str', choices=['user', 'peer', 'stalled', 'unreachable', 'timeout', 'undo']),
+        stop_detail=dict(type='str'),
         log_lines=dict(type='int', default=20),
     )
     module = AnsibleModule(

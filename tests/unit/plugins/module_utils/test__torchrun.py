@@ -529,6 +529,30 @@ def test_stop_covers_orphans_in_other_groups(tmp_path, fake, node):
     assert ('pg', 599, signal.SIGTERM) not in fake.signals
 
 
+def test_stop_records_its_first_reason_before_signalling(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0,
+                                stop_reason='user', stop_detail='playbooks/stop.yml'), system=fake)
+    stop = result['job']['stop']
+    assert stop['reason'] == 'user' and stop['detail'] == 'playbooks/stop.yml' and stop['requested_at']
+    path = os.path.join(result['job']['run_dir'], 'stop.json')
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    # a later stop (the collection sweeping up) keeps the first reason; a query shows it
+    tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0, stop_reason='peer'),
+                  system=fake)
+    queried = tr.run_module(dict(state='query', **at(node), run_id='run1', log_lines=0), system=fake)
+    assert queried['job']['stop']['reason'] == 'user'
+
+
+def test_stop_without_a_reason_records_nothing_and_query_reports_the_log_size(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    queried = tr.run_module(dict(state='query', **at(node), run_id='run1', log_lines=0), system=fake)
+    log = queried['job']['log_path']
+    assert queried['job']['log_bytes'] == (os.path.getsize(log) if os.path.exists(log) else None)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['job']['stop'] is None
+
+
 def test_stop_not_running_is_unchanged(tmp_path, fake, node):
     make_run(node, fake, 'run1', exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'}, alive=False)
     result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
