@@ -422,34 +422,168 @@ def _ended_epoch(job):
     return None
 
 
-def judge_results(results, stopped_by_peer=None, missing_nodes=None):
-    """Decide the outcome of a job from each node's final ``job`` state.
+OUTCOMES = ('succeeded', 'failed', 'stopped', 'stalled', 'unreachable', 'timed_out', 'interrupted', 'running')
+"""The names an experiment's ``outcome`` takes (docs/failures.md)."""
 
-    ``results`` maps node -> the torchrun module's ``job`` dict. A node failed when its exit code is not 0
-    (or unknown). Nodes in ``stopped_by_peer`` were stopped because another node failed; ``missing_nodes``
-    could not be reached at the end. The culprits (``failed_nodes``) are the missing nodes plus the node(s)
-    whose own failure ended first; the other failed nodes are ``also_failed`` or ``stopped_nodes``.
+STOP_SLACK_S = 2.0
+"""A node's failure that ended less than this before the first stop request counts as caused by the stop
+(the nodes' clocks differ a little; a collective breaks on the peers as soon as one node is stopped)."""
+
+_STOP_WORDS = {
+    'user': 'by the user',
+    'timeout': 'by the wait\'s time limit (trainops_wait_timeout)',
+}
+
+
+def _stop_epoch(job):
+    value = (job.get('stop') or {}).get('requested_at_epoch')
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+CAUSING_STOPS = ('user', 'timeout', 'stalled', 'unreachable')
+"""Stop reasons that are a cause of their own; a ``peer`` stop is the consequence of another node's failure."""
+
+
+def _first_stop(jobs):
+    """The earliest stop record that was a cause of its own (None when nobody stopped the job that way)."""
+    stops = [(_stop_epoch(job), job['stop']) for job in jobs.values()
+             if _stop_epoch(job) is not None and job['stop'].get('reason') in CAUSING_STOPS]
+    return min(stops, key=lambda item: item[0])[1] if stops else None
+
+
+def _own_failures(jobs, first_stop):
+    """Nodes whose job failed on its own, before anyone stopped the job (those are candidate causes)."""
+    cutoff = None if first_stop is None else float(first_stop['requested_at_epoch']) - STOP_SLACK_S
+    own = []
+    for node, job in sorted(jobs.items()):
+        if job.get('exit_code') == 0 or job.get('stop'):
+            continue
+        ended = _ended_epoch(job)
+        if cutoff is None or ended is None or ended < cutoff:
+            own.append(node)
+    return own
+
+
+def _first_ended(nodes, jobs):
+    """Of ``nodes``, the one(s) whose job ended first (all of them when no end time is known)."""
+    ends = dict((node, _ended_epoch(jobs[node])) for node in nodes)
+    known = [end for end in ends.values() if end is not None]
+    first = min(known) if known else None
+    return [node for node in nodes if ends[node] == first]
+
+
+def _how_it_ended(job):
+    """``node rank 1: exit code 1`` / ``node rank 1: signal SIGKILL`` / ``node rank 1: lost (reason)``."""
+    rank = job.get('node_rank')
+    where = 'node rank %s: ' % rank if rank is not None else ''
+    if job.get('signal'):
+        return where + 'signal %s' % job['signal']
+    if job.get('status') == 'lost':
+        return where + 'lost (%s)' % (job.get('lost_reason') or 'its supervisor is gone')
+    if job.get('exit_code') is None:
+        return where + 'status %s' % (job.get('status') or 'unknown')
+    return where + 'exit code %s' % job['exit_code']
+
+
+def _verdict_nodes(verdicts, state):
+    return sorted(node for node, verdict in (verdicts or {}).items() if (verdict or {}).get('state') == state)
+
+
+def _with_followers(line, failed_nodes, also_failed, stopped):
+    if also_failed:
+        line += '; then failed: ' + ', '.join(also_failed)
+    if stopped:
+        line += '; stopped: ' + ', '.join(stopped)
+    return line
+
+
+def judge_results(results, verdicts=None, missing_nodes=None):
+    """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
+
+    ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
+    stopped). ``verdicts`` maps node -> what the wait judged there (``state`` ``stalled`` or ``gone``, the
+    latter meaning unreachable past the grace, with a ``detail`` line). ``missing_nodes`` could not be reached
+    at the end. The outcome is the first that applies:
+
+    - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``)
+      is the missing nodes plus the node(s) whose own failure ended first;
+    - ``stalled``: the wait stopped the job because a node showed no new output for too long;
+    - ``unreachable``: a node could not be reached for longer than the grace, or at the end;
+    - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
+    - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
     """
-    stopped_by_peer = set(stopped_by_peer or [])
+    jobs = dict((node, job or {}) for node, job in (results or {}).items())
     missing = sorted(set(missing_nodes or []))
-    failed = sorted(node for node, job in (results or {}).items() if (job or {}).get('exit_code') != 0)
-    own = [node for node in failed if node not in stopped_by_peer] or failed
-    culprits = []
+    failed = sorted(node for node, job in jobs.items() if job.get('exit_code') != 0)
+    first_stop = _first_stop(jobs)
+    own = _own_failures(jobs, first_stop)
+    stalled = _verdict_nodes(verdicts, 'stalled')
+    gone = sorted(set(_verdict_nodes(verdicts, 'gone')) | set(missing))
+    verdict_detail = dict((node, (verdicts or {}).get(node, {}).get('detail')) for node in stalled + gone)
+
     if own:
-        ends = dict((node, _ended_epoch(results[node] or {})) for node in own)
-        known = [end for end in ends.values() if end is not None]
-        first = min(known) if known else None
-        culprits = [node for node in own if ends[node] == first]
-    failed_nodes = missing + [node for node in culprits if node not in missing]
+        culprits = _first_ended(own, jobs)
+        failed_nodes = missing + [node for node in culprits if node not in missing]
+        also = [node for node in own if node not in failed_nodes]
+        line = 'failed on ' + ', '.join(
+            '%s (%s)' % (node, 'unreachable at the end' if node in missing else _how_it_ended(jobs[node]))
+            for node in failed_nodes)
+        outcome = 'failed'
+    elif stalled:
+        failed_nodes, also, outcome = stalled, [], 'stalled'
+        line = 'stalled on ' + '; '.join('%s (%s)' % (node, verdict_detail[node] or 'no new output') for node in stalled)
+    elif gone:
+        failed_nodes, also, outcome = gone, [], 'unreachable'
+        line = 'unreachable: ' + '; '.join('%s (%s)' % (node, verdict_detail.get(node) or 'unreachable at the end')
+                                           for node in gone)
+    elif first_stop is not None and first_stop.get('reason') in _STOP_WORDS and failed:
+        failed_nodes, also = [], []
+        outcome = 'stopped' if first_stop['reason'] == 'user' else 'timed_out'
+        line = '%s %s at %s' % (outcome.replace('_', ' '), _STOP_WORDS[first_stop['reason']], first_stop.get('requested_at'))
+    elif failed or missing:
+        failed_nodes = _first_ended(failed, jobs)
+        also, outcome = [], 'failed'
+        line = 'failed on ' + ', '.join('%s (%s)' % (node, _how_it_ended(jobs[node])) for node in failed_nodes)
+    else:
+        return dict(outcome='succeeded', outcome_detail='succeeded', failed_nodes=[], also_failed=[], stopped_nodes=[],
+                    stop=None)
+    stopped = [node for node in failed if node not in failed_nodes and node not in also]
     return dict(
-        outcome='failed' if failed or missing else 'succeeded',
+        outcome=outcome,
+        outcome_detail=line if outcome in ('stopped', 'timed_out') else _with_followers(line, failed_nodes, also, stopped),
         failed_nodes=failed_nodes,
-        also_failed=[node for node in own if node not in failed_nodes],
-        stopped_nodes=[node for node in failed if node not in own],
+        also_failed=also,
+        stopped_nodes=stopped,
+        stop=first_stop,
     )
 
 
-def report_experiment(path, manifest=None, check_mode=False, results=None, stopped_by_peer=None, missing_nodes=None):
+def mark_interrupted(path, when, pid):
+    """Record in the experiment at ``path`` that the controller went away while the job was waited for.
+
+    Only a manifest whose outcome is still ``running`` is changed (``interrupted``, ``interrupted_at``); the job may
+    still run on the nodes, and ``playbooks/status.yml`` records its real end later. Returns True when it changed.
+    """
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    text = _read_text(manifest_path)
+    try:
+        manifest = json.loads(text) if text else None
+    except ValueError:
+        return False
+    if not isinstance(manifest, dict) or manifest.get('outcome') != 'running':
+        return False
+    stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))
+    line = ('interrupted: the controller (pid %d) went away at %s while waiting; the job may still run. '
+            'playbooks/status.yml collects it and records its real end' % (pid, stamp))
+    manifest.update(outcome='interrupted', outcome_detail=line, interrupted_at=stamp)
+    _write_atomic(manifest_path, json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
+    summary_path = os.path.join(path, SUMMARY_FILE)
+    lines = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith('outcome ')]
+    _write_atomic(summary_path, '\n'.join(['{0:<10} : {1}'.format('outcome', line)] + lines) + '\n')
+    return True
+
+
+def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path`` and ``changed``
@@ -465,18 +599,15 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, stopp
     table = summary_table(summary)
     verdict = None
     if results is not None:
-        verdict = judge_results(results, stopped_by_peer, missing_nodes)
+        verdict = judge_results(results, verdicts, missing_nodes)
         manifest = dict(manifest or {})
         manifest.update(verdict)
         manifest['results'] = results
-        line = verdict['outcome']
-        if verdict['failed_nodes']:
-            line += ' on ' + ', '.join(verdict['failed_nodes'])
-        if verdict['also_failed']:
-            line += '; then failed: ' + ', '.join(verdict['also_failed'])
-        if verdict['stopped_nodes']:
-            line += '; stopped: ' + ', '.join(verdict['stopped_nodes'])
-        table = ['{0:<10} : {1}'.format('outcome', line)] + table
+        if verdicts:
+            manifest['wait'] = verdicts
+        table = ['{0:<10} : {1}'.format('outcome', verdict['outcome_detail'])] + table
+    elif (manifest or {}).get('outcome_detail'):
+        table = ['{0:<10} : {1}'.format('outcome', manifest['outcome_detail'])] + table
 
     manifest_path = os.path.join(path, MANIFEST_FILE)
     summary_path = os.path.join(path, SUMMARY_FILE)

@@ -70,13 +70,14 @@ options:
       - When given, the module decides the job's outcome (see RV(outcome), RV(failed_nodes)) and adds it and
         O(results) to the manifest. Only used when O(state=reported).
     type: dict
-  stopped_by_peer:
+  verdicts:
     description:
-      - Nodes whose job was stopped because another node failed; they are never named as the cause.
-      - Only used with O(results).
-    type: list
-    elements: str
-    default: []
+      - What the wait (M(trainops.multinode.torchrun_wait), its RV(trainops.multinode.torchrun_wait#module:verdict))
+        judged on each node, as a mapping of node name to a dict with C(state) and C(detail).
+      - C(state=stalled) (no new output for too long) and C(state=gone) (unreachable past the grace) name the outcome
+        when no node failed on its own first. Only used with O(results).
+    type: dict
+    default: {}
   missing_nodes:
     description:
       - Nodes that could not be reached at the end of the job; they count as failed.
@@ -166,10 +167,24 @@ summary_path:
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000/summary.txt
 outcome:
   description:
-    - V(succeeded) when every node's job exited 0, else V(failed).
+    - V(succeeded) when every node's job exited 0.
+    - V(failed) when a node's job failed on its own before anyone stopped the job (or ended with another non-zero exit).
+    - V(stalled) when the wait stopped the job because a node showed no new output for too long (O(verdicts)).
+    - V(unreachable) when a node could not be reached past the wait's grace, or at the end.
+    - V(stopped) when the user stopped it (C(playbooks/stop.yml)); V(timed_out) when the wait's time limit did.
   returned: success, O(state=reported) and O(results) given
   type: str
   sample: failed
+outcome_detail:
+  description: The outcome as one line that names the node, its node rank and how it ended (also in C(summary.txt)).
+  returned: success, O(state=reported) and O(results) given
+  type: str
+  sample: "failed on node1 (node rank 1: exit code 1); stopped: node0"
+stop:
+  description: The first stop record of any node (C(reason), C(detail), C(requested_at)), V(null) when nothing was stopped.
+  returned: success, O(state=reported) and O(results) given
+  type: dict
+  sample: {reason: user, detail: playbooks/stop.yml, requested_at: '2026-11-22T08:40:00Z'}
 failed_nodes:
   description:
     - The cause of a failure, the nodes that could not be reached plus the node(s) whose own job failed first
@@ -187,7 +202,7 @@ also_failed:
   sample: [node1]
 stopped_nodes:
   description:
-    - Nodes whose job was stopped because another node failed.
+    - Nodes whose job was stopped (or ended after the first stop) because of the cause.
   returned: success, O(state=reported) and O(results) given
   type: list
   elements: str
@@ -315,7 +330,7 @@ def main():
             path=dict(type='path'),
             manifest=dict(type='dict', default={}),
             results=dict(type='dict'),
-            stopped_by_peer=dict(type='list', elements='str', default=[]),
+            verdicts=dict(type='dict', default={}),
             missing_nodes=dict(type='list', elements='str', default=[]),
         ),
         required_if=[
@@ -331,7 +346,7 @@ def main():
             module.exit_json(changed=True, **result)
         else:
             result = report_experiment(module.params['path'], module.params['manifest'], check_mode=module.check_mode,
-                                       results=module.params['results'], stopped_by_peer=module.params['stopped_by_peer'],
+                                       results=module.params['results'], verdicts=module.params['verdicts'],
                                        missing_nodes=module.params['missing_nodes'])
             module.exit_json(**result)
     except ExperimentError as exc:

@@ -238,33 +238,86 @@ def test_report_missing_dir(tmp_path):
 
 # --- judge_results: which node caused a failed job --------------------------------------------
 
-def _job(exit_code, ended=None, status='exited'):
-    return {'exit_code': exit_code, 'ended_at_epoch': ended, 'status': status}
+def _job(exit_code, ended=None, status='exited', stop=None, node_rank=None, signal=None):
+    job = {'exit_code': exit_code, 'ended_at_epoch': ended, 'status': status, 'node_rank': node_rank, 'signal': signal}
+    if stop:
+        reason, at = stop
+        job['stop'] = {'reason': reason, 'detail': 'why', 'requested_at_epoch': at,
+                       'requested_at': '2026-11-23T19:00:%02dZ' % (at % 60)}
+    return job
 
 
 def test_judge_results_all_zero_is_success():
     verdict = exp.judge_results({'n0': _job(0, 10.0), 'n1': _job(0, 11.0)})
-    assert verdict == {'outcome': 'succeeded', 'failed_nodes': [], 'also_failed': [], 'stopped_nodes': []}
+    assert verdict == {'outcome': 'succeeded', 'outcome_detail': 'succeeded', 'failed_nodes': [], 'also_failed': [],
+                       'stopped_nodes': [], 'stop': None}
 
 
 def test_judge_results_first_failure_is_the_cause_and_later_ones_follow():
-    verdict = exp.judge_results({'n0': _job(1, 100.25), 'n1': _job(1, 100.75), 'n2': _job(0, 99.0)})
+    verdict = exp.judge_results({'n0': _job(1, 100.25, node_rank=0), 'n1': _job(1, 100.75), 'n2': _job(0, 99.0)})
     assert verdict['outcome'] == 'failed'
     assert verdict['failed_nodes'] == ['n0']
     assert verdict['also_failed'] == ['n1']
     assert verdict['stopped_nodes'] == []
+    assert verdict['outcome_detail'] == 'failed on n0 (node rank 0: exit code 1); then failed: n1'
+
+
+def test_judge_results_names_the_signal_that_ended_the_first_node():
+    verdict = exp.judge_results({'n0': _job(137, 10.0, node_rank=0, signal='SIGKILL'), 'n1': _job(-15, 20.0, stop=('peer', 11.0))})
+    assert verdict['outcome_detail'] == 'failed on n0 (node rank 0: signal SIGKILL); stopped: n1'
 
 
 def test_judge_results_stopped_nodes_are_never_the_cause():
     # n1 was stopped by the wait (it ended first, killed), n0 failed on its own
-    verdict = exp.judge_results({'n0': _job(1, 100.5), 'n1': _job(-15, 100.1)}, stopped_by_peer=['n1'])
+    verdict = exp.judge_results({'n0': _job(1, 100.5), 'n1': _job(-15, 100.1, stop=('peer', 100.6))})
     assert verdict['failed_nodes'] == ['n0']
     assert verdict['stopped_nodes'] == ['n1']
 
 
-def test_judge_results_missing_nodes_fail_the_job_and_are_named():
+def test_judge_results_a_user_stop_is_stopped_not_failed():
+    verdict = exp.judge_results({'n0': _job(143, 50.3, stop=('user', 50.0)), 'n1': _job(143, 50.4, stop=('user', 50.1))})
+    assert verdict['outcome'] == 'stopped'
+    assert verdict['outcome_detail'] == 'stopped by the user at 2026-11-23T19:00:50Z'
+    assert verdict['failed_nodes'] == [] and verdict['stop']['reason'] == 'user'
+
+
+def test_judge_results_a_collective_broken_by_the_stop_is_no_failure():
+    # n1's ranks died of a broken collective just after n0 was stopped, before the stop reached n1
+    verdict = exp.judge_results({'n0': _job(143, 50.3, stop=('user', 50.0)), 'n1': _job(1, 50.2)})
+    assert verdict['outcome'] == 'stopped' and verdict['stopped_nodes'] == ['n0', 'n1']
+
+
+def test_judge_results_a_failure_long_before_the_stop_is_the_cause():
+    verdict = exp.judge_results({'n0': _job(143, 90.3, stop=('user', 90.0)), 'n1': _job(1, 20.0, node_rank=1)})
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n1']
+
+
+def test_judge_results_stalled_and_gone_come_from_the_wait():
+    results = {'n0': _job(-15, 60.0, stop=('stalled', 59.0)), 'n1': _job(-15, 60.5, stop=('peer', 59.5))}
+    verdict = exp.judge_results(results, verdicts={'n0': {'state': 'stalled', 'detail': 'no new output for 20 s'},
+                                                   'n1': {'state': 'stopped'}})
+    assert verdict['outcome'] == 'stalled' and verdict['failed_nodes'] == ['n0']
+    assert verdict['outcome_detail'] == 'stalled on n0 (no new output for 20 s); stopped: n1'
+    verdict = exp.judge_results({'n0': _job(-15, 60.0, stop=('peer', 59.0))}, verdicts={
+        'n1': {'state': 'gone', 'detail': 'no answer since 19:00:01Z, 300 s'}}, missing_nodes=['n1'])
+    assert verdict['outcome'] == 'unreachable'
+    assert verdict['outcome_detail'] == 'unreachable: n1 (no answer since 19:00:01Z, 300 s); stopped: n0'
+
+
+def test_judge_results_missing_nodes_are_unreachable_and_named():
     verdict = exp.judge_results({'n0': _job(0, 1.0)}, missing_nodes=['n3'])
-    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n3']
+    assert verdict['outcome'] == 'unreachable' and verdict['failed_nodes'] == ['n3']
+    assert verdict['outcome_detail'] == 'unreachable: n3 (unreachable at the end)'
+
+
+def test_judge_results_an_own_failure_with_a_missing_node_is_failed():
+    verdict = exp.judge_results({'n0': _job(1, 5.0)}, missing_nodes=['n3'])
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n3', 'n0']
+
+
+def test_judge_results_a_wait_timeout_is_timed_out():
+    verdict = exp.judge_results({'n0': _job(143, 5.0, stop=('timeout', 4.0))})
+    assert verdict['outcome'] == 'timed_out' and 'trainops_wait_timeout' in verdict['outcome_detail']
 
 
 def test_judge_results_unknown_exit_counts_as_failure_and_iso_time_is_a_fallback():
@@ -275,6 +328,16 @@ def test_judge_results_unknown_exit_counts_as_failure_and_iso_time_is_a_fallback
     })
     assert verdict['failed_nodes'] == ['n1']
     assert verdict['also_failed'] == ['n0', 'n2']
+
+
+def test_mark_interrupted_only_changes_a_running_experiment(tmp_path):
+    (tmp_path / 'manifest.json').write_text(json.dumps({'outcome': 'running', 'run_id': 'r'}))
+    (tmp_path / 'summary.txt').write_text('experiment : x\n')
+    assert exp.mark_interrupted(str(tmp_path), 0, 4242) is True
+    manifest = json.loads((tmp_path / 'manifest.json').read_text())
+    assert manifest['outcome'] == 'interrupted' and manifest['interrupted_at'] == '1970-01-01T00:00:00Z'
+    assert exp.mark_interrupted(str(tmp_path), 5, 4242) is False  # already marked
+    assert (tmp_path / 'summary.txt').read_text().splitlines()[1] == 'experiment : x'
 
 
 def test_report_with_results_writes_outcome_into_manifest(tmp_path):
