@@ -4,12 +4,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Wait for one node's torchrun job and fail fast when another node of the job failed.
+"""Wait for one node's torchrun job, judge how it stands, and fail fast when another node of the job failed.
 
 Each host of the job runs this action (a normal task on all node hosts). Every ``poll_interval``
 seconds it queries the host's job with the ``trainops.multinode.torchrun`` module (``state=query``),
 writes the host's status to ``<sync_dir>/<inventory_hostname>.json`` on the controller and reads
-the status files of the other hosts.
+the status files of the other hosts. What it judges (docs/failures.md):
+
+- a host that cannot be reached is ``unreachable`` (peers keep running) until ``unreachable_grace``
+  seconds have passed without an answer, then ``gone``, which fails the job;
+- a running job whose log has not grown for ``stall_timeout`` seconds is ``stalled``: stopped here,
+  and so on every other host;
+- a peer that failed, stalled or is gone stops the job here.
+
+With ``manifest``, the first host also starts a watcher that marks the experiment ``interrupted`` when
+the controller goes away (Ctrl-C) before the job was collected.
 """
 
 from __future__ import annotations
@@ -17,20 +26,27 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import mark_interrupted
+
 MODULE = 'trainops.multinode.torchrun'
 
 DEFAULT_PROGRESS_PATTERN = r'\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
 
 MAX_QUERY_FAILURES = 3
-"""Consecutive failed queries (module failure or unreachable host) before the wait fails."""
+"""Consecutive failed queries (the module failed on a reachable host) before the wait fails."""
 
-FAILED_STATES = frozenset(('failed', 'error'))
+FAILED_STATES = frozenset(('failed', 'error', 'stalled', 'gone'))
+"""States in a host's status file that end the job everywhere (``unreachable`` alone does not)."""
+
+WATCHER_FILE = 'watcher.json'
+WATCH_INTERVAL = 1.0
 
 ARGUMENT_SPEC = dict(
     state_dir=dict(type='str', required=True),  # a path on the managed node: expanded there by the module
@@ -41,6 +57,9 @@ ARGUMENT_SPEC = dict(
     poll_interval=dict(type='float', default=2.0),
     progress_interval=dict(type='float', default=10.0),
     timeout=dict(type='int', default=0),
+    unreachable_grace=dict(type='int', default=300),
+    stall_timeout=dict(type='int', default=0),
+    manifest=dict(type='path'),
     log_lines=dict(type='int', default=20),
     progress_pattern=dict(type='str', default=DEFAULT_PROGRESS_PATTERN),
     stop_timeout=dict(type='int', default=15),
@@ -53,6 +72,15 @@ def find_progress(lines, pattern):
         match = pattern.search(line)
         if match:
             return (match.group(1) if pattern.groups else match.group(0)).strip()
+    return None
+
+
+def last_line(lines):
+    """The last non-empty log line, shortened to 160 characters."""
+    for line in reversed(lines or []):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= 160 else line[:157] + '...'
     return None
 
 
@@ -69,6 +97,116 @@ def write_json_atomic(path, data):
     os.replace(tmp, path)
 
 
+def utc(epoch):
+    return time.strftime('%H:%M:%SZ', time.gmtime(epoch))
+
+
+def read_peers(sync_dir, own_file, run_id):
+    """Return the status records of the other hosts (files of another run_id are ignored)."""
+    peers = []
+    try:
+        names = sorted(os.listdir(sync_dir))
+    except OSError:
+        return peers
+    for name in names:
+        if not name.endswith('.json') or name in (own_file, WATCHER_FILE):
+            continue
+        try:
+            with open(os.path.join(sync_dir, name), 'r') as f:
+                data = json.load(f)
+        except (IOError, OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if run_id and data.get('run_id') and data.get('run_id') != run_id:
+            continue
+        data.setdefault('host', name[:-len('.json')])
+        peers.append(data)
+    return peers
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _manifest_outcome(path):
+    try:
+        with open(path) as f:
+            return json.load(f).get('outcome')
+    except (IOError, OSError, ValueError, AttributeError):
+        return None
+
+
+def watch_controller(controller_pid, manifest_path, interval=WATCH_INTERVAL):
+    """Until the job is collected (the manifest's outcome is no longer ``running``): when the controller
+    process is gone, mark the experiment ``interrupted``. Runs in a detached process (see start_watcher)."""
+    while True:
+        if _manifest_outcome(manifest_path) != 'running':
+            return
+        if not _pid_alive(controller_pid):
+            mark_interrupted(os.path.dirname(manifest_path), time.time(), controller_pid)
+            return
+        time.sleep(interval)
+
+
+def start_watcher(controller_pid, manifest_path):
+    """Fork a watcher in its own session (a Ctrl-C at the terminal does not reach it) and return at once."""
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN if sig != signal.SIGTERM else signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        watch_controller(controller_pid, manifest_path)
+    finally:
+        os._exit(0)
+
+
+class _Node(object):
+    """What the wait knows about its host's job, updated by every query."""
+
+    def __init__(self, node_rank):
+        self.node_rank = node_rank
+        self.job = {}
+        self.log_tail = []
+        self.progress = None
+        self.query_failures = 0
+        self.unreachable_since = None      # controller clock
+        self.unreachable_since_wall = None
+        self.log_bytes = None
+        self.last_change = None            # controller clock of the last new output
+        self.last_error = None
+
+    def answered(self, res, pattern, now):
+        self.query_failures = 0
+        self.unreachable_since = self.unreachable_since_wall = None
+        self.job = res.get('job') or {}
+        self.log_tail = res.get('log_tail') or []
+        self.progress = find_progress(self.log_tail, pattern) or self.progress
+        if self.node_rank is None and self.job.get('node_rank') is not None:
+            self.node_rank = self.job.get('node_rank')
+        size = self.job.get('log_bytes')
+        if self.last_change is None or size != self.log_bytes:
+            self.last_change = now
+        self.log_bytes = size
+
+    def label(self, host):
+        return '%s rank %s' % (host, '?' if self.node_rank is None else self.node_rank)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
@@ -79,10 +217,16 @@ class ActionModule(ActionBase):
     def _clock(self):
         return time.monotonic()
 
+    def _wall(self):
+        return time.time()
+
     def _sleep(self, seconds):
         time.sleep(seconds)
 
-    # --- helpers ------------------------------------------------------------------------------
+    def _start_watcher(self, controller_pid, manifest_path):
+        start_watcher(controller_pid, manifest_path)
+
+    # --- remote calls ---------------------------------------------------------------------------
     def _query(self, args, task_vars):
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines']}
         for name in ('run_id', 'node_id'):
@@ -90,38 +234,41 @@ class ActionModule(ActionBase):
                 module_args[name] = args[name]
         return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
 
-    def _stop(self, args, run_id, task_vars):
+    def _stop(self, args, run_id, task_vars, reason, detail):
         module_args = {'state': 'stopped', 'state_dir': args['state_dir'], 'stop_timeout': args['stop_timeout'],
-                       'log_lines': args['log_lines']}
+                       'log_lines': args['log_lines'], 'stop_reason': reason, 'stop_detail': detail}
         if run_id:
             module_args['run_id'] = run_id
         if args.get('node_id'):
             module_args['node_id'] = args['node_id']
         return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
 
+    # --- checks -----------------------------------------------------------------------------------
     @staticmethod
-    def _read_peers(sync_dir, own_file, run_id):
-        """Return the status records of the other hosts (files of another run_id are ignored)."""
-        peers = []
+    def _validate(args):
         try:
-            names = sorted(os.listdir(sync_dir))
-        except OSError:
-            return peers
-        for name in names:
-            if not name.endswith('.json') or name == own_file:
-                continue
-            try:
-                with open(os.path.join(sync_dir, name), 'r') as f:
-                    data = json.load(f)
-            except (IOError, OSError, ValueError):
-                continue
-            if not isinstance(data, dict):
-                continue
-            if run_id and data.get('run_id') and data.get('run_id') != run_id:
-                continue
-            data.setdefault('host', name[:-len('.json')])
-            peers.append(data)
-        return peers
+            pattern = re.compile(args['progress_pattern'])
+        except re.error as exc:
+            raise AnsibleActionFail('progress_pattern is not a valid regular expression: %s' % to_text(exc))
+        for name in ('poll_interval', 'progress_interval'):
+            if args[name] <= 0:
+                raise AnsibleActionFail('%s must be > 0' % name)
+        for name in ('timeout', 'unreachable_grace', 'stall_timeout'):
+            if args[name] < 0:
+                raise AnsibleActionFail('%s must be >= 0' % name)
+        return pattern
+
+    def _watch_controller_once(self, sync_dir, manifest_path):
+        """The first host to get here starts the controller watcher (an O_EXCL marker file in sync_dir)."""
+        marker = os.path.join(sync_dir, WATCHER_FILE)
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        controller_pid = os.getppid()
+        with os.fdopen(fd, 'w') as f:
+            json.dump({'controller_pid': controller_pid, 'manifest': manifest_path}, f)
+        self._start_watcher(controller_pid, manifest_path)
 
     def run(self, tmp=None, task_vars=None):
         if task_vars is None:
@@ -130,128 +277,208 @@ class ActionModule(ActionBase):
         del tmp
 
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            pattern = re.compile(args['progress_pattern'])
-        except re.error as exc:
-            raise AnsibleActionFail('progress_pattern is not a valid regular expression: %s' % to_text(exc))
-        if args['poll_interval'] <= 0:
-            raise AnsibleActionFail('poll_interval must be > 0')
-        if args['progress_interval'] <= 0:
-            raise AnsibleActionFail('progress_interval must be > 0')
-        if args['timeout'] < 0:
-            raise AnsibleActionFail('timeout must be >= 0')
-
-        host = to_text(task_vars.get('inventory_hostname') or 'localhost')
+        pattern = self._validate(args)
         check_mode = bool(self._task.check_mode)
         sync_dir = args['sync_dir']
-        own_file = safe_host_name(host) + '.json'
-        own_path = os.path.join(sync_dir, own_file)
         if not check_mode:
             try:
                 os.makedirs(sync_dir, exist_ok=True)
             except OSError as exc:
                 raise AnsibleActionFail('Cannot create sync_dir %s: %s' % (sync_dir, to_text(exc)))
+            if args.get('manifest'):
+                self._watch_controller_once(sync_dir, args['manifest'])
+        wait = _Wait(self, args, task_vars, pattern, check_mode)
+        result.update(wait.run())
+        return result
 
-        node_rank = args.get('node_rank')
-        started = self._clock()
-        next_progress = started + args['progress_interval']
-        progress = None
-        job = {}
-        log_tail = []
-        query_failures = 0
 
-        def label():
-            return '%s rank %s' % (host, '?' if node_rank is None else node_rank)
+class _Wait(object):
+    """One host's wait: poll, publish, judge; ``run`` returns the task result."""
 
-        def publish(state):
-            if check_mode:
-                return
-            write_json_atomic(own_path, {
-                'host': host,
-                'node_rank': node_rank,
-                'state': state,
-                'status': job.get('status'),
-                'exit_code': job.get('exit_code'),
-                'signal': job.get('signal'),
-                'run_id': job.get('run_id') or args.get('run_id'),
-                'progress': progress,
-                'updated_at': time.time(),
-            })
+    def __init__(self, action, args, task_vars, pattern, check_mode):
+        self.action, self.args, self.task_vars, self.pattern, self.check_mode = action, args, task_vars, pattern, check_mode
+        self.host = to_text(task_vars.get('inventory_hostname') or 'localhost')
+        self.own_file = safe_host_name(self.host) + '.json'
+        self.own_path = os.path.join(args['sync_dir'], self.own_file)
+        self.node = _Node(args.get('node_rank'))
+        self.started = action._clock()
+        self.next_progress = self.started + args['progress_interval']
 
-        def finish(failed, msg, **extra):
-            result.update(
-                changed=False, failed=failed, msg=msg, job=job, log_tail=log_tail, progress=progress,
-                waited_s=round(self._clock() - started, 3))
-            result.setdefault('peer_failures', [])
-            result.setdefault('timed_out', False)
-            result.update(extra)
-            return result
+    # --- the host's published state ------------------------------------------------------------
+    @property
+    def run_id(self):
+        return self.node.job.get('run_id') or self.args.get('run_id')
 
+    @property
+    def label(self):
+        return self.node.label(self.host)
+
+    def publish(self, state, **extra):
+        if self.check_mode:
+            return
+        node = self.node
+        record = {
+            'host': self.host, 'node_rank': node.node_rank, 'state': state, 'status': node.job.get('status'),
+            'exit_code': node.job.get('exit_code'), 'signal': node.job.get('signal'), 'run_id': self.run_id,
+            'progress': node.progress, 'last_line': last_line(node.log_tail), 'updated_at': self.action._wall(),
+            'unreachable_since': node.unreachable_since_wall,
+        }
+        record.update(extra)
+        write_json_atomic(self.own_path, record)
+
+    def finish(self, failed, msg, verdict, detail=None, **extra):
+        node = self.node
+        result = dict(changed=False, failed=failed, msg=msg, job=node.job, log_tail=node.log_tail, progress=node.progress,
+                      waited_s=round(self.action._clock() - self.started, 3),
+                      verdict={'state': verdict, 'detail': detail, 'last_line': last_line(node.log_tail)},
+                      peer_failures=[], timed_out=False)
+        result.update(extra)
+        return result
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def run(self):
         while True:
-            res = self._query(args, task_vars)
-            if res.get('failed') or res.get('unreachable'):
-                query_failures += 1
-                if query_failures >= MAX_QUERY_FAILURES or check_mode:
-                    publish('error')
-                    return finish(True, '%s: cannot query the torchrun job: %s' % (label(), to_text(res.get('msg', 'unknown error'))))
-                self._sleep(args['poll_interval'])
-                continue
-            query_failures = 0
-            job = res.get('job') or {}
-            log_tail = res.get('log_tail') or []
-            progress = find_progress(log_tail, pattern) or progress
-            if node_rank is None and job.get('node_rank') is not None:
-                node_rank = job.get('node_rank')
-            status = job.get('status')
-            run_id = job.get('run_id') or args.get('run_id')
+            res = self.action._query(self.args, self.task_vars)
+            now = self.action._clock()
+            if res.get('unreachable'):
+                outcome = self.on_unreachable(res, now)
+            elif res.get('failed'):
+                outcome = self.on_query_failure(res)
+            else:
+                self.node.answered(res, self.pattern, now)
+                outcome = self.on_answer(now)
+            if outcome is not None:
+                return outcome
+            self.action._sleep(self.delay(self.action._clock()))
 
-            if status == 'exited' and job.get('exit_code') == 0 and not job.get('signal'):
-                publish('succeeded')
-                return finish(False, '%s: run %s finished successfully' % (label(), run_id))
+    def delay(self, now):
+        delay = self.args['poll_interval']
+        if self.args['timeout']:
+            delay = max(0.0, min(delay, self.started + self.args['timeout'] - now))
+        return delay
 
-            if status in ('exited', 'lost', 'absent'):
-                publish('failed')
-                if status == 'exited':
-                    what = 'exited with code %s%s' % (job.get('exit_code'), ' (%s)' % job['signal'] if job.get('signal') else '')
-                elif status == 'lost':
-                    what = 'is lost (its supervisor is gone without writing exit.json)'
-                else:
-                    what = 'does not exist in %s' % args['state_dir']
-                msg = '%s: torchrun run %s %s; log %s' % (label(), run_id, what, job.get('log_path'))
-                if log_tail:
-                    msg += '; last %d log lines:\n%s' % (len(log_tail), '\n'.join(log_tail))
-                return finish(True, msg)
+    def show_progress(self, now, what):
+        if now >= self.next_progress:
+            self.action._display.display('%s: %s' % (self.label, what))
+            self.next_progress = now + self.args['progress_interval']
 
-            # still running
-            publish('running')
-            if check_mode:
-                return finish(False, '%s: run %s is %s (check mode: not waiting)' % (label(), run_id, status))
+    # --- judging each answer ------------------------------------------------------------------------
+    def on_unreachable(self, res, now):
+        node = self.node
+        node.last_error = to_text(res.get('msg', 'unreachable'))
+        if node.unreachable_since is None:
+            node.unreachable_since, node.unreachable_since_wall = now, self.action._wall()
+        away = now - node.unreachable_since
+        if self.check_mode:
+            return self.finish(True, '%s: unreachable: %s' % (self.label, node.last_error), 'gone')
+        if away >= self.args['unreachable_grace']:
+            detail = 'no answer since %s, %d s (trainops_unreachable_grace=%d); last error: %s' % (
+                utc(node.unreachable_since_wall), away, self.args['unreachable_grace'], node.last_error.strip())
+            self.publish('gone')
+            return self.finish(True, '%s: unreachable: %s' % (self.label, detail), 'gone', detail)
+        self.publish('unreachable')
+        failed_peers = self.failed_peers()
+        if failed_peers:
+            return self.finish(True, '%s: %s; this node is unreachable, its job is stopped when it answers again' % (
+                self.label, self.peers_line(failed_peers)), 'stopped', peer_failures=failed_peers)
+        self.show_progress(now, 'unreachable %ds (peers keep running; the job fails after %d s)  last progress: %s' % (
+            away, self.args['unreachable_grace'], node.progress or 'none'))
+        return None
 
-            peer_failures = [dict(host=p.get('host'), node_rank=p.get('node_rank'), state=p.get('state'), status=p.get('status'),
-                                  exit_code=p.get('exit_code'), signal=p.get('signal'), progress=p.get('progress'))
-                             for p in self._read_peers(sync_dir, own_file, run_id) if p.get('state') in FAILED_STATES]
-            if peer_failures:
-                names = ', '.join('%s%s' % (p['host'], '' if p['node_rank'] is None else ' (rank %s)' % p['node_rank']) for p in peer_failures)
-                stop_res = self._stop(args, run_id, task_vars)
-                if stop_res.get('job'):
-                    job = stop_res['job']
-                    log_tail = stop_res.get('log_tail') or log_tail
-                publish('stopped')
-                msg = '%s: stopped because %s failed' % (label(), names)
-                if stop_res.get('failed') or stop_res.get('unreachable'):
-                    msg += '; stopping the local run failed too: %s' % to_text(stop_res.get('msg', 'unknown error'))
-                return finish(True, msg, peer_failures=peer_failures, stopped_pids=stop_res.get('stopped_pids') or [])
+    def on_query_failure(self, res):
+        node = self.node
+        node.query_failures += 1
+        node.last_error = to_text(res.get('msg', 'unknown error'))
+        if node.query_failures >= MAX_QUERY_FAILURES or self.check_mode:
+            self.publish('error')
+            return self.finish(True, '%s: cannot query the torchrun job: %s' % (self.label, node.last_error), 'error',
+                               node.last_error)
+        return None
 
-            now = self._clock()
-            if args['timeout'] and now - started >= args['timeout']:
-                return finish(True, '%s: timed out after %d seconds waiting for run %s (still %s; last progress: %s)' % (
-                    label(), args['timeout'], run_id, status, progress or 'none'), timed_out=True)
+    def on_answer(self, now):
+        job = self.node.job
+        status = job.get('status')
+        if status == 'exited' and job.get('exit_code') == 0 and not job.get('signal'):
+            self.publish('succeeded')
+            return self.finish(False, '%s: run %s finished successfully' % (self.label, self.run_id), 'succeeded')
+        if status in ('exited', 'lost', 'absent'):
+            return self.ended_badly(status)
+        self.publish('running')
+        if self.check_mode:
+            return self.finish(False, '%s: run %s is %s (check mode: not waiting)' % (self.label, self.run_id, status),
+                               'running')
+        return self.stalled(now) or self.stopped_for_peers() or self.timed_out(now) or self.keep_waiting(now)
 
-            if now >= next_progress:
-                self._display.display('%s: running  %s' % (label(), progress or '(no progress line yet)'))
-                next_progress = now + args['progress_interval']
+    def ended_badly(self, status):
+        job, node = self.node.job, self.node
+        self.publish('failed')
+        if status == 'exited':
+            what = 'exited with code %s%s' % (job.get('exit_code'), ' (%s)' % job['signal'] if job.get('signal') else '')
+        elif status == 'lost':
+            what = 'is lost (%s)' % (job.get('lost_reason') or 'its supervisor is gone without writing exit.json')
+        else:
+            what = 'does not exist in %s' % self.args['state_dir']
+        msg = '%s: torchrun run %s %s; log %s' % (self.label, self.run_id, what, job.get('log_path'))
+        if node.log_tail:
+            msg += '; last %d log lines:\n%s' % (len(node.log_tail), '\n'.join(node.log_tail))
+        return self.finish(True, msg, 'failed', what)
 
-            delay = args['poll_interval']
-            if args['timeout']:
-                delay = max(0.0, min(delay, started + args['timeout'] - now))
-            self._sleep(delay)
+    def stalled(self, now):
+        limit = self.args['stall_timeout']
+        quiet = now - self.node.last_change
+        if not limit or quiet < limit:
+            return None
+        detail = 'no new output for %d s (trainops_stall_timeout=%d); last line: %s' % (
+            quiet, limit, last_line(self.node.log_tail) or 'none')
+        stop_res = self.stop('stalled', detail)
+        self.publish('stalled', detail=detail)
+        msg = '%s: stalled: %s' % (self.label, detail)
+        if stop_res.get('failed') or stop_res.get('unreachable'):
+            msg += '; stopping it failed: %s' % to_text(stop_res.get('msg', 'unknown error'))
+        return self.finish(True, msg, 'stalled', detail, stopped_pids=stop_res.get('stopped_pids') or [])
+
+    def failed_peers(self):
+        return [dict(host=p.get('host'), node_rank=p.get('node_rank'), state=p.get('state'), status=p.get('status'),
+                     exit_code=p.get('exit_code'), signal=p.get('signal'), progress=p.get('progress'), detail=p.get('detail'))
+                for p in read_peers(self.args['sync_dir'], self.own_file, self.run_id) if p.get('state') in FAILED_STATES]
+
+    @staticmethod
+    def peers_line(peers):
+        words = {'failed': 'failed', 'error': 'could not be queried', 'stalled': 'stalled', 'gone': 'was unreachable too long'}
+        return 'stopped because ' + ', '.join('%s%s %s' % (p['host'], '' if p['node_rank'] is None else ' (rank %s)' % p['node_rank'],
+                                                           words.get(p['state'], p['state'])) for p in peers)
+
+    def stopped_for_peers(self):
+        peers = self.failed_peers()
+        if not peers:
+            return None
+        line = self.peers_line(peers)
+        stop_res = self.stop('peer', line)
+        self.publish('stopped')
+        msg = '%s: %s' % (self.label, line)
+        if stop_res.get('failed') or stop_res.get('unreachable'):
+            msg += '; stopping the local run failed too: %s' % to_text(stop_res.get('msg', 'unknown error'))
+        return self.finish(True, msg, 'stopped', line, peer_failures=peers, stopped_pids=stop_res.get('stopped_pids') or [])
+
+    def stop(self, reason, detail):
+        stop_res = self.action._stop(self.args, self.run_id, self.task_vars, reason, detail)
+        if stop_res.get('job'):
+            self.node.job = stop_res['job']
+            self.node.log_tail = stop_res.get('log_tail') or self.node.log_tail
+        return stop_res
+
+    def timed_out(self, now):
+        timeout = self.args['timeout']
+        if not timeout or now - self.started < timeout:
+            return None
+        return self.finish(True, '%s: timed out after %d seconds waiting for run %s (still %s; last progress: %s)' % (
+            self.label, timeout, self.run_id, self.node.job.get('status'), self.node.progress or 'none'),
+            'timed_out', timed_out=True)
+
+    def keep_waiting(self, now):
+        quiet = now - self.node.last_change
+        what = 'running  %s' % (self.node.progress or '(no progress line yet)')
+        if self.args['stall_timeout'] and quiet >= min(60, self.args['stall_timeout'] / 2.0):
+            what += '  (no new output for %ds)' % quiet
+        self.show_progress(now, what)
+        return None

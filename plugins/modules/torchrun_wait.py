@@ -19,11 +19,21 @@ description:
     files of the other hosts.
   - When the host's run exited with code 0 the task is ok. When it exited with another code, was killed by a signal,
     is lost or does not exist, the task fails with a message naming the host (and its node rank) and the last log lines.
-  - When another host's status file says it failed (states V(failed) or V(error)), this host's run is stopped with
-    O(trainops.multinode.torchrun#module:state=stopped) and the task fails with the message C(stopped because <host> failed).
+  - A host that cannot be reached is not failed. Its status file says V(unreachable), its peers keep running, and the
+    progress line says C(unreachable 35s). Only when no query has reached it for O(unreachable_grace) seconds does the
+    task fail (RV(verdict.state=gone)), which fails the job on every host.
+  - With O(stall_timeout), a running job whose C(node.log) has not grown for that many seconds is stopped with
+    O(trainops.multinode.torchrun#module:stop_reason=stalled) and the task fails (RV(verdict.state=stalled)), naming the
+    last log line.
+  - When another host's status file says it failed, stalled or was unreachable too long (states V(failed), V(error),
+    V(stalled), V(gone)), this host's run is stopped with O(trainops.multinode.torchrun#module:stop_reason=peer) and the
+    task fails with the message C(stopped because <host> failed).
   - After O(timeout) seconds the task fails with RV(timed_out=true) without stopping anything (leave that to the
     playbook's C(rescue)).
   - "Every O(progress_interval) seconds one line C(<host> rank <node_rank>: running  <last progress>) is displayed."
+  - With O(manifest), the first host starts a small watcher process in its own session. When the controller process
+    goes away (Ctrl-C) while the manifest's C(outcome) is still V(running), it sets the outcome to V(interrupted); the
+    job itself keeps running on the nodes.
   - This module is implemented as an action plugin; the module file only holds the documentation.
 author:
   - trainops maintainers (@trainops)
@@ -78,6 +88,25 @@ options:
       - Seconds to wait at most; V(0) waits without limit.
     type: int
     default: 0
+  unreachable_grace:
+    description:
+      - Seconds the host may go without answering a query before the job counts as failed (RV(verdict.state=gone)).
+      - Until then its peers keep running and a query that answers again resumes the wait.
+    type: int
+    default: 300
+  stall_timeout:
+    description:
+      - Seconds a running job may go without new output in its C(node.log) before it is stopped as stalled; V(0) turns
+        the check off.
+      - The time is measured on the controller, between queries that saw the log's size change, so clocks that differ
+        across hosts do not matter.
+    type: int
+    default: 0
+  manifest:
+    description:
+      - Path of the experiment's C(manifest.json) on the controller. When given, a watcher marks it V(interrupted) if the
+        controller goes away before the job was collected (see the description).
+    type: path
   progress_pattern:
     description:
       - Python regular expression searched in the log lines; the last match is the host's progress. When the pattern
@@ -187,6 +216,23 @@ stopped_pids:
   type: list
   elements: int
   sample: [12345, 12350]
+verdict:
+  description: What the wait judged on this host, for the experiment's outcome (M(trainops.multinode.experiment)).
+  returned: always
+  type: dict
+  contains:
+    state:
+      description:
+        - V(succeeded), V(failed) (the job ended badly here), V(stalled), V(gone) (unreachable past O(unreachable_grace)),
+          V(stopped) (because of a peer), V(timed_out), V(error) (queries failed), or V(running) (check mode).
+      type: str
+    detail:
+      description: One line saying more (how long without output, since when unreachable, which peer).
+      type: str
+    last_line:
+      description: The last non-empty line of the host's log tail.
+      type: str
+  sample: {state: stalled, detail: 'no new output for 900 s (trainops_stall_timeout=900); last line: ...', last_line: '...'}
 timed_out:
   description: Whether the task failed because O(timeout) was reached.
   returned: always

@@ -140,7 +140,9 @@ def test_peer_failure_stops_own_job(tmp_path):
     assert 'stopped because hostB (rank 1) failed' in res['msg']
     assert res['msg'].startswith('hostA rank 0: ')  # node_rank taken from the job
     stops = [c for c in h.calls if c['state'] == 'stopped']
-    assert stops == [{'state': 'stopped', 'state_dir': '/state', 'stop_timeout': 30, 'log_lines': 20, 'run_id': 'run1'}]
+    assert stops == [{'state': 'stopped', 'state_dir': '/state', 'stop_timeout': 30, 'log_lines': 20, 'run_id': 'run1',
+                      'stop_reason': 'peer', 'stop_detail': 'stopped because hostB (rank 1) failed'}]
+    assert res['verdict']['state'] == 'stopped'
     assert res['peer_failures'][0]['host'] == 'hostB' and res['peer_failures'][0]['exit_code'] == 1
     assert res['stopped_pids'] == [100, 101]
     assert res['timed_out'] is False
@@ -151,7 +153,7 @@ def test_peer_error_counts_as_failure(tmp_path):
     write_peer(tmp_path, 'hostC', 'error', node_rank=2)
     h = Harness(tmp_path)
     res = h.run()
-    assert res['failed'] is True and 'stopped because hostC (rank 2) failed' in res['msg']
+    assert res['failed'] is True and 'stopped because hostC (rank 2) could not be queried' in res['msg']
 
 
 def test_peers_that_are_fine_or_stale_are_ignored(tmp_path):
@@ -224,3 +226,155 @@ def test_invalid_args(tmp_path):
         Harness(tmp_path, args={'bogus': 1}).run()
     with pytest.raises(AnsibleActionFail, match='progress_pattern'):
         Harness(tmp_path, args={'progress_pattern': '(unclosed'}).run()
+
+
+# --- unreachable is not failed: peers keep running until the grace is over ------------------------
+
+def test_unreachable_within_the_grace_keeps_waiting_and_shows_it(tmp_path):
+    def script(h, n, args):
+        if 3 <= n <= 12:
+            return {'unreachable': True, 'msg': 'ssh: connect to host 10.78.0.12 port 22: Connection timed out'}
+        if n < 16:
+            return {'job': job('running', node_rank=1), 'log_tail': [PROGRESS]}
+        return {'job': job('exited', 0, node_rank=1), 'log_tail': []}
+    h = Harness(tmp_path, args={'poll_interval': 2, 'progress_interval': 10, 'unreachable_grace': 60}, script=script)
+    res = h.run()
+    assert not res.get('failed'), res['msg']
+    assert res['verdict']['state'] == 'succeeded'
+    unreachable = [line for line in h.displayed() if 'unreachable' in line]
+    assert unreachable and re.match(r'hostA rank 1: unreachable \d+s \(peers keep running; the job fails after 60 s\)',
+                                    unreachable[0]), unreachable
+    assert not [c for c in h.calls if c['state'] == 'stopped']
+
+
+def test_unreachable_status_file_is_not_a_failure_for_peers(tmp_path):
+    write_peer(tmp_path, 'hostB', 'unreachable')
+
+    def script(h, n, args):
+        return {'job': job('running' if n < 4 else 'exited', 0 if n >= 4 else None), 'log_tail': []}
+    res = Harness(tmp_path, script=script).run()
+    assert not res.get('failed'), res['msg']
+
+
+def test_unreachable_past_the_grace_is_gone(tmp_path):
+    h = Harness(tmp_path, args={'poll_interval': 5, 'unreachable_grace': 30},
+                script=lambda h, n, args: {'unreachable': True, 'msg': 'Connection timed out'})
+    res = h.run()
+    assert res['failed'] is True
+    assert res['verdict']['state'] == 'gone'
+    assert 'unreachable: no answer since' in res['msg'] and '30 s (trainops_unreachable_grace=30)' in res['msg']
+    assert h.clock == pytest.approx(30.0)
+    assert h.own_status()['state'] == 'gone' and h.own_status()['unreachable_since'] is not None
+
+
+def test_a_gone_peer_stops_the_job(tmp_path):
+    write_peer(tmp_path, 'hostB', 'gone', node_rank=1)
+    h = Harness(tmp_path)
+    res = h.run()
+    assert res['failed'] is True and 'hostB (rank 1) was unreachable too long' in res['msg']
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer']
+
+
+# --- stalls: no new output for stall_timeout seconds -----------------------------------------------
+
+def _running_with_log(size_of):
+    def script(h, n, args):
+        running = dict(job('running', node_rank=0), log_bytes=size_of(h.clock))
+        return {'job': running, 'log_tail': ['[trainops] node=a rank=0/2 epoch=0 step=7/40 loss=1.0', '']}
+    return script
+
+
+def test_a_log_that_stops_growing_is_stalled_and_stopped(tmp_path):
+    h = Harness(tmp_path, args={'poll_interval': 2, 'stall_timeout': 20},
+                script=_running_with_log(lambda clock: min(clock, 10) * 100))
+    res = h.run()
+    assert res['failed'] is True and res['verdict']['state'] == 'stalled'
+    assert 'no new output for 20 s (trainops_stall_timeout=20)' in res['msg']
+    assert 'last line: [trainops] node=a rank=0/2 epoch=0 step=7/40 loss=1.0' in res['msg']
+    assert h.clock == pytest.approx(30.0)  # last growth at 10 s, + 20 s
+    stops = [c for c in h.calls if c['state'] == 'stopped']
+    assert [c['stop_reason'] for c in stops] == ['stalled']
+    assert h.own_status()['state'] == 'stalled'
+
+
+def test_a_growing_log_is_never_stalled(tmp_path):
+    def script(h, n, args):
+        if h.clock >= 100:
+            return {'job': dict(job('exited', 0), log_bytes=int(h.clock)), 'log_tail': []}
+        return {'job': dict(job('running'), log_bytes=int(h.clock)), 'log_tail': []}
+    res = Harness(tmp_path, args={'poll_interval': 2, 'stall_timeout': 5}, script=script).run()
+    assert not res.get('failed'), res['msg']
+
+
+def test_stall_detection_off_by_default(tmp_path):
+    def script(h, n, args):
+        if h.clock >= 500:
+            return {'job': dict(job('exited', 0), log_bytes=1), 'log_tail': []}
+        return {'job': dict(job('running'), log_bytes=1), 'log_tail': []}
+    res = Harness(tmp_path, args={'poll_interval': 10}, script=script).run()
+    assert not res.get('failed'), res['msg']
+
+
+def test_a_stalled_peer_stops_the_job(tmp_path):
+    write_peer(tmp_path, 'hostB', 'stalled', node_rank=1)
+    res = Harness(tmp_path).run()
+    assert res['failed'] is True and 'hostB (rank 1) stalled' in res['msg']
+
+
+# --- the controller watcher: Ctrl-C leaves an experiment marked interrupted -------------------------
+
+def test_the_first_host_starts_one_watcher(tmp_path):
+    started = []
+    for host in ('hostA', 'hostB'):
+        h = Harness(tmp_path, args={'manifest': str(tmp_path / 'exp' / 'manifest.json')}, host=host,
+                    script=lambda h, n, args: {'job': job('exited', 0), 'log_tail': []})
+        h.action._start_watcher = lambda pid, path: started.append((pid, path))
+        assert not h.run().get('failed')
+    assert len(started) == 1 and started[0][1].endswith('manifest.json')
+    marker = json.loads((tmp_path / 'sync' / wait_mod.WATCHER_FILE).read_text())
+    assert marker['manifest'] == started[0][1]
+
+
+def _manifest(tmp_path, outcome):
+    exp = tmp_path / 'exp'
+    exp.mkdir()
+    (exp / 'manifest.json').write_text(json.dumps({'run_id': 'r1', 'outcome': outcome}))
+    (exp / 'summary.txt').write_text('experiment : r1\n')
+    return exp
+
+
+def test_watcher_marks_interrupted_when_the_controller_is_gone(tmp_path):
+    import subprocess
+    exp = _manifest(tmp_path, 'running')
+    dead = subprocess.Popen(['true'])
+    dead.wait()
+    wait_mod.watch_controller(dead.pid, str(exp / 'manifest.json'), interval=0.01)
+    manifest = json.loads((exp / 'manifest.json').read_text())
+    assert manifest['outcome'] == 'interrupted' and manifest['interrupted_at']
+    assert 'status.yml' in manifest['outcome_detail']
+    assert (exp / 'summary.txt').read_text().startswith('outcome    : interrupted: the controller (pid %d)' % dead.pid)
+
+
+def test_watcher_leaves_a_collected_experiment_alone(tmp_path):
+    import os
+    exp = _manifest(tmp_path, 'succeeded')
+    wait_mod.watch_controller(os.getpid(), str(exp / 'manifest.json'), interval=0.01)  # returns at once
+    assert json.loads((exp / 'manifest.json').read_text())['outcome'] == 'succeeded'
+
+
+def test_start_watcher_detaches_and_marks_the_experiment(tmp_path):
+    import subprocess
+    import time
+    exp = _manifest(tmp_path, 'running')
+    controller = subprocess.Popen(['sleep', '30'])
+    try:
+        wait_mod.start_watcher(controller.pid, str(exp / 'manifest.json'))
+        time.sleep(0.5)
+        assert json.loads((exp / 'manifest.json').read_text())['outcome'] == 'running'
+    finally:
+        controller.kill()
+        controller.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and json.loads((exp / 'manifest.json').read_text())['outcome'] == 'running':
+        time.sleep(0.1)
+    assert json.loads((exp / 'manifest.json').read_text())['outcome'] == 'interrupted'
