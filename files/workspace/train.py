@@ -102,6 +102,7 @@ DEFAULTS = {
     "debug": {
         "fail_rank": None,     # with fail_step: this global rank raises RuntimeError ...
         "fail_step": None,     # ... when it is about to run this global step (1-based)
+        "fail_mode": "raise",  # raise (the rank crashes) | hang (the rank sleeps forever, outside any collective)
         "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
     },
 }
@@ -117,6 +118,7 @@ _CHOICES = {
     "model.type": ("mlp", "transformer"),
     "distributed.backend": ("auto", "nccl", "gloo", "mpi", "ucc"),
     "distributed.device": ("auto", "cuda", "cpu"),
+    "debug.fail_mode": ("raise", "hang"),
 }
 
 #: Names never recorded, whatever their prefix: they look like credentials.
@@ -604,6 +606,17 @@ def done_line(node: str, rank: int, world_size: int, final_loss: float) -> str:
     return "%s done node=%s rank=%d/%d final_loss=%.4f" % (PROGRESS_PREFIX, node, rank, world_size, final_loss)
 
 
+def inject_failure(mode: str, rank: int, global_step: int) -> None:
+    """debug.fail_rank/fail_step: crash (``raise``) or hang outside any collective (``hang``, for stall tests)."""
+    if mode == "hang":
+        print("[trainops] debug hang injected: rank %d at global_step %d (debug.fail_mode=hang)" % (rank, global_step),
+              flush=True)
+        while True:
+            time.sleep(3600)
+    raise RuntimeError("debug failure injected: rank %d at global_step %d (debug.fail_rank/debug.fail_step)"
+                       % (rank, global_step))
+
+
 def train(cfg: Dict[str, Any], device: torch.device) -> float:
     """Run the configured training on ``device`` in the initialised process group; return the final global loss."""
     info = dist_env()
@@ -707,8 +720,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                 if global_step >= total_steps:
                     break
                 if fail_rank == rank and fail_step == global_step + 1:
-                    raise RuntimeError("debug failure injected: rank %d at global_step %d (debug.fail_rank/debug.fail_step)"
-                                       % (rank, global_step + 1))
+                    inject_failure(dcfg["fail_mode"], rank, global_step + 1)
                 inputs = inputs.to(device, non_blocking=True)
                 targets = targets.to(device, non_blocking=True)
                 lr = optimizer.param_groups[0]["lr"]

@@ -495,3 +495,23 @@ def test_lost_peer_hits_the_process_group_timeout(tmp_path):
                 proc.send_signal(signal.SIGCONT)
                 proc.kill()
             proc.communicate(timeout=30)
+
+
+def test_fail_mode_hang_sleeps_forever_outside_any_collective(monkeypatch, capsys):
+    class Slept(Exception):
+        pass
+
+    def sleep(seconds):
+        assert seconds > 0
+        raise Slept()
+    monkeypatch.setattr(train.time, "sleep", sleep)
+    with pytest.raises(Slept):
+        train.inject_failure("hang", 1, 4)
+    assert "debug hang injected: rank 1 at global_step 4 (debug.fail_mode=hang)" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="debug failure injected: rank 1 at global_step 4"):
+        train.inject_failure("raise", 1, 4)
+
+
+def test_fail_mode_takes_only_raise_or_hang():
+    with pytest.raises(train.ConfigError, match="fail_mode"):
+        train.load_config(None, ["debug.fail_mode=explode"])
