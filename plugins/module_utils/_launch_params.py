@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 
 UNSET = (None, '', 'None')
@@ -180,15 +181,25 @@ def _mapping_problems(params):
     return problems
 
 
-def launch_problems(params):
+def _controller_problems(params, which):
+    """What the controller itself needs: rsync, when it syncs the workspace to the nodes."""
+    if params.get('sync_workspace') and not which('rsync'):
+        return ['rsync: not found on the controller (PATH=%s); the workspace is synced to the nodes with rsync. Install it '
+                '(Debian/Ubuntu: sudo apt-get install rsync; RHEL/Fedora: sudo dnf install rsync), or set '
+                'trainops_sync_workspace=false when every node already has the code' % os.environ.get('PATH', '')]
+    return []
+
+
+def launch_problems(params, which=shutil.which):
     """One line per launch parameter in ``params`` that does not fit; an empty list when all fit.
 
     ``params`` has the keys of the role's knobs without their ``trainops_`` prefix (``channels``,
     ``min_channels``, ``threads``, ``nproc_per_node``, ``master_port``, ``max_restarts``, ``rdzv_timeout``,
     ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
-    ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``), plus
-    ``workspace_src``, ``sync_workspace`` and ``pass_config_args`` (booleans) for the file checks.
+    ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
+    ``unreachable_grace``, ``stall_timeout``), plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
+    (booleans) for the file checks and the controller's rsync (looked up with ``which``).
     """
     rules = [
         _integer_rule(params, 'nproc_per_node', 'nproc', 'ranks per node (trainops_nproc_per_node)', 1, 256, 8),
@@ -198,6 +209,12 @@ def launch_problems(params):
                       example=300),
         _integer_rule(params, 'collective_timeout', 'trainops_collective_timeout',
                       'seconds a collective may wait for a peer', 1, example=300),
+        _integer_rule(params, 'wait_timeout', 'trainops_wait_timeout', 'seconds to wait for the job (0: no limit)', 0,
+                      example=0),
+        _integer_rule(params, 'unreachable_grace', 'trainops_unreachable_grace',
+                      'seconds a node may stay unreachable during the wait', 0, example=300),
+        _integer_rule(params, 'stall_timeout', 'trainops_stall_timeout',
+                      'seconds without new log output before the job counts as stalled (0: off)', 0, example=900),
         _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous', ['static', 'c10d']),
         _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)', ['host', 'container']),
         _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison', ['auto', 'always', 'never']),
@@ -230,7 +247,7 @@ def launch_problems(params):
         except ValueError:
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
-    return problems + _path_problems(params) + _mapping_problems(params)
+    return problems + _path_problems(params) + _mapping_problems(params) + _controller_problems(params, which)
 
 
 def merge_problems(by_node):

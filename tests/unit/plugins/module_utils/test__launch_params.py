@@ -27,7 +27,8 @@ def good(tmp_path):
         'gpu_vendor': 'auto', 'run_name': 'multinode', 'wait': True, 'replace': False, 'script': 'train.py',
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
-        'sync_workspace': True, 'pass_config_args': True,
+        'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
+        'stall_timeout': 900,
     }
 
 
@@ -100,6 +101,9 @@ ONE_BAD = [
     ({'command_prefix': 'nsys profile'}, 'trainops_command_prefix=nsys profile: '),
     ({'training_network': '10.1.0.0/33'}, 'trainops_training_network=10.1.0.0/33: '),
     ({'training_network': 'mgmt'}, 'trainops_training_network=mgmt: '),
+    ({'unreachable_grace': -1}, 'trainops_unreachable_grace=-1: '),
+    ({'stall_timeout': '15m'}, 'trainops_stall_timeout=15m: '),
+    ({'wait_timeout': 1.5}, 'trainops_wait_timeout=1.5: '),
 ]
 
 
@@ -168,3 +172,12 @@ def test_the_filters_wrap_the_rules(good):
         launch_filter.launch_problems(['nproc=0'])
     with pytest.raises(AnsibleFilterError, match='mapping of node name'):
         merge_filter.merge_problems(['a'])
+
+
+def test_a_controller_without_rsync_is_told_how_to_install_it(good):
+    lines = launch_problems(good, which=lambda name: None)
+    assert len(lines) == 1 and lines[0].startswith('rsync: not found on the controller')
+    assert 'sudo apt-get install rsync' in lines[0] and 'trainops_sync_workspace=false' in lines[0]
+    # no sync, no rsync needed
+    assert launch_problems(dict(good, sync_workspace=False), which=lambda name: None) == []
+    assert launch_problems(good, which=lambda name: '/usr/bin/rsync') == []
