@@ -124,7 +124,7 @@ def test_a_secret_reaches_every_rank_and_appears_nowhere_else(shape):
     # a failing job: the failed wait, the error messages and the collection of a failure
     failed = lab.run('playbooks/launch.yml', {'trainops_secret_env': SECRET_ENV, 'run_name': 'failing',
                                               'overrides': ['debug.fail_rank=2', 'debug.fail_step=3']}, env=env, verbose=2)
-    assert failed.returncode != 0 and 'The job failed on node1' in failed.stdout, failed.stdout[-3000:]
+    assert failed.returncode != 0 and 'failed on node1 (node rank 1: ' in failed.stdout, failed.stdout[-3000:]
 
     good, bad = lab.experiment_dirs()[0], [d for d in lab.experiment_dirs() if 'failing' in d][0]
     for experiment in (good, bad):

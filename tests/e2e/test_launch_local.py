@@ -191,7 +191,7 @@ def test_a_crashing_rank_fails_fast_stops_every_node_and_collects_logs(lab):
     })
     assert proc.returncode != 0
     messages = proc.failure_text
-    assert 'The job failed on node0' in messages, messages
+    assert 'Job multinode_' in messages and 'failed on node0 (node rank 0: exit code' in messages, messages
     assert 'debug failure injected' in messages
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'failed' and experiment['failed_nodes'] == ['node0']
@@ -231,8 +231,11 @@ def test_wait_false_then_status_then_stop(lab):
     # the stopped job was collected into its experiment directory
     assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
     manifest = json.load(open(os.path.join(path, 'manifest.json')))
-    assert manifest['outcome'] == 'failed'
+    assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
+    assert manifest['outcome_detail'].startswith('stopped by the user at ')
+    assert manifest['failed_nodes'] == [] and manifest['stop']['reason'] == 'user'
     assert all(r['status'] == 'exited' for r in manifest['results'].values())
+    assert open(os.path.join(path, 'summary.txt')).readline().startswith('outcome    : stopped by the user at ')
 
 
 def test_bench_measures_allreduce_bus_bandwidth_with_each_hosts_environment(lab):

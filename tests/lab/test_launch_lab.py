@@ -147,7 +147,7 @@ def test_a_rank_killed_mid_training_ends_the_job_on_every_node(lab_nodes, tmp_pa
         if running.poll() is None:
             running.kill()
     assert proc.returncode != 0
-    assert 'The job failed on %s' % victim['name'] in proc.failure_text, proc.failure_text
+    assert 'failed on %s (node rank ' % victim['name'] in proc.failure_text, proc.failure_text
     experiment = experiment_of(proc)
     assert experiment['failed_nodes'] == [victim['name']]
     assert sorted(os.listdir(os.path.join(experiment['path'], 'logs'))) == ['node_%d.txt' % r for r in range(4)]
