@@ -256,6 +256,13 @@ def main():
     env = dict(os.environ)
     env.update(job.get('env') or {})
     cwd = job.get('chdir') or run_dir
+    stop_path = os.path.join(run_dir, 'stop.json')
+    if os.path.exists(stop_path):
+        # the start was given up (the module's start wait ran out, the launch was undone): never start late
+        msg = 'not starting: the run was stopped before torchrun started (stop.json)'
+        log(msg)
+        write_json(exit_path, {'exit_code': 143, 'signal': None, 'ended_at': iso(now()), 'error': msg})
+        return 0
     log('starting %r in %s' % (job['argv'], cwd))
     try:
         with open(os.devnull, 'rb') as devnull:
@@ -285,7 +292,7 @@ def main():
         'started_at_epoch': started,
     })
     log('torchrun pid %d' % proc.pid)
-    if state['signals']:
+    if state['signals'] or os.path.exists(stop_path):
         try:
             os.killpg(proc.pid, signal.SIGTERM)
         except OSError:
@@ -831,7 +838,7 @@ class TorchrunNode(object):
     def _launch(self, run_id, spec, secrets):
         paths = self.paths(run_id)
         ensure_private_dir(paths['run_dir'])
-        for stale in (paths['pids'], paths['exit']):
+        for stale in (paths['pids'], paths['exit'], paths['stop']):
             if os.path.exists(stale):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
@@ -863,9 +870,13 @@ class TorchrunNode(object):
                     '\n'.join(tail_lines(paths['supervisor_log'], 50))),
                     supervisor_log=tail_lines(paths['supervisor_log'], 50))
             if self.system.monotonic() >= deadline:
-                raise TorchrunError('The supervisor for run %s did not record the torchrun pid within %s seconds. Supervisor log:\n%s' % (
-                    run_id, START_WAIT, '\n'.join(tail_lines(paths['supervisor_log'], 50))),
-                    supervisor_log=tail_lines(paths['supervisor_log'], 50))
+                # given up: a supervisor that comes up later reads this and never starts torchrun (and one that
+                # started it meanwhile stops it again); the launch's undo stops whatever recorded its pids
+                record_stop(paths['stop'], 'undo', 'the start wait (%s s) ran out' % START_WAIT)
+                raise TorchrunError('The supervisor for run %s did not record the torchrun pid within %s seconds; the run '
+                                    'is cancelled. Supervisor log:\n%s' % (
+                                        run_id, START_WAIT, '\n'.join(tail_lines(paths['supervisor_log'], 50))),
+                                    supervisor_log=tail_lines(paths['supervisor_log'], 50))
             self.system.sleep(0.05)
 
     # --- stop ---------------------------------------------------------------------------------

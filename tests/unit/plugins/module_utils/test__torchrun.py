@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import signal
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -465,6 +467,26 @@ def test_start_supervisor_never_records_pid(tmp_path, fake, monkeypatch):
         tr.run_module(start_params(tmp_path), system=fake)
     assert 'something broke' in exc.value.msg
     assert fake.clock - 1000.0 >= tr.START_WAIT
+    # given up: a supervisor that comes up late finds the stop record and never starts torchrun
+    (run_dir, ) = [os.path.join(d, 'run1') for d in glob.glob(str(tmp_path / '**' / 'runs'), recursive=True)]
+    with open(os.path.join(run_dir, 'stop.json')) as f:
+        assert json.load(f)['reason'] == 'undo'
+
+
+def test_a_late_supervisor_never_starts_torchrun(tmp_path):
+    run_dir = tmp_path / 'run1'
+    run_dir.mkdir()
+    marker = tmp_path / 'started'
+    (run_dir / 'job.json').write_text(json.dumps({'argv': ['touch', str(marker)], 'env': {}, 'chdir': str(tmp_path)}))
+    (run_dir / 'stop.json').write_text(json.dumps({'reason': 'undo'}))
+    (run_dir / 'supervisor.py').write_text(tr.SUPERVISOR_SOURCE)
+    subprocess.run([sys.executable, str(run_dir / 'supervisor.py'), str(run_dir / 'job.json')], check=True, timeout=30)
+    deadline = time.time() + 20
+    while not (run_dir / 'exit.json').exists() and time.time() < deadline:
+        time.sleep(0.05)
+    exit_rec = json.loads((run_dir / 'exit.json').read_text())
+    assert exit_rec['exit_code'] == 143 and 'stopped before torchrun started' in exit_rec['error']
+    assert not marker.exists() and not (run_dir / 'pids.json').exists()
 
 
 def test_start_torchrun_cannot_exec(tmp_path, fake):
