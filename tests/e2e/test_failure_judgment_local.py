@@ -60,6 +60,7 @@ def test_a_rank_that_hangs_outside_a_collective_is_stalled_stopped_and_collected
     assert experiment['outcome_detail'].startswith('stalled on node'), experiment
     assert 'no new output for 12 s (trainops_stall_timeout=12)' in experiment['outcome_detail']
     assert 'stalled on node' in proc.failure_text, proc.failure_text
+    assert '\nOUTCOME stalled: stalled on node' in proc.stdout, proc.stdout[-2000:]
     path = experiment['path']
     manifest = read_json(os.path.join(path, 'manifest.json'))
     assert manifest['outcome'] == 'stalled' and manifest['failed_nodes']
