@@ -129,7 +129,8 @@ def test_status_and_stop_as_the_user_on_the_shared_home(shaped, tmp_path):
         assert user_processes(lab, node, 'torch') == [], node
     experiment = os.path.join(extravars['trainops_experiments_dir'], jobs[lab.names[0]]['run_id'])
     assert len(glob.glob(os.path.join(experiment, 'logs', 'node_*.txt'))) == NODES
-    assert read_json(os.path.join(experiment, 'manifest.json'))['outcome'] != 'running'
+    manifest = read_json(os.path.join(experiment, 'manifest.json'))
+    assert manifest['outcome'] == 'stopped' and manifest['stop']['reason'] == 'user', manifest.get('outcome_detail')
 
 
 def test_a_master_address_off_the_training_network_starts_nothing(shaped, tmp_path):

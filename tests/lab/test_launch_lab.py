@@ -230,6 +230,9 @@ def test_stop_ends_the_job_on_every_node_and_spares_a_decoy(lab_nodes, tmp_path)
         leftovers = {n: [p for p in procs if p[0] != decoy.pid] for n, procs in job_processes(lab).items()}
         assert not any(leftovers.values()), leftovers
         assert decoy.poll() is None, 'the decoy with the same command line was killed'
+        (path, ) = glob.glob(str(tmp_path / 'experiments' / '*'))
+        manifest = json.load(open(os.path.join(path, 'manifest.json')))
+        assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
     finally:
         decoy.kill()
         decoy.wait()

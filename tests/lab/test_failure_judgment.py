@@ -1,0 +1,153 @@
+"""How the launch judges a job across real hosts (docs/failures.md), on a lab with a management
+network (``hack/lab.py up --mgmt-net``): Ansible reaches the nodes over ``eno1`` while training runs over
+the training NICs, so SSH to a node can be cut while its ranks keep training.
+
+- SSH to one node cut for longer than the old three failed queries (and longer than a dead SSH
+  ControlMaster takes to notice) while training goes on: the job succeeds, the wait showed the node
+  ``unreachable``;
+- a node unreachable before the start: nothing starts anywhere, no experiment directory;
+- a rank that hangs outside any collective: ``stalled``, nothing left running on any host;
+- SIGINT to the controller mid-wait: the experiment is ``interrupted``, the job goes on, status.yml
+  later collects it with its real outcome.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from playbook_runner import REPO, free_port, run_playbook, start_playbook, wait_playbook, wait_until
+from test_launch_lab import job_processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NODES = 2
+VICTIM = 2  # the second node (not the master)
+
+
+@pytest.fixture(scope='module')
+def lab(lab_session_lock, restore_lab, lab_nodes):  # pylint: disable=unused-argument
+    lab = lab_nodes(NODES, mgmt_net=True)
+    assert lab.shape['mgmt_net']
+    return lab
+
+
+def launch_vars(tmp_path, **extra):
+    values = {'config': 'config/tiny.yaml', 'master_port': free_port(),
+              'trainops_experiments_dir': str(tmp_path / 'experiments'), 'trainops_poll_interval': 1,
+              'trainops_progress_interval': 2}
+    values.update(extra)
+    return values
+
+
+def read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def experiments(tmp_path):
+    top = tmp_path / 'experiments'
+    return sorted(str(p) for p in top.iterdir()) if top.is_dir() else []
+
+
+class mgmt_cut:  # pylint: disable=invalid-name
+    """The node's management NIC down (SSH to it is gone, silently: packets vanish), its training NIC up."""
+
+    def __init__(self, lab, which):
+        self.lab, self.node = lab, lab.node(which)
+
+    def __enter__(self):
+        self.lab.netns_exec(self.node, ['ip', 'link', 'set', self.node['mgmt_ifname'], 'down'])
+        return self
+
+    def __exit__(self, *exc):
+        self.lab.netns_exec(self.node, ['ip', 'link', 'set', self.node['mgmt_ifname'], 'up'])
+
+
+def test_ssh_cut_on_the_management_network_does_not_end_a_healthy_job(lab, tmp_path):
+    victim = lab.node(VICTIM)
+    launch = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, overrides=['debug.sleep_per_step_s=1', 'training.max_steps=150']), inventory=lab.inventory)
+    try:
+        wait_until(lambda: experiments(tmp_path) and os.path.exists(os.path.join(
+            experiments(tmp_path)[0], '.wait', victim['name'] + '.json')), 180, what='the wait to start')
+        with mgmt_cut(lab, victim):
+            # the old wait gave up after three failed queries (about 40 s); a dead ControlMaster takes
+            # ServerAliveInterval x ServerAliveCountMax (60 s) to notice
+            time.sleep(75)
+            assert job_processes(lab).get(victim['name']), 'training on the cut node must go on'
+    finally:
+        proc = wait_playbook(launch, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert '%s rank 1: unreachable ' % victim['name'] in proc.stdout, proc.stdout[-5000:]
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'succeeded', experiment
+    manifest = read_json(os.path.join(experiment['path'], 'manifest.json'))
+    assert manifest['summary']['ranks_seen'] == list(range(2 * NODES))
+    assert not job_processes(lab)
+
+
+def test_a_node_unreachable_before_the_start_means_nothing_starts_anywhere(lab, tmp_path):
+    runs_before = lab.ssh(1, 'ls -d ~/.trainops/state/*/runs/* 2>/dev/null || true').stdout.split()
+    with mgmt_cut(lab, VICTIM):
+        proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(tmp_path), inventory=lab.inventory,
+                            timeout=300)
+    assert proc.returncode != 0
+    assert lab.node(VICTIM)['name'] in proc.failure_text, proc.failure_text
+    assert 'Not starting anything' in proc.failure_text, proc.failure_text
+    assert experiments(tmp_path) == []
+    assert not job_processes(lab)
+    runs = lab.ssh(1, 'ls -d ~/.trainops/state/*/runs/* 2>/dev/null || true').stdout.split()
+    assert runs == runs_before, 'a run was created on the reachable node'
+
+
+def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path):
+    proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, trainops_stall_timeout=15,
+        overrides=['debug.fail_rank=3', 'debug.fail_step=3', 'debug.fail_mode=hang', 'distributed.timeout_s=900',
+                   'training.max_steps=60']), inventory=lab.inventory, timeout=400)
+    assert proc.returncode != 0
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'stalled', experiment
+    print('outcome line:', experiment['outcome_detail'])
+    assert 'no new output for 15 s' in experiment['outcome_detail']
+    log = open(os.path.join(experiment['path'], 'logs', 'node_1.txt')).read()
+    assert 'debug hang injected: rank 3' in log
+    assert not job_processes(lab)
+
+
+def test_sigint_mid_wait_then_status_collects_the_real_outcome(lab, tmp_path):
+    varfile = tmp_path / 'vars.json'
+    varfile.write_text(json.dumps(launch_vars(tmp_path, overrides=['debug.sleep_per_step_s=0.5',
+                                                                   'training.max_steps=60'])))
+    out = open(str(tmp_path / 'launch.out'), 'w+')
+    env = dict(lab.ansible_env())
+    launch = subprocess.Popen([os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', lab.inventory,
+                               'playbooks/launch.yml', '-e', '@%s' % varfile], cwd=REPO, env=env, stdout=out,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: 'running  step=' in open(out.name).read(), 180, what='a progress line')
+        os.killpg(launch.pid, signal.SIGINT)  # Ctrl-C at the terminal
+        launch.wait(timeout=60)
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
+    path = experiments(tmp_path)[0]
+    wait_until(lambda: read_json(os.path.join(path, 'manifest.json'))['outcome'] == 'interrupted', 30,
+               what='the experiment to be marked interrupted')
+    assert job_processes(lab), 'the job runs on after Ctrl-C'
+    plain = {'trainops_experiments_dir': str(tmp_path / 'experiments')}
+
+    def collected():
+        status = run_playbook('playbooks/status.yml', str(tmp_path), plain, inventory=lab.inventory, timeout=300)
+        assert status.returncode == 0, status.stdout[-3000:]
+        return read_json(os.path.join(path, 'manifest.json'))['outcome'] not in ('running', 'interrupted')
+    wait_until(collected, 240, interval=5, what='status.yml to collect the job')
+    manifest = read_json(os.path.join(path, 'manifest.json'))
+    print('outcome line:', manifest['outcome_detail'])
+    assert manifest['outcome'] == 'succeeded' and manifest['interrupted_at']
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert not job_processes(lab)
