@@ -170,6 +170,8 @@ def start_watcher(controller_pid, manifest_path):
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
+        # nothing of the worker's (its result pipes, the terminal ansible-runner reads to the end) stays open
+        os.closerange(3, os.sysconf('SC_OPEN_MAX') if hasattr(os, 'sysconf') else 1024)
         watch_controller(controller_pid, manifest_path)
     finally:
         os._exit(0)
