@@ -76,9 +76,9 @@ def find_progress(lines, pattern):
 
 
 def last_line(lines):
-    """The last non-empty log line, shortened to 160 characters."""
+    """The last log line that says something (not empty, not a banner of ``*``), shortened to 160 characters."""
     for line in reversed(lines or []):
-        if line.strip():
+        if re.search(r'[A-Za-z0-9]', line):
             line = line.strip()
             return line if len(line) <= 160 else line[:157] + '...'
     return None

@@ -112,7 +112,7 @@ def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path)
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'stalled', experiment
     print('outcome line:', experiment['outcome_detail'])
-    assert 'no new output for 15 s' in experiment['outcome_detail']
+    assert '(trainops_stall_timeout=15); last line: ' in experiment['outcome_detail']
     log = open(os.path.join(experiment['path'], 'logs', 'node_1.txt')).read()
     assert 'debug hang injected: rank 3' in log
     assert not job_processes(lab)

@@ -280,7 +280,7 @@ def test_a_gone_peer_stops_the_job(tmp_path):
 def _running_with_log(size_of):
     def script(h, n, args):
         running = dict(job('running', node_rank=0), log_bytes=size_of(h.clock))
-        return {'job': running, 'log_tail': ['[trainops] node=a rank=0/2 epoch=0 step=7/40 loss=1.0', '']}
+        return {'job': running, 'log_tail': ['[trainops] node=a rank=0/2 epoch=0 step=7/40 loss=1.0', '*' * 40, '']}
     return script
 
 
