@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 
 .PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
-        changelog
+        ee changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -78,8 +78,11 @@ lint: dev-deps ## ansible-lint (production profile), antsibull-changelog lint, a
 sanity: dev-deps ## ansible-test sanity on a copy under ansible_collections/trainops/multinode
 	bash hack/sanity.sh
 
+ee: dev-deps ## The execution environment's build context in build/ee/context (ansible-builder create, no registry)
+	PYTHON=$(BIN)/python bash hack/ee.sh
+
 changelog: dev-deps ## Regenerate CHANGELOG.md from changelogs/changelog.yaml (antsibull-changelog generate)
 	$(BIN)/antsibull-changelog generate
 
 clean: ## Remove the virtual environment and test output (experiments are kept)
-	rm -rf $(VENV) tests/output .pytest_cache
+	rm -rf $(VENV) tests/output .pytest_cache build
