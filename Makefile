@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 
 .PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
-        ee changelog
+        dist ee changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -77,6 +77,9 @@ lint: dev-deps ## ansible-lint (production profile), antsibull-changelog lint, a
 
 sanity: dev-deps ## ansible-test sanity on a copy under ansible_collections/trainops/multinode
 	bash hack/sanity.sh
+
+dist: dev-deps ## The collection tarball in build/dist (ansible-galaxy collection build; see docs/installing.md)
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
 
 ee: dev-deps ## The execution environment's build context in build/ee/context (ansible-builder create, no registry)
 	PYTHON=$(BIN)/python bash hack/ee.sh
