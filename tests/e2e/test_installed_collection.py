@@ -30,12 +30,12 @@ FQCN = '%s.%s' % (GALAXY['namespace'], GALAXY['name'])
 # development and CI files)
 LEFT_OUT = ('tests', 'hack', 'bench', 'molecule', 'Makefile', 'pytest.ini', 'requirements-dev.txt', 'ansible.cfg',
             '.ansible-lint', '.ci', '.collections', '.gitignore', '.venv', 'execution-environment.yml', 'ee',
-            'inventories/lab', 'changelogs/fragments', 'experiments', 'build')
+            'inventories/lab', 'changelogs/fragments', 'experiments', 'build', 'tools')
 # what a user needs from it
 KEPT = ('MANIFEST.json', 'FILES.json', 'README.md', 'meta/runtime.yml', 'meta/execution-environment.yml',
         'meta/ee-requirements.txt', 'meta/ee-bindep.txt', 'playbooks/launch.yml', 'roles/job/defaults/main.yml',
         'plugins/modules/torchrun.py', 'files/workspace/train.py', 'inventories/local/hosts.yml',
-        'changelogs/changelog.yaml', 'docs/installing.md', 'tools/trainops_run.py')
+        'changelogs/changelog.yaml', 'docs/installing.md')
 
 
 def user_env(root):
