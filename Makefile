@@ -10,7 +10,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 
-.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image
+.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
+        dist ee changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -69,11 +70,22 @@ lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done
 
-lint: dev-deps ## ansible-lint, production profile
+lint: dev-deps ## ansible-lint (production profile), antsibull-changelog lint, a fragment for plugins/ or roles/ changes
 	bash hack/lint.sh
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/python hack/check_fragments.py
 
 sanity: dev-deps ## ansible-test sanity on a copy under ansible_collections/trainops/multinode
 	bash hack/sanity.sh
 
+dist: dev-deps ## The collection tarball in build/dist (ansible-galaxy collection build; see docs/installing.md)
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
+
+ee: dev-deps ## The execution environment's build context in build/ee/context (ansible-builder create, no registry)
+	PYTHON=$(BIN)/python bash hack/ee.sh
+
+changelog: dev-deps ## Regenerate CHANGELOG.md from changelogs/changelog.yaml (antsibull-changelog generate)
+	$(BIN)/antsibull-changelog generate
+
 clean: ## Remove the virtual environment and test output (experiments are kept)
-	rm -rf $(VENV) tests/output .pytest_cache
+	rm -rf $(VENV) tests/output .pytest_cache build

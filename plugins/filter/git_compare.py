@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: git_compare
 short_description: Compare the git state of every node with a reference checkout
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - trainops maintainers (@trainops)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: launch_problems
 short_description: The launch parameters of the job role that do not fit, one line each
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: shared_dirs
 short_description: Group nodes by the directory they share
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: dir_token
 short_description: Tell which nodes see the same directory (an NFS home, say)
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: preflight
 short_description: Read-only launch checks of one training node, in one run
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - trainops maintainers (@trainops)
 description:
