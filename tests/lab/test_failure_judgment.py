@@ -105,14 +105,14 @@ def test_a_node_unreachable_before_the_start_means_nothing_starts_anywhere(lab, 
 
 def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path):
     proc = run_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
-        tmp_path, trainops_stall_timeout=15,
+        tmp_path, trainops_stall_timeout=40,
         overrides=['debug.fail_rank=3', 'debug.fail_step=3', 'debug.fail_mode=hang', 'distributed.timeout_s=900',
                    'training.max_steps=60']), inventory=lab.inventory, timeout=400)
     assert proc.returncode != 0
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'stalled', experiment
     print('outcome line:', experiment['outcome_detail'])
-    assert '(trainops_stall_timeout=15); last line: ' in experiment['outcome_detail']
+    assert '(trainops_stall_timeout=40); last line: ' in experiment['outcome_detail']
     log = open(os.path.join(experiment['path'], 'logs', 'node_1.txt')).read()
     assert 'debug hang injected: rank 3' in log
     assert not job_processes(lab)
