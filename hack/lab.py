@@ -1637,7 +1637,6 @@ def render_slurm_source(inv, net, nodes):
     out += ["  " + line for line in connection_var_lines(inv, shape)]
     out += ["  trainops_training_network: %s" % yq(net),
             "  trainops_gpu_vendor: none",
-            "  trainops_nproc_per_node: 2",
             "  # where each node is reached (ssh) and its address on the training network",
             "  trainops_lab_ssh_addresses:"]
     out += ["    %s: %s" % (node.name, yq(node.ssh_address)) for node in nodes]

@@ -1,0 +1,185 @@
+"""The collection against a real Slurm: the lab's `up --slurm` cluster (root only, docs/slurm.md).
+
+munged and slurmctld run on the controller, a slurmd in every node's namespaces; jobs run on the nodes
+(their hostname, /tmp, /srv/trainops). The tests take real allocations (`salloc`, `sbatch`), read them
+with the `slurm` inventory plugin and launch over SSH into them, as a user on a login node would.
+"""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+from ansible_collections.trainops.multinode.plugins.module_utils._hostlist import expand_hostlist
+
+from playbook_runner import REPO, entry_argv, finish, free_port
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
+
+VENV_BIN = os.path.join(REPO, '.venv', 'bin')
+
+
+class Slurm:
+    """The lab's Slurm as its clients on the controller see it (SLURM_CONF from lab.json)."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.conf = lab.data['slurm']['conf']
+        self.source = lab.data['slurm']['source']
+        self.jobs = []  # every job this module ran: their sacct/scontrol lines are printed at the end
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
+        env.update(SLURM_CONF=self.conf, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'),
+                   PATH=VENV_BIN + os.pathsep + os.environ.get('PATH', ''))
+        env.update(extra)
+        return env
+
+    def run(self, *argv, timeout=120, check=True, **kwargs):
+        proc = subprocess.run(list(argv), capture_output=True, text=True, env=self.env(), timeout=timeout,
+                              check=False, cwd=REPO, **kwargs)
+        if check and proc.returncode != 0:
+            raise AssertionError('%s failed (rc %d):\n%s\n%s' % (' '.join(argv), proc.returncode, proc.stdout,
+                                                                 proc.stderr))
+        return proc
+
+    def hostnames(self, expression):
+        return self.run('scontrol', 'show', 'hostnames', expression).stdout.split()
+
+    def hold(self, *names):
+        """Occupy these nodes with a sleeping job (so an allocation gets the others); its job id."""
+        job = self.run('sbatch', '--parsable', '--job-name', 'hold', '--nodes', str(len(names)),
+                       '--nodelist', ','.join(names), '--output', '/dev/null', '--wrap', 'sleep 600').stdout.strip()
+        self.jobs.append(job)
+        deadline = time.monotonic() + 60
+        while self.job_state(job) != 'RUNNING':
+            assert time.monotonic() < deadline, 'hold job %s never ran: %s' % (job, self.job_state(job))
+            time.sleep(0.3)
+        return job
+
+    def job_state(self, job):
+        return self.run('squeue', '--noheader', '--jobs', job, '--format', '%T', check=False).stdout.strip()
+
+    def cancel(self, job):
+        self.run('scancel', job, check=False)
+
+    def salloc(self, nodes, argv, timeout=600):
+        """``salloc -N nodes ARGV``: ARGV runs on the controller inside a new allocation."""
+        proc = self.run('salloc', '--nodes', str(nodes), '--job-name', 'salloc-test', *argv, timeout=timeout,
+                        check=False)
+        job = next((line.split()[-1] for line in proc.stderr.splitlines() if 'Granted job allocation' in line), None)
+        if job:
+            self.jobs.append(job)
+        return proc
+
+
+@pytest.fixture(scope='module')
+def slurm(lab_manager, restore_lab):  # pylint: disable=unused-argument
+    """A 4-node lab with Slurm (built when the running lab lacks it); Slurm goes again afterwards."""
+    status = lab_manager.status()
+    if not (status.get('healthy') and status.get('slurm') and len(status.get('nodes', [])) == 4
+            and status.get('shape', {}).get('user') == 'root' and not status.get('shape', {}).get('mgmt_net')
+            and not status.get('shape', {}).get('shared_home')):
+        lab_manager.up(4, slurm=True)
+    from conftest import Lab  # pylint: disable=import-outside-toplevel
+    handle = Slurm(Lab.load())
+    yield handle
+    report_jobs(handle)
+    lab_manager.up(4)  # the plain lab again: an up without --slurm stops and removes Slurm
+
+
+def report_jobs(handle):
+    """Print what Slurm recorded about the module's jobs (pytest -s shows it; CI keeps it in the log)."""
+    if not handle.jobs:
+        return
+    proc = handle.run('sacct', '--jobs', ','.join(handle.jobs), '--format',
+                      'JobID,JobName,NodeList,State,ExitCode,Elapsed', '--parsable2', check=False)
+    print('\nsacct of this module\'s jobs (rc %d):\n%s%s' % (proc.returncode, proc.stdout, proc.stderr))
+
+
+def unsafe_text(value):
+    """A string as `ansible-inventory --list` prints it ({"__ansible_unsafe": ...} for values from the environment)."""
+    return value['__ansible_unsafe'] if isinstance(value, dict) else value
+
+
+def inventory_in(handle, proc):
+    """The JSON `ansible-inventory --list` printed inside an allocation (after the marker line)."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.split('=== inventory\n', 1)[1])
+
+
+@pytest.mark.parametrize('busy, expected', [
+    ((), 'lab-node[01-04]'),
+    (('lab-node02',), 'lab-node[01,03-04]'),
+    (('lab-node01', 'lab-node02'), 'lab-node[03-04]'),
+])
+def test_hostlist_expansion_matches_scontrol_show_hostnames_on_real_allocations(slurm, busy, expected):
+    hold = slurm.hold(*busy) if busy else None
+    try:
+        proc = slurm.salloc(4 - len(busy), ['/bin/sh', '-c', 'echo "$SLURM_JOB_NODELIST"; scontrol show hostnames'])
+    finally:
+        if hold:
+            slurm.cancel(hold)
+    assert proc.returncode == 0, proc.stderr
+    nodelist, *shown = proc.stdout.split()
+    assert nodelist == expected
+    assert expand_hostlist(nodelist) == shown
+    assert shown == [name for name in slurm.lab.names if name not in busy]
+
+
+def test_inventory_inside_real_allocations_in_allocation_order(slurm):
+    # nodes 1 and 3 busy: the allocation is the non-contiguous lab-node[02,04]
+    hold = slurm.hold('lab-node01', 'lab-node03')
+    try:
+        script = ('scontrol show hostnames "$SLURM_JOB_NODELIST"; echo "=== list $SLURM_JOB_NODELIST";'
+                  ' echo "=== inventory"; ansible-inventory -i %s --list' % slurm.source)
+        proc = slurm.salloc(2, ['/bin/sh', '-c', script])
+    finally:
+        slurm.cancel(hold)
+    inventory = inventory_in(slurm, proc)
+    shown = proc.stdout.split('=== list')[0].split()
+    nodelist = proc.stdout.split('=== list ', 1)[1].split('\n', 1)[0]
+    assert nodelist == 'lab-node[02,04]', proc.stdout
+    assert shown == ['lab-node02', 'lab-node04'] == expand_hostlist(nodelist)
+    assert inventory['trainops_nodes']['hosts'] == shown
+    hostvars = inventory['_meta']['hostvars']
+    assert [hostvars[h]['trainops_node_rank'] for h in shown] == [0, 1]
+    assert hostvars['lab-node02']['trainops_master'] is True and 'trainops_master' not in hostvars['lab-node04']
+    assert hostvars['lab-node02']['ansible_host'] == '10.77.0.12' and hostvars['lab-node04']['ansible_host'] == '10.77.0.14'
+    # ranks per node from the allocation (SLURM_TASKS_PER_NODE, 2 CPUs a node), the job id on the group
+    assert [hostvars[h]['trainops_nproc_per_node'] for h in shown] == [2, 2]
+    group_vars = hostvars['lab-node04']  # (--list shows the group's variables on every host)
+    assert unsafe_text(group_vars['trainops_slurm_nodelist']) == 'lab-node[02,04]'
+    assert unsafe_text(group_vars['trainops_slurm_job_id']) == slurm.jobs[-1]
+
+
+def test_inventory_outside_an_allocation_says_so(slurm):
+    proc = slurm.run('ansible-inventory', '-i', slurm.source, '--list', check=False)
+    assert proc.returncode != 0
+    assert 'not inside a Slurm allocation' in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation_order(slurm, tmp_path):
+    hold = slurm.hold('lab-node01')  # the allocation is lab-node[02-04]: node 2 is the master, not node 1
+    extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
+                 'trainops_progress_interval': 5, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
+    argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=slurm.source)
+    started = time.monotonic()
+    try:
+        proc = finish(slurm.salloc(3, argv), argv, started)
+    finally:
+        slurm.cancel(hold)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'succeeded'
+    manifest = json.load(open(os.path.join(experiment['path'], 'manifest.json')))
+    allocated = [slurm.lab.node(name) for name in ('lab-node02', 'lab-node03', 'lab-node04')]
+    assert manifest['world_size'] == 6 and manifest['summary']['ranks_seen'] == list(range(6))
+    assert manifest['master']['addr'] == allocated[0]['address']
+    for index, node in enumerate(allocated):
+        for local_rank in range(2):
+            rank = 2 * index + local_rank
+            seen = json.load(open(os.path.join(experiment['path'], 'outputs', 'rank_%02d_env.json' % rank)))
+            assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
+            assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
+    assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
