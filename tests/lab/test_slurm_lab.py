@@ -6,7 +6,9 @@ with the `slurm` inventory plugin and launch over SSH into them, as a user on a 
 """
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -183,3 +185,72 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
     assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
+
+
+def submit_launch(slurm, workdir, job_name, extra_vars):
+    """playbooks/sbatch.yml with trainops_sbatch_wait (through the ansible-runner entry), started in the background."""
+    extravars = {'trainops_sbatch_inventory': slurm.source, 'trainops_sbatch_nodes': 2, 'trainops_sbatch_wait': True,
+                 'trainops_sbatch_job_name': job_name, 'trainops_sbatch_dir': workdir,
+                 'trainops_sbatch_extra_vars': dict({'config': 'config/tiny.yaml', 'master_port': free_port(),
+                                                     'trainops_experiments_dir': os.path.join(workdir, 'experiments'),
+                                                     'trainops_poll_interval': 1}, **extra_vars)}
+    argv = entry_argv('playbooks/sbatch.yml', workdir, extravars)
+    proc = subprocess.Popen(argv, cwd=REPO, env=slurm.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    proc.argv, proc.started = argv, time.monotonic()
+    return proc
+
+
+def wait_submitted(slurm, proc, timeout=480):
+    out, _err = proc.communicate(timeout=timeout)
+    done = finish(subprocess.CompletedProcess(proc.argv, proc.returncode, out, ''), proc.argv, proc.started)
+    record = done.summary.get('artifact_data', {}).get('trainops_sbatch', {})
+    if record.get('job_id'):
+        slurm.jobs.append(record['job_id'])
+    return done, record
+
+
+def job_record(slurm, job):
+    """`scontrol show job` of a finished job as a dict (JobState, ExitCode, NodeList, ...)."""
+    text = slurm.run('scontrol', 'show', 'job', '--oneliner', job).stdout
+    return dict(field.split('=', 1) for field in text.split() if '=' in field)
+
+
+@pytest.fixture()
+def batch_dir():
+    """A directory the controller and the nodes see alike (/tmp and /srv/trainops are each node's own)."""
+    path = tempfile.mkdtemp(prefix='trainops-sbatch-test-', dir='/var/tmp')
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_sbatch_exit_code_is_the_launch_outcome(slurm, batch_dir):
+    # two batch jobs at once, two nodes each: one trains, one has rank 3 fail at step 2
+    good_dir, bad_dir = os.path.join(batch_dir, 'good'), os.path.join(batch_dir, 'bad')
+    os.makedirs(good_dir)
+    os.makedirs(bad_dir)
+    good = submit_launch(slurm, good_dir, 'sbatch-ok', {})
+    bad = submit_launch(slurm, bad_dir, 'sbatch-fail', {'overrides': ['debug.fail_rank=3', 'debug.fail_step=2']})
+    good_run, good_job = wait_submitted(slurm, good)
+    bad_run, bad_job = wait_submitted(slurm, bad)
+
+    assert good_run.returncode == 0, good_run.stdout[-5000:]
+    assert good_job['exit_code'] == 0
+    record = job_record(slurm, good_job['job_id'])
+    assert record['JobState'] == 'COMPLETED' and record['ExitCode'] == '0:0', record
+    experiments = os.path.join(good_dir, 'experiments')
+    (name,) = os.listdir(experiments)
+    manifest = json.load(open(os.path.join(experiments, name, 'manifest.json')))
+    assert manifest['world_size'] == 4 and manifest['summary']['ranks_seen'] == list(range(4))
+    # the launch ran on the job's own allocation, in its order
+    assert [n['host'] for n in manifest['nodes']] == expand_hostlist(record['NodeList'])
+    output = open(os.path.join(good_dir, 'sbatch-ok-%s.out' % good_job['job_id'])).read()
+    assert 'trainops: launch.yml exited with 0' in output
+
+    assert bad_run.returncode != 0
+    assert bad_job['exit_code'] == 2, bad_job
+    assert 'Batch job %s failed with exit code 2' % bad_job['job_id'] in bad_run.failure_text, bad_run.failure_text
+    record = job_record(slurm, bad_job['job_id'])
+    assert record['JobState'] == 'FAILED' and record['ExitCode'] == '2:0', record
+    output = open(os.path.join(bad_dir, 'sbatch-fail-%s.out' % bad_job['job_id'])).read()
+    assert 'trainops: launch.yml exited with 2' in output
