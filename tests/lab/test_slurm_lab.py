@@ -210,6 +210,17 @@ def wait_submitted(slurm, proc, timeout=480):
     return done, record
 
 
+def accounted(slurm, job, timeout=30):
+    """``State|ExitCode`` of a job as the accounting (sacct, slurmdbd) has it once the job is recorded ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        line = slurm.run('sacct', '--jobs', job, '--allocations', '--noheader', '--parsable2',
+                         '--format', 'State,ExitCode').stdout.strip()
+        if line and not line.startswith(('RUNNING', 'PENDING', 'COMPLETING')) or time.monotonic() > deadline:
+            return line
+        time.sleep(0.5)
+
+
 def job_record(slurm, job):
     """`scontrol show job` of a finished job as a dict (JobState, ExitCode, NodeList, ...)."""
     text = slurm.run('scontrol', 'show', 'job', '--oneliner', job).stdout
@@ -238,6 +249,7 @@ def test_sbatch_exit_code_is_the_launch_outcome(slurm, batch_dir):
     assert good_job['exit_code'] == 0
     record = job_record(slurm, good_job['job_id'])
     assert record['JobState'] == 'COMPLETED' and record['ExitCode'] == '0:0', record
+    assert accounted(slurm, good_job['job_id']) == 'COMPLETED|0:0'
     experiments = os.path.join(good_dir, 'experiments')
     (name,) = os.listdir(experiments)
     manifest = json.load(open(os.path.join(experiments, name, 'manifest.json')))
@@ -252,5 +264,6 @@ def test_sbatch_exit_code_is_the_launch_outcome(slurm, batch_dir):
     assert 'Batch job %s failed with exit code 2' % bad_job['job_id'] in bad_run.failure_text, bad_run.failure_text
     record = job_record(slurm, bad_job['job_id'])
     assert record['JobState'] == 'FAILED' and record['ExitCode'] == '2:0', record
+    assert accounted(slurm, bad_job['job_id']) == 'FAILED|2:0'
     output = open(os.path.join(bad_dir, 'sbatch-fail-%s.out' % bad_job['job_id'])).read()
     assert 'trainops: launch.yml exited with 2' in output
