@@ -967,7 +967,8 @@ def render_slurm_conf(nodes, ctl_address):
         "ReturnToService=2",
         # the nodes are what this file says (CPUs), whatever the machine has
         "SlurmdParameters=config_overrides",
-        "KillWait=5",
+        # (Slurm's default: a cancelled batch script has this long to stop its ranks, roles/sbatch)
+        "KillWait=30",
         "InactiveLimit=0",
         "MinJobAge=300",
         # every job is recorded (sacct) by the lab's slurmdbd

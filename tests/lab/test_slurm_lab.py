@@ -187,9 +187,10 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
     assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
 
 
-def submit_launch(slurm, workdir, job_name, extra_vars):
-    """playbooks/sbatch.yml with trainops_sbatch_wait (through the ansible-runner entry), started in the background."""
-    extravars = {'trainops_sbatch_inventory': slurm.source, 'trainops_sbatch_nodes': 2, 'trainops_sbatch_wait': True,
+def submit_launch(slurm, workdir, job_name, extra_vars, wait=True):
+    """playbooks/sbatch.yml (through the ansible-runner entry), started in the background; with ``wait`` it
+    waits for the job (trainops_sbatch_wait)."""
+    extravars = {'trainops_sbatch_inventory': slurm.source, 'trainops_sbatch_nodes': 2, 'trainops_sbatch_wait': wait,
                  'trainops_sbatch_job_name': job_name, 'trainops_sbatch_dir': workdir,
                  'trainops_sbatch_extra_vars': dict({'config': 'config/tiny.yaml', 'master_port': free_port(),
                                                      'trainops_experiments_dir': os.path.join(workdir, 'experiments'),
@@ -267,3 +268,45 @@ def test_sbatch_exit_code_is_the_launch_outcome(slurm, batch_dir):
     assert accounted(slurm, bad_job['job_id']) == 'FAILED|2:0'
     output = open(os.path.join(bad_dir, 'sbatch-fail-%s.out' % bad_job['job_id'])).read()
     assert 'trainops: launch.yml exited with 2' in output
+
+
+def training_processes(lab):
+    """{node name: [pid, ...]} of the training ranks (train.py) running on the lab's nodes."""
+    found = {}
+    for node in lab.nodes:
+        pids = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True,
+                              check=False).stdout.split()
+        for pid in pids:
+            try:
+                with open('/proc/%s/cmdline' % pid, 'rb') as handle:
+                    cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
+            except OSError:
+                continue
+            if 'train.py' in cmdline:
+                found.setdefault(node['name'], []).append(int(pid))
+    return found
+
+
+def test_a_cancelled_batch_job_stops_its_ranks_on_every_node(slurm, batch_dir):
+    # the ranks run over SSH, outside the job (no pam_slurm_adopt): the batch script's TERM trap stops them
+    submit = submit_launch(slurm, batch_dir, 'sbatch-cancel',
+                           {'overrides': ['debug.sleep_per_step_s=0.5', 'training.epochs=50']}, wait=False)
+    proc, record = wait_submitted(slurm, submit)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    job = record['job_id']
+    deadline = time.monotonic() + 300
+    while len(training_processes(slurm.lab)) < 2:
+        assert time.monotonic() < deadline and slurm.job_state(job) in ('PENDING', 'RUNNING', 'CONFIGURING'), \
+            'the batch job %s never trained on 2 nodes (%s)' % (job, slurm.job_state(job))
+        time.sleep(1)
+    nodes = expand_hostlist(job_record(slurm, job)['NodeList'])
+    assert sorted(training_processes(slurm.lab)) == nodes
+    slurm.run('scancel', job)
+    deadline = time.monotonic() + 60
+    while slurm.job_state(job) or training_processes(slurm.lab):
+        assert time.monotonic() < deadline, (slurm.job_state(job), training_processes(slurm.lab))
+        time.sleep(1)
+    output = open(os.path.join(batch_dir, 'sbatch-cancel-%s.out' % job)).read()
+    assert 'ends early (cancelled or out of time): stopping the ranks on every node' in output
+    assert 'trainops: stop.yml exited with 0' in output, output[-3000:]
+    assert accounted(slurm, job).startswith('CANCELLED'), accounted(slurm, job)
