@@ -51,7 +51,7 @@ e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
 
 N ?= 4
 SHAPE ?=
-lab: dev-deps ## Bring up an N-node lab (root): make lab N=4 [SHAPE="--shared-home --user trainer --mgmt-net"]
+lab: dev-deps ## Bring up an N-node lab (root): make lab N=4 [SHAPE="--shared-home --user trainer --mgmt-net --slurm"]
 	$(BIN)/python hack/lab.py up --nodes $(N) $(SHAPE)
 
 lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
