@@ -83,8 +83,8 @@ class Lab:
 
     @property
     def shape(self):
-        """{"shared_home": bool, "user": NAME or "root", "mgmt_net": bool, "engine": ...}"""
-        return self.data.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none"}
+        """{"shared_home": bool, "user": NAME or "root", "mgmt_net": bool, "engine": ..., "slurm": bool}"""
+        return self.data.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none", "slurm": False}
 
     def ssh_argv(self, which, command, user=None):
         node = self.node(which)
