@@ -2138,8 +2138,8 @@ def up(args):
             node.pid = wait_sshd(node, proc, deadline)
         ensure_engines(nodes, deadline)
         if shape.slurm:
-            changes += ["slurm: " + c for c in ensure_slurm(nodes, (mgmt_seg if mgmt else train_seg).ctl_address,
-                                                           deadline + 60)]
+            ctl_address = (mgmt_seg if mgmt else train_seg).ctl_address  # where the nodes reach slurmctld
+            changes += ["slurm: " + c for c in ensure_slurm(nodes, ctl_address, deadline + 60)]
         elif stop_slurm():
             changes.append("slurm removed")
 
