@@ -1062,7 +1062,7 @@ def ensure_slurmctld(conf_changed, procs, deadline):
     if CTLD_PIDFILE.exists():
         CTLD_PIDFILE.unlink()
     proc = spawn(["slurmctld", "-D", "-f", str(SLURM_CONF)], SLURM_DIR / "slurmctld.out")
-    wait_for("slurmctld", proc, lambda: slurm_answers(), CTLD_LOG, deadline)
+    wait_for("slurmctld", proc, slurm_answers, CTLD_LOG, deadline)
     return ["slurmctld %s(pid %d)" % ("restarted " if pid else "", proc.pid)]
 
 

@@ -203,7 +203,9 @@ def test_a_real_non_contiguous_allocation_in_allocation_order(tmp_path, manager,
 
 def test_a_real_allocation_outside_the_lab_map_is_an_error(tmp_path, plugin, monkeypatch):
     # strict compose: a node the source has no address for fails parsing instead of guessing one
-    setenv(monkeypatch, **dict(REAL_SALLOC_ENV, SLURM_JOB_NODELIST='lab-node[02,05]', SLURM_NODELIST='lab-node[02,05]'))
+    environ = dict(REAL_SALLOC_ENV)
+    environ.update({'SLURM_JOB_NODELIST': 'lab-node[02,05]', 'SLURM_NODELIST': 'lab-node[02,05]'})
+    setenv(monkeypatch, **environ)
     with pytest.raises(AnsibleError) as err:
         plugin('trainops.multinode.slurm').parse(InventoryData(), DataLoader(), str(source(tmp_path, LAB_SOURCE)))
     assert 'lab-node05' in str(err.value), err.value
