@@ -31,7 +31,8 @@ mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
 Shapes (docs/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
 every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
 user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
-default 10.78.0.0/24, next to the training network).
+default 10.78.0.0/24, next to the training network), ``--slurm`` (a real Slurm cluster of the nodes: munged,
+slurmdbd and slurmctld on the controller, a slurmd in every node; docs/slurm.md).
 """
 
 import argparse
@@ -890,6 +891,7 @@ SLURM_DIR = STATE_ROOT / "slurm"
 SLURM_CONF = SLURM_DIR / "slurm.conf"
 SLURM_CLUSTER = "trainops-lab"
 SLURM_PARTITION = "lab"
+SLURM_NODE_CPUS = 2  # every node, whatever the machine has: 2 tasks a node, as hosts.yml's trainops_nproc_per_node
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 MUNGE_DIR = SLURM_DIR / "munge"
@@ -982,7 +984,7 @@ def render_slurm_conf(nodes, ctl_address):
     ]
     for node in nodes:
         lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=1024 State=UNKNOWN" % (
-            node.name, node.ssh_address, max(2, os.cpu_count() or 2)))
+            node.name, node.ssh_address, SLURM_NODE_CPUS))
     lines.append("PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP" % (SLURM_PARTITION, names))
     return "\n".join(lines) + "\n"
 
