@@ -1011,11 +1011,11 @@ def daemon_pid(pidfile, marker, procs, netns=None):
     return pid
 
 
-def spawn(argv, log):
+def spawn(argv, log, env=None):
     """Start a daemon detached (own session, stdin closed, output appended to ``log``)."""
     debug(" ".join(shlex.quote(a) for a in argv))
     with open(log, "ab") as handle:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle,  # pylint: disable=consider-using-with
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle, env=env,  # pylint: disable=consider-using-with
                                 start_new_session=True, close_fds=True, cwd="/")
 
 
@@ -1147,10 +1147,8 @@ def ensure_slurmdbd(procs, deadline):
     terminate(slurmdbd_pids(procs))
     if SLURMDBD_PIDFILE.exists():
         SLURMDBD_PIDFILE.unlink()
-    debug("SLURM_CONF=%s slurmdbd -D" % SLURM_CONF)
-    with open(SLURM_DIR / "slurmdbd.out", "ab") as handle:
-        proc = subprocess.Popen(["slurmdbd", "-D"], env=slurm_env(), stdin=subprocess.DEVNULL,  # pylint: disable=consider-using-with
-                                stdout=handle, stderr=handle, start_new_session=True, close_fds=True, cwd="/")
+    # (slurmdbd reads slurmdbd.conf next to SLURM_CONF: it has no option for it)
+    proc = spawn(["slurmdbd", "-D"], SLURM_DIR / "slurmdbd.out", env=slurm_env())
     wait_for("slurmdbd", proc, lambda: port_open("127.0.0.1", SLURMDBD_PORT), SLURMDBD_LOG, deadline)
     changes.append("slurmdbd (pid %d)" % proc.pid)
     clusters = slurm_run(["sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"]).stdout
