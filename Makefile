@@ -63,7 +63,7 @@ lab-status: ## Show the lab's nodes
 container-image: dev-deps ## Container engine (docker.io) and the registry-free test image archive, once (root)
 	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh && PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
 
-lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule
+lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
 	$(PYTEST) -q tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
