@@ -52,7 +52,7 @@ e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
 
 N ?= 4
 SHAPE ?=
-lab: dev-deps ## Bring up an N-node lab (root): make lab N=4 [SHAPE="--shared-home --user trainer --mgmt-net"]
+lab: dev-deps ## Bring up an N-node lab (root): make lab N=4 [SHAPE="--shared-home --user trainer --mgmt-net --slurm"]
 	$(BIN)/python hack/lab.py up --nodes $(N) $(SHAPE)
 
 lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
@@ -64,7 +64,7 @@ lab-status: ## Show the lab's nodes
 container-image: dev-deps ## Container engine (docker.io) and the registry-free test image archive, once (root)
 	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh && PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
 
-lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule
+lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
 	$(PYTEST) -q tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook

@@ -31,7 +31,8 @@ mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
 Shapes (docs/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
 every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
 user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
-default 10.78.0.0/24, next to the training network).
+default 10.78.0.0/24, next to the training network), ``--slurm`` (a real Slurm cluster of the nodes: munged,
+slurmdbd and slurmctld on the controller, a slurmd in every node; docs/slurm.md).
 """
 
 import argparse
@@ -93,7 +94,8 @@ PROGRAMS = (
     ("mount", "mount"),
     ("rsync", "rsync"),
 )
-GENERATED = ("hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json")
+SLURM_SOURCE = "allocation.slurm.yml"  # up --slurm: the slurm inventory source of the lab's allocations
+GENERATED = ("hosts.yml", "id_ed25519", "id_ed25519.pub", "known_hosts", "lab.json", SLURM_SOURCE)
 # Directories a node sees as its own: state subdirectory -> mount point, mode (after its /home and,
 # with a shared root home, its /root: /root/.ansible stays the node's own).
 NODE_MOUNTS = (("srv", NODE_ROOT, 0o755), ("tmp", "/tmp", 0o1777), ("ansible", "/root/.ansible", 0o700))
@@ -156,8 +158,12 @@ def ensure_packages():
         found = os.access(prog, os.X_OK) if prog.startswith("/") else shutil.which(prog)
         if not found and pkg not in missing:
             missing.append(pkg)
-    if not missing:
-        return
+    if missing:
+        apt_install(missing)
+
+
+def apt_install(missing):
+    """Install Debian packages (apt-get update, then install), or fail saying which and why."""
     if not shutil.which("apt-get"):
         raise LabError("missing packages %s and no apt-get to install them" % " ".join(missing))
     say("lab: installing %s (apt-get)" % " ".join(missing))
@@ -200,22 +206,25 @@ class Lock:
 
 class Shape:
     """What kind of cluster the lab imitates: shared (NFS-like) homes, the training user, a management
-    network for SSH next to the training network, a container engine per node."""
+    network for SSH next to the training network, a container engine per node, a Slurm cluster."""
 
-    def __init__(self, shared_home=False, user="root", mgmt_net=False, engine="none"):
+    def __init__(self, shared_home=False, user="root", mgmt_net=False, engine="none", slurm=False):
         self.shared_home = bool(shared_home)
         self.user = user or "root"
         self.mgmt_net = bool(mgmt_net)
         self.engine = engine or "none"
+        self.slurm = bool(slurm)
 
     @classmethod
     def saved(cls, state):
         """The shape recorded in the lab's state (a lab from before shapes: the plain one)."""
         shape = state.get("shape") or {}
-        return cls(shape.get("shared_home"), shape.get("user"), shape.get("mgmt_net"), state.get("engine"))
+        return cls(shape.get("shared_home"), shape.get("user"), shape.get("mgmt_net"), state.get("engine"),
+                   state.get("slurm"))
 
     def as_dict(self):
-        return {"shared_home": self.shared_home, "user": self.user, "mgmt_net": self.mgmt_net, "engine": self.engine}
+        return {"shared_home": self.shared_home, "user": self.user, "mgmt_net": self.mgmt_net, "engine": self.engine,
+                "slurm": self.slurm}
 
     def node_layout(self):
         """What a node's processes see (mounts, login user, addresses): a change restarts them."""
@@ -228,13 +237,15 @@ class Shape:
     def options(self):
         """The `up` options that build this shape."""
         return ((["--shared-home"] if self.shared_home else []) + (["--user", self.user] if self.user != "root" else [])
-                + (["--mgmt-net"] if self.mgmt_net else []) + (["--engine", self.engine] if self.engine != "none" else []))
+                + (["--mgmt-net"] if self.mgmt_net else []) + (["--engine", self.engine] if self.engine != "none" else [])
+                + (["--slurm"] if self.slurm else []))
 
     def describe(self):
         parts = ["shared home"] if self.shared_home else []
         parts += ["user %s" % self.user] if self.user != "root" else []
         parts += ["mgmt net"] if self.mgmt_net else []
         parts += ["engine %s" % self.engine] if self.engine != "none" else []
+        parts += ["slurm"] if self.slurm else []
         return ", ".join(parts) or "plain"
 
 
@@ -874,6 +885,442 @@ def wait_sshd(node, proc, deadline):
 
 
 # ---------------------------------------------------------------------------------------------
+# Slurm (up --slurm): munged and slurmctld on the controller, a slurmd in every node's namespaces
+
+SLURM_DIR = STATE_ROOT / "slurm"
+SLURM_CONF = SLURM_DIR / "slurm.conf"
+SLURM_CLUSTER = "trainops-lab"
+SLURM_PARTITION = "lab"
+SLURM_NODE_CPUS = 2  # every node, whatever the machine has: 2 tasks a node, as hosts.yml's trainops_nproc_per_node
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+MUNGE_DIR = SLURM_DIR / "munge"
+MUNGE_KEY = MUNGE_DIR / "munge.key"
+MUNGE_SOCKET = MUNGE_DIR / "munge.socket"
+MUNGE_PIDFILE = MUNGE_DIR / "munged.pid"
+MUNGE_LOG = MUNGE_DIR / "munged.log"
+CTLD_STATE = SLURM_DIR / "ctld"
+CTLD_PIDFILE = SLURM_DIR / "slurmctld.pid"
+CTLD_LOG = SLURM_DIR / "slurmctld.log"
+# Accounting (sacct): slurmdbd on a MariaDB of the lab's own (its files under the state, TCP on loopback only)
+SLURMDBD_CONF = SLURM_DIR / "slurmdbd.conf"   # slurmdbd reads it next to SLURM_CONF
+SLURMDBD_PORT = 6819
+SLURMDBD_PIDFILE = SLURM_DIR / "slurmdbd.pid"
+SLURMDBD_LOG = SLURM_DIR / "slurmdbd.log"
+DB_DIR = SLURM_DIR / "mariadb"
+DB_DATA = DB_DIR / "data"
+DB_SOCKET = DB_DIR / "mariadb.sock"
+DB_PIDFILE = DB_DIR / "mariadb.pid"
+DB_LOG = DB_DIR / "mariadb.log"
+DB_PORT = 6820
+DB_NAME = "slurm_acct_db"
+# (program, apt package) that --slurm needs on the machine
+SLURM_PROGRAMS = (("munged", "munge"), ("slurmctld", "slurmctld"), ("slurmd", "slurmd"),
+                  ("sbatch", "slurm-client"), ("scontrol", "slurm-client"), ("slurmdbd", "slurmdbd"),
+                  ("mariadbd", "mariadb-server"))
+
+
+def slurm_node_dir(name):
+    """A slurmd's spool directory (its pid file and log are in it): SlurmdSpoolDir with %n."""
+    return SLURM_DIR / name
+
+
+def slurm_env():
+    """The environment Slurm's clients (sinfo, salloc, sbatch, scontrol) need to find the lab's cluster."""
+    return dict(os.environ, SLURM_CONF=str(SLURM_CONF))
+
+
+def slurm_controller_name():
+    """SlurmctldHost's name: slurmctld only starts on a host whose name it is (the machine's short name)."""
+    return socket.gethostname().split(".")[0]
+
+
+def render_slurm_conf(nodes, ctl_address):
+    """slurm.conf of the lab: every node with its name (its hostname) and SSH-network address, one
+    partition; process tracking and task plugins that need no cgroups (docs/lab.md, Slurm)."""
+    names = ",".join(node.name for node in nodes)
+    lines = [
+        "# Generated by hack/lab.py up --slurm; do not edit (docs/lab.md, Slurm).",
+        "ClusterName=%s" % SLURM_CLUSTER,
+        "SlurmctldHost=%s(%s)" % (slurm_controller_name(), ctl_address),
+        "SlurmctldPort=%d" % SLURMCTLD_PORT,
+        "SlurmdPort=%d" % SLURMD_PORT,
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        # the lab's own munged: one key and socket for the controller and every node (shared filesystem)
+        "AuthInfo=socket=%s" % MUNGE_SOCKET,
+        "StateSaveLocation=%s" % CTLD_STATE,
+        "SlurmctldPidFile=%s" % CTLD_PIDFILE,
+        "SlurmctldLogFile=%s" % CTLD_LOG,
+        # one slurmd per node on one filesystem: each its own spool, pid file and log (%n = its NodeName)
+        "SlurmdSpoolDir=%s" % slurm_node_dir("%n"),
+        "SlurmdPidFile=%s" % (slurm_node_dir("%n") / "slurmd.pid"),
+        "SlurmdLogFile=%s" % (slurm_node_dir("%n") / "slurmd.log"),
+        # all slurmds share one kernel and one cgroup tree: no cgroup plugins (docs/lab.md says why)
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "SelectType=select/linear",
+        "SchedulerType=sched/builtin",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "ReturnToService=2",
+        # the nodes are what this file says (CPUs), whatever the machine has
+        "SlurmdParameters=config_overrides",
+        # (Slurm's default: a cancelled batch script has this long to stop its ranks, roles/sbatch)
+        "KillWait=30",
+        "InactiveLimit=0",
+        "MinJobAge=300",
+        # every job is recorded (sacct) by the lab's slurmdbd
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=127.0.0.1",
+        "AccountingStoragePort=%d" % SLURMDBD_PORT,
+        # (with slurmdbd this names the munge socket for talking to it: the lab's, not the default one)
+        "AccountingStoragePass=%s" % MUNGE_SOCKET,
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=60",
+    ]
+    for node in nodes:
+        lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=1024 State=UNKNOWN" % (
+            node.name, node.ssh_address, SLURM_NODE_CPUS))
+    lines.append("PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP" % (SLURM_PARTITION, names))
+    return "\n".join(lines) + "\n"
+
+
+def require_slurm():
+    """--slurm needs Debian's Slurm and MUNGE: installed with apt-get when missing."""
+    missing = []
+    for prog, pkg in SLURM_PROGRAMS:
+        if not shutil.which(prog) and pkg not in missing:
+            missing.append(pkg)
+    if missing:
+        apt_install(missing)
+
+
+def daemon_pid(pidfile, marker, procs, netns=None):
+    """The PID in ``pidfile`` when that process runs (not a zombie) with ``marker`` in its command line
+    and, when given, in network namespace ``netns`` (its inode), else None."""
+    pid = read_pid(pidfile)
+    if pid is None or pid not in procs or not alive(pid):
+        return None
+    ns_inode, cmdline = procs[pid]
+    if marker not in cmdline or (netns is not None and ns_inode != netns):
+        return None
+    return pid
+
+
+def spawn(argv, log, env=None):
+    """Start a daemon detached (own session, stdin closed, output appended to ``log``)."""
+    debug(" ".join(shlex.quote(a) for a in argv))
+    with open(log, "ab") as handle:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle, env=env,  # pylint: disable=consider-using-with
+                                start_new_session=True, close_fds=True, cwd="/")
+
+
+def wait_for(what, proc, ready, log, deadline):
+    """Until ``ready()``; a LabError naming ``log`` when ``proc`` exits first or time runs out."""
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise LabError("%s exited with %s (log %s):\n%s" % (
+                what, proc.returncode, log, Path(log).read_text(errors="replace")[-2000:].strip()))
+        time.sleep(0.1)
+    raise LabError("%s did not come up in time (log %s)" % (what, log))
+
+
+def ensure_munge(procs, deadline):
+    """The lab's munged (its own key and socket under the lab's state): kept when healthy. The changes."""
+    ensure_dir(MUNGE_DIR, 0o755)  # munged wants its socket's directory searchable by all (the key is 0600)
+    changes = []
+    if not MUNGE_KEY.exists():
+        run(["mungekey", "--create", "--keyfile", str(MUNGE_KEY)])
+        os.chmod(MUNGE_KEY, 0o600)
+        changes.append("munge key")
+    if daemon_pid(MUNGE_PIDFILE, str(MUNGE_SOCKET), procs) and not changes:
+        return changes
+    terminate({p for p, (_ns, cmd) in procs.items() if str(MUNGE_SOCKET) in cmd and "munged" in cmd})
+    for stale in (MUNGE_PIDFILE, MUNGE_SOCKET):
+        if stale.exists():
+            stale.unlink()
+    proc = spawn(["munged", "--foreground", "--socket", str(MUNGE_SOCKET), "--key-file", str(MUNGE_KEY),
+                  "--pid-file", str(MUNGE_PIDFILE), "--seed-file", str(MUNGE_DIR / "munged.seed"),
+                  "--log-file", str(MUNGE_LOG)], MUNGE_LOG)
+    wait_for("munged", proc, lambda: MUNGE_SOCKET.exists() and read_pid(MUNGE_PIDFILE) == proc.pid, MUNGE_LOG,
+             deadline)
+    return changes + ["munged (pid %d)" % proc.pid]
+
+
+def ensure_slurmctld(conf_changed, procs, deadline):
+    """slurmctld on the controller (root namespace, listening on SlurmctldPort): kept when healthy and the
+    configuration is the same, else (re)started. The changes."""
+    ensure_dir(CTLD_STATE, 0o700)
+    pid = daemon_pid(CTLD_PIDFILE, str(SLURM_CONF), procs)
+    if pid and not conf_changed:
+        return []
+    terminate({p for p, (_ns, cmd) in procs.items() if "slurmctld" in cmd and str(SLURM_CONF) in cmd})
+    if CTLD_PIDFILE.exists():
+        CTLD_PIDFILE.unlink()
+    proc = spawn(["slurmctld", "-D", "-f", str(SLURM_CONF)], SLURM_DIR / "slurmctld.out")
+    wait_for("slurmctld", proc, slurm_answers, CTLD_LOG, deadline)
+    return ["slurmctld %s(pid %d)" % ("restarted " if pid else "", proc.pid)]
+
+
+def render_slurmdbd_conf(password):
+    """slurmdbd.conf: the lab's munged, slurmdbd on loopback, the lab's MariaDB as its storage (0600: the
+    database password is in it, as slurmdbd requires)."""
+    return "\n".join([
+        "# Generated by hack/lab.py up --slurm; do not edit (docs/slurm.md).",
+        "AuthType=auth/munge",
+        "AuthInfo=socket=%s" % MUNGE_SOCKET,
+        "DbdHost=localhost",
+        "DbdAddr=127.0.0.1",
+        "DbdPort=%d" % SLURMDBD_PORT,
+        "SlurmUser=root",
+        "PidFile=%s" % SLURMDBD_PIDFILE,
+        "LogFile=%s" % SLURMDBD_LOG,
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=127.0.0.1",
+        "StoragePort=%d" % DB_PORT,
+        "StorageUser=slurm",
+        "StoragePass=%s" % password,
+        "StorageLoc=%s" % DB_NAME,
+        ""])
+
+
+def db_password():
+    """The accounting database's password: the one slurmdbd.conf has, else a new random one."""
+    try:
+        for line in SLURMDBD_CONF.read_text().splitlines():
+            if line.startswith("StoragePass="):
+                return line.split("=", 1)[1]
+    except OSError:
+        pass
+    return os.urandom(18).hex()
+
+
+def db_sql(statements):
+    """Run SQL as MariaDB's root over the lab database's socket (root logs in by unix socket, no password).
+    The SQL goes on stdin: it may hold the password, which no command line (ps) or -v output may show."""
+    return run(["mariadb", "--no-defaults", "--socket", str(DB_SOCKET), "--user", "root", "--batch"],
+               input_text=statements)
+
+
+def db_answers():
+    return DB_SOCKET.exists() and run(["mariadb", "--no-defaults", "--socket", str(DB_SOCKET), "--user", "root",
+                                       "--execute", "SELECT 1"], check=False).returncode == 0
+
+
+def ensure_database(procs, deadline):
+    """The lab's MariaDB (datadir, socket and log under the state; TCP on 127.0.0.1 only) with the slurm user
+    that slurmdbd logs in as: kept when it answers. The changes."""
+    changes = []
+    ensure_dir(DB_DIR, 0o700)
+    if not (DB_DATA / "mysql").is_dir():
+        run(["mariadb-install-db", "--no-defaults", "--datadir=%s" % DB_DATA, "--user=root",
+             "--auth-root-authentication-method=socket", "--skip-test-db"], timeout=180)
+        changes.append("accounting database")
+    if not (daemon_pid(DB_PIDFILE, str(DB_DATA), procs) and db_answers()):
+        terminate({p for p, (_ns, cmd) in procs.items() if "mariadbd" in cmd and str(DB_DATA) in cmd})
+        proc = spawn(["mariadbd", "--no-defaults", "--datadir=%s" % DB_DATA, "--socket=%s" % DB_SOCKET,
+                      "--pid-file=%s" % DB_PIDFILE, "--log-error=%s" % DB_LOG, "--user=root",
+                      "--bind-address=127.0.0.1", "--port=%d" % DB_PORT, "--skip-name-resolve",
+                      "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M"], DB_DIR / "mariadb.out")
+        wait_for("mariadbd", proc, db_answers, DB_LOG, deadline)
+        changes.append("mariadbd (pid %d)" % proc.pid)
+    return changes
+
+
+def ensure_slurmdbd(procs, deadline):
+    """slurmdbd on loopback with the lab's database, and the lab's cluster registered in it. The changes."""
+    changes = ensure_database(procs, deadline)
+    password = db_password()
+    db_sql("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{0}'; "
+           "ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{0}'; "
+           "GRANT ALL ON {1}.* TO 'slurm'@'127.0.0.1';".format(password, DB_NAME))
+    conf_changed = write_if_changed(SLURMDBD_CONF, render_slurmdbd_conf(password), 0o600)
+    pid = daemon_pid(SLURMDBD_PIDFILE, "slurmdbd", procs)
+    if pid in slurmdbd_pids(procs) and not conf_changed and not changes:
+        return changes
+    terminate(slurmdbd_pids(procs))
+    if SLURMDBD_PIDFILE.exists():
+        SLURMDBD_PIDFILE.unlink()
+    # (slurmdbd reads slurmdbd.conf next to SLURM_CONF: it has no option for it)
+    proc = spawn(["slurmdbd", "-D"], SLURM_DIR / "slurmdbd.out", env=slurm_env())
+    wait_for("slurmdbd", proc, lambda: port_open("127.0.0.1", SLURMDBD_PORT), SLURMDBD_LOG, deadline)
+    changes.append("slurmdbd (pid %d)" % proc.pid)
+    clusters = slurm_run(["sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"]).stdout
+    if SLURM_CLUSTER not in clusters.split():
+        slurm_run(["sacctmgr", "--immediate", "add", "cluster", SLURM_CLUSTER])
+        changes.append("cluster %s registered" % SLURM_CLUSTER)
+    return changes
+
+
+def port_open(address, port):
+    """Something accepts TCP connections on address:port."""
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def slurmdbd_pids(procs):
+    """The lab's slurmdbd: its command line does not name the lab (it has no option for its configuration
+    file), its environment does (SLURM_CONF)."""
+    return {p for p, (_ns, cmd) in procs.items() if cmd.split(" ")[0].endswith("slurmdbd")
+            and slurm_env_of(p) == str(SLURM_CONF)}
+
+
+def slurm_env_of(pid):
+    """The SLURM_CONF a process was started with (slurmdbd has no option for its configuration file)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as handle:
+            for item in handle.read().split(b"\0"):
+                if item.startswith(b"SLURM_CONF="):
+                    return item.split(b"=", 1)[1].decode(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+def slurm_run(argv, timeout=30):
+    """A Slurm client command on the lab's cluster; LabError with its output when it fails."""
+    debug(" ".join(argv))
+    proc = subprocess.run(argv, env=slurm_env(), capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise LabError("%s failed (rc %d): %s" % (" ".join(argv), proc.returncode, (proc.stderr or proc.stdout).strip()))
+    return proc
+
+
+def slurm_answers():
+    """slurmctld answers `scontrol ping` as UP."""
+    proc = subprocess.run(["scontrol", "ping"], env=slurm_env(), capture_output=True, text=True,
+                          timeout=20, check=False)
+    return proc.returncode == 0 and "UP" in proc.stdout
+
+
+def slurmd_running(node, procs):
+    """PID of the node's slurmd when it runs in the node's network namespace and sees the node's mounts
+    (those of its sshd), else None."""
+    pid = daemon_pid(slurm_node_dir(node.name) / "slurmd.pid", str(SLURM_CONF), procs, netns_inode(node.ns))
+    if pid is None or node.pid is None or not sees_planned_mounts(pid, node):
+        return None
+    return pid
+
+
+def start_slurmd(node):
+    """slurmd in the namespaces of the node's sshd: it has the node's hostname (= its NodeName), address,
+    /tmp, /srv/trainops and /etc/hosts, as do the jobs it starts."""
+    ensure_dir(slurm_node_dir(node.name), 0o755)
+    pidfile = slurm_node_dir(node.name) / "slurmd.pid"
+    if pidfile.exists():
+        pidfile.unlink()
+    checkpoint("%s:slurmd" % node.name)
+    # (a mount namespace of its own below the node's: slurmd's cgroup plugin, which it loads whatever
+    # the task and proctrack plugins, wants the machine's cgroup hierarchies that `ip netns exec` hides)
+    script = "\n".join(["set -e"] + cgroup_mount_lines()
+                       + ["exec slurmd -D -N %s -f %s" % (shlex.quote(node.name), shlex.quote(str(SLURM_CONF)))])
+    return spawn(["nsenter", "--target", str(node.pid), "--mount", "--uts", "--net", "--",
+                  "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
+                 slurm_node_dir(node.name) / "slurmd.out")
+
+
+def slurmd_pids(node, procs):
+    """The node's slurmd processes (its own or stale ones, by NodeName) and its job steps' slurmstepd."""
+    inode = netns_inode(node.ns)
+    return {p for p, (ns, cmd) in procs.items()
+            if ("slurmd" in cmd and "-N %s " % node.name in cmd + " " and str(SLURM_CONF) in cmd)
+            or (inode is not None and ns == inode and cmd.startswith("slurmstepd"))}
+
+
+def ensure_slurmds(nodes, conf_changed, procs, deadline):
+    """A slurmd per node, in its namespaces; restarted with a new configuration or a new sshd."""
+    starting = []
+    for node in nodes:
+        pid = slurmd_running(node, procs)
+        if pid and not conf_changed:
+            continue
+        terminate(slurmd_pids(node, procs))
+        starting.append((node, start_slurmd(node)))
+        node.changes.append("slurmd restarted" if pid else "slurmd")
+    for node, proc in starting:
+        pidfile = slurm_node_dir(node.name) / "slurmd.pid"
+        wait_for("%s: slurmd" % node.name, proc, lambda: read_pid(pidfile) == proc.pid,
+                 slurm_node_dir(node.name) / "slurmd.log", deadline)
+
+
+def slurm_node_states():
+    """{node name: state} as `sinfo` reports it (idle, alloc, down*, ...)."""
+    proc = subprocess.run(["sinfo", "--noheader", "--Node", "--format", "%N %T"], env=slurm_env(),
+                          capture_output=True, text=True, timeout=20, check=False)
+    return dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
+
+
+def slurm_usable(state):
+    """A node state of `sinfo` in which the node takes jobs or runs one (not down, drained, unknown)."""
+    return state.lower() in ("idle", "allocated", "mixed", "completing")
+
+
+def slurm_status(procs):
+    """The controller side of the lab's Slurm: the PIDs of munged and slurmctld (None when not running)."""
+    return {"munged_pid": daemon_pid(MUNGE_PIDFILE, str(MUNGE_SOCKET), procs),
+            "slurmctld_pid": daemon_pid(CTLD_PIDFILE, str(SLURM_CONF), procs),
+            "conf": str(SLURM_CONF)}
+
+
+def wait_slurm_nodes(nodes, deadline):
+    """Until every node is known to slurmctld and usable (idle, or running a job)."""
+    states = {}
+    while time.monotonic() < deadline:
+        states = slurm_node_states()
+        if all(slurm_usable(states.get(node.name, "")) for node in nodes):
+            return
+        time.sleep(0.3)
+    bad = ["%s %s" % (node.name, states.get(node.name, "(unknown)")) for node in nodes
+           if not slurm_usable(states.get(node.name, ""))]
+    raise LabError("Slurm nodes not usable: %s (logs %s/<node>/slurmd.log, %s)" % (", ".join(bad), SLURM_DIR, CTLD_LOG))
+
+
+def ensure_slurm(nodes, ctl_address, deadline):
+    """--slurm: munged, slurmctld and every node's slurmd running on the current configuration, and every
+    node usable. The changes (the nodes' own go to the node)."""
+    ensure_dir(SLURM_DIR, 0o755)
+    conf_changed = write_if_changed(SLURM_CONF, render_slurm_conf(nodes, ctl_address), 0o644)
+    changes = ["slurm.conf"] if conf_changed else []
+    procs = scan_processes()
+    munge = ensure_munge(procs, deadline)
+    changes += munge
+    if munge:
+        procs = scan_processes()
+    dbd = ensure_slurmdbd(procs, deadline)
+    changes += dbd
+    checkpoint("slurmctld")
+    changes += ensure_slurmctld(conf_changed or bool(munge) or bool(dbd), scan_processes(), deadline)
+    ensure_slurmds(nodes, conf_changed or bool(munge), scan_processes(), deadline)
+    wait_slurm_nodes(nodes, deadline)
+    return changes
+
+
+def stop_slurm():
+    """Stop the lab's Slurm (slurmds and their job steps, slurmctld, munged) and remove its files.
+    True when there was something to remove."""
+    procs = scan_processes()
+    marker = str(SLURM_DIR) + "/"
+    pids = {p for p, (_ns, cmd) in procs.items() if marker in cmd} | slurmdbd_pids(procs)
+    lab_inodes = {netns_inode(name) for name in lab_netns_names()} - {None}
+    steps = {p for p, (ns, cmd) in procs.items() if cmd.startswith("slurmstepd") and ns in lab_inodes}
+    if not pids and not steps and not SLURM_DIR.exists():
+        return False
+    terminate(pids | steps)
+    if SLURM_DIR.exists():
+        shutil.rmtree(SLURM_DIR)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
 # Container engine per node (up --engine docker)
 
 def same_inode(path_a, path_b):
@@ -1308,11 +1755,55 @@ def yq(value):
     return json.dumps(str(value))
 
 
-def render_hosts_yml(inv, net, nodes, count):
+def connection_var_lines(inv, shape):
+    """The variables every lab node needs (how Ansible logs in, the Python, the node root), as YAML lines:
+    the same in hosts.yml and in the Slurm allocation's source."""
     python = REPO / ".venv" / "bin" / "python"
-    shape = nodes[0].shape
     common = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % shlex.quote(
         str(inv / "known_hosts"))
+    lines = ["ansible_connection: ansible.builtin.ssh",
+             "ansible_user: %s" % shape.user,
+             "ansible_ssh_private_key_file: %s" % yq(inv / "id_ed25519"),
+             "ansible_ssh_common_args: %s" % yq(common),
+             "ansible_python_interpreter: %s" % yq(python),
+             "trainops_python: %s" % yq(python)]
+    if not shape.shared_home:
+        # (with a shared home the collection's default ~/.trainops lands on it, which is the point)
+        lines.append("trainops_node_root: %s" % yq(NODE_ROOT))
+    return lines
+
+
+def render_slurm_source(inv, net, nodes):
+    """allocation.slurm.yml: the trainops.multinode.slurm inventory of the lab's nodes, for use inside an
+    allocation (salloc, sbatch). The node names Slurm gives resolve on the nodes only (/etc/hosts), so the
+    addresses come from a map; the master address is the first allocated node's training address."""
+    shape = nodes[0].shape
+    out = ["---",
+           "# Generated by `python3 hack/lab.py up --slurm` (docs/slurm.md): the nodes of the current Slurm",
+           "# allocation, in allocation order, with what Ansible needs to reach the lab's nodes. Inside",
+           "# `salloc -N 4` or an sbatch script (SLURM_CONF=%s):" % SLURM_CONF,
+           "#   ansible-playbook -i %s playbooks/launch.yml" % (inv / SLURM_SOURCE),
+           "plugin: trainops.multinode.slurm",
+           "vars:"]
+    out += ["  " + line for line in connection_var_lines(inv, shape)]
+    out += ["  trainops_training_network: %s" % yq(net),
+            "  trainops_gpu_vendor: none",
+            "  # where each node is reached (ssh) and its address on the training network",
+            "  trainops_lab_ssh_addresses:"]
+    out += ["    %s: %s" % (node.name, yq(node.ssh_address)) for node in nodes]
+    out += ["  trainops_lab_addresses:"]
+    out += ["    %s: %s" % (node.name, yq(node.address)) for node in nodes]
+    out += ["compose:",
+            "  ansible_host: trainops_lab_ssh_addresses[inventory_hostname]",
+            "  # (read from the first node only: the rendezvous address)",
+            "  trainops_master_addr: trainops_lab_addresses[inventory_hostname]",
+            "strict: true",
+            ""]
+    return "\n".join(out)
+
+
+def render_hosts_yml(inv, net, nodes, count):
+    shape = nodes[0].shape
     out = ["---",
            "# Generated by `python3 hack/lab.py up --nodes %s` (make lab); `make lab-down` removes it." % " ".join(
                [str(count)] + shape.options()),
@@ -1327,16 +1818,7 @@ def render_hosts_yml(inv, net, nodes, count):
         out.append("      trainops_lab_ifname: %s" % yq(node.ifname))
         if node.index == 1:
             out.append("      trainops_master: true")
-    out += ["  vars:",
-            "    ansible_connection: ansible.builtin.ssh",
-            "    ansible_user: %s" % shape.user,
-            "    ansible_ssh_private_key_file: %s" % yq(inv / "id_ed25519"),
-            "    ansible_ssh_common_args: %s" % yq(common),
-            "    ansible_python_interpreter: %s" % yq(python),
-            "    trainops_python: %s" % yq(python)]
-    if not shape.shared_home:
-        # (with a shared home the collection's default ~/.trainops lands on it, which is the point)
-        out.append("    trainops_node_root: %s" % yq(NODE_ROOT))
+    out += ["  vars:"] + ["    " + line for line in connection_var_lines(inv, shape)]
     if shape.mgmt_net:
         out += ["    # The master's address on the training network: SSH (ansible_host) goes over the management one.",
                 "    trainops_master_addr: %s" % yq(nodes[0].address),
@@ -1403,6 +1885,10 @@ def render_lab_json(inv, net, mgmt, nodes):
             "master": node.index == 1,
         } for node in nodes],
     }
+    if shape.slurm:
+        data["slurm"] = {"conf": str(SLURM_CONF), "cluster": SLURM_CLUSTER, "partition": SLURM_PARTITION,
+                         "controller": slurm_controller_name(), "source": str(inv / SLURM_SOURCE),
+                         "state_dir": str(SLURM_DIR)}
     if nodes[0].engine:
         # the node's daemon as the controller reaches it (on the node: the default socket)
         data["engine"] = nodes[0].engine
@@ -1445,7 +1931,10 @@ def requested_shape(args, state):
     user = getattr(args, "user", None) or "root"
     if not USER_NAME.match(user):
         raise LabError("--user %r: not a user name (lower case letters, digits, _ and -)" % user)
-    shape = Shape(getattr(args, "shared_home", False), user, getattr(args, "mgmt_net", False), engine)
+    shape = Shape(getattr(args, "shared_home", False), user, getattr(args, "mgmt_net", False), engine,
+                  getattr(args, "slurm", False))
+    if shape.slurm:
+        require_slurm()
     mgmt_subnet = getattr(args, "mgmt_subnet", None)
     if mgmt_subnet and not shape.mgmt_net:
         raise LabError("--mgmt-subnet needs --mgmt-net")
@@ -1565,9 +2054,11 @@ def up(args):
             changes += restart_for_new_layout(Shape.saved(state), shape, net)
         changes += converge_user(shape, state)
         saved = {"nodes": count, "subnet": str(net), "inventory_dir": str(inv), "created_dirs": created_dirs,
-                 "shape": {k: v for k, v in shape.as_dict().items() if k != "engine"}}
+                 "shape": {k: v for k, v in shape.as_dict().items() if k not in ("engine", "slurm")}}
         if engine != "none":
             saved["engine"] = engine
+        if shape.slurm:
+            saved["slurm"] = True
         if mgmt:
             saved["mgmt_subnet"] = str(mgmt)
         saved.update({k: state[k] for k in ("created_user", "created_group", "docker_member") if k in state})
@@ -1646,6 +2137,11 @@ def up(args):
         for node, proc in launched:
             node.pid = wait_sshd(node, proc, deadline)
         ensure_engines(nodes, deadline)
+        if shape.slurm:
+            ctl_address = (mgmt_seg if mgmt else train_seg).ctl_address  # where the nodes reach slurmctld
+            changes += ["slurm: " + c for c in ensure_slurm(nodes, ctl_address, deadline + 60)]
+        elif stop_slurm():
+            changes.append("slurm removed")
 
         for node in nodes:
             if node.changes:
@@ -1659,6 +2155,12 @@ def up(args):
                                  ("lab.json", render_lab_json(inv, net, mgmt, nodes), 0o644)):
             if write_if_changed(inv / name, text, mode):
                 changes.append(name)
+        if shape.slurm:
+            if write_if_changed(inv / SLURM_SOURCE, render_slurm_source(inv, net, nodes), 0o644):
+                changes.append(SLURM_SOURCE)
+        elif (inv / SLURM_SOURCE).exists():
+            (inv / SLURM_SOURCE).unlink()
+            changes.append(SLURM_SOURCE + " removed")
 
         wait_ssh(inv, nodes, args.timeout)
     say("lab: %d node%s answer ssh (strict host keys%s); inventory %s" % (
@@ -1728,6 +2230,7 @@ def down(args):
         inodes = {netns_inode(ns) for ns in namespaces} - {None}
         marker = str(STATE_ROOT) + "/"
         pids = {pid for pid, (inode, cmdline) in procs.items() if inode in inodes or marker in cmdline}
+        pids |= slurmdbd_pids(procs)  # (up --slurm: the one daemon whose command line does not name the lab)
         # the containers of the nodes' engines (up --engine docker), also those with a network
         # namespace of their own: by the cgroup their node's dockerd put them in
         cgroups = {"%s-node%s" % (PREFIX, name[4:]) for name in os.listdir(STATE_ROOT)
@@ -1815,6 +2318,8 @@ def status(args):
         return 1
     procs = scan_processes()
     br_links = links_by_name(BR_NS, "link")
+    slurm = slurm_status(procs) if shape.slurm else None
+    slurm_states = slurm_node_states() if slurm and slurm["slurmctld_pid"] else {}
     rows = []
     for index in indexes:
         node = Node(index, net, mgmt, shape)
@@ -1829,6 +2334,8 @@ def status(args):
             "sshd_pid": pid or read_pid(node.pidfile), "sshd_alive": pid is not None,
             "expected": index <= int(state.get("nodes", 0)),
         })
+        if shape.slurm:
+            rows[-1]["slurmd"] = slurm_states.get(node.name, "(unknown)").lower()
         if state.get("engine"):
             engine_pid = engine_running(node, procs) if pid else None
             rows[-1].update({"engine": state["engine"], "engine_pid": engine_pid or read_pid(node.docker_pidfile),
@@ -1853,13 +2360,18 @@ def status(args):
     ctl_ok = all(v for k, v in controller.items() if k.endswith("ok"))
     healthy = ctl_ok and bool(rows) and all(r["ns"] and r["link"] and r["sshd_alive"] and r["ssh"] and r["expected"]
                                             and r.get("engine_alive", True)
+                                            and slurm_usable(r.get("slurmd", "idle"))
                                             for r in rows)
+    if slurm:
+        healthy = healthy and bool(slurm["munged_pid"] and slurm["slurmctld_pid"])
     if args.json:
         report = {"healthy": healthy, "shape": shape.as_dict(), "user": shape.user, "subnet": str(net),
                   "mgmt_subnet": str(mgmt) if mgmt else None, "inventory": str(inv / "hosts.yml"),
                   "controller": controller, "nodes": rows}
         if state.get("engine"):
             report["engine"] = state["engine"]
+        if slurm:
+            report["slurm"] = slurm
         print(json.dumps(report, indent=2))
         return 0 if healthy else 1
     fmt = "%-11s %-22s %-11s %-15s %-14s %s"
@@ -1871,7 +2383,11 @@ def status(args):
                    "ok" if r["ssh"] else "FAIL")
             + ("   ssh on %s %s" % (r["mgmt_ifname"], r["mgmt_address"]) if r["mgmt_address"] else "")
             + ("   %s %s %s" % (r["engine"], r["engine_pid"] or "-", "alive" if r["engine_alive"] else "dead")
-               if "engine" in r else ""))
+               if "engine" in r else "")
+            + ("   slurmd %s" % r["slurmd"] if "slurmd" in r else ""))
+    if slurm:
+        say("slurm: munged %s, slurmctld %s; SLURM_CONF=%s" % (
+            slurm["munged_pid"] or "dead", slurm["slurmctld_pid"] or "dead", SLURM_CONF))
     say("controller %s %s%s: %s; shape: %s; inventory %s; %s" % (
         CTL_LINK, net.network_address + 1, ", %s %s" % (CTL_MGMT_LINK, mgmt.network_address + 1) if mgmt else "",
         "ok" if ctl_ok else "MISSING", shape.describe(), _rel(inv / "hosts.yml"),
@@ -1901,6 +2417,9 @@ def main(argv=None):
                       help="a non-root training user (useradd when missing) that Ansible logs in as; home /home/NAME")
     p_up.add_argument("--mgmt-net", action="store_true",
                       help="a management network for SSH (NIC %s) next to the training network" % MGMT_IFNAME)
+    p_up.add_argument("--slurm", action="store_true",
+                      help="a Slurm cluster: munged and slurmctld on the controller, a slurmd in every node "
+                      "(docs/slurm.md); clients need SLURM_CONF=%s" % SLURM_CONF)
     p_up.add_argument("--mgmt-subnet", help="with --mgmt-net: its IPv4 subnet (default: the running lab's, else %s)"
                       % DEFAULT_MGMT_SUBNET)
     sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")

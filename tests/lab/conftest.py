@@ -83,8 +83,8 @@ class Lab:
 
     @property
     def shape(self):
-        """{"shared_home": bool, "user": NAME or "root", "mgmt_net": bool, "engine": ...}"""
-        return self.data.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none"}
+        """{"shared_home": bool, "user": NAME or "root", "mgmt_net": bool, "engine": ..., "slurm": bool}"""
+        return self.data.get("shape") or {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none", "slurm": False}
 
     def ssh_argv(self, which, command, user=None):
         node = self.node(which)
@@ -145,11 +145,11 @@ class LabManager:
                 and status.get("inventory") == os.path.join(self.inventory_dir, "hosts.yml")
                 and os.path.exists(os.path.join(self.inventory_dir, "lab.json")))
 
-    def up(self, nodes, env=None, check=True, shared_home=False, user=None, mgmt_net=False, engine=None):
+    def up(self, nodes, env=None, check=True, shared_home=False, user=None, mgmt_net=False, engine=None, slurm=False):
         """``hack/lab.py up --nodes N`` with the shape's options (left out: that shape goes)."""
         self.touched = True
         return run_lab("up", "--nodes", str(nodes), "--inventory-dir", self.inventory_dir,
-                       *shape_args(shared_home, user, mgmt_net, engine), env=env, check=check)
+                       *shape_args(shared_home, user, mgmt_net, engine, slurm), env=env, check=check)
 
     def down(self, check=True):
         self.touched = True
@@ -173,10 +173,11 @@ class LabManager:
             self.ensure(self.promised)
 
 
-def shape_args(shared_home=False, user=None, mgmt_net=False, engine=None):
+def shape_args(shared_home=False, user=None, mgmt_net=False, engine=None, slurm=False):
     """The ``hack/lab.py up`` options of a lab shape."""
     return ((["--shared-home"] if shared_home else []) + (["--user", user] if user and user != "root" else [])
-            + (["--mgmt-net"] if mgmt_net else []) + (["--engine", engine] if engine else []))
+            + (["--mgmt-net"] if mgmt_net else []) + (["--engine", engine] if engine else [])
+            + (["--slurm"] if slurm else []))
 
 
 SESSION_LOCK = "/run/lock/trainops-lab-session.lock"

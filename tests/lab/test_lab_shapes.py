@@ -74,7 +74,7 @@ def status_json():
 # shared home + user + management network, together
 
 def test_lab_json_hosts_yml_and_status_say_the_shape(full):
-    assert full.shape == {"shared_home": True, "user": USER, "mgmt_net": True, "engine": "none"}
+    assert full.shape == {"shared_home": True, "user": USER, "mgmt_net": True, "engine": "none", "slurm": False}
     assert full.data["user"] == USER and full.data["shared_home_dir"] == SHARED_HOME
     assert full.data["mgmt_subnet"] == "10.78.0.0/24"
     assert full.data["authorized_keys"] == os.path.join(STATE_ROOT, "authorized_keys.d", USER)
@@ -218,7 +218,7 @@ def test_user_with_engine_uses_its_nodes_daemon(lab_manager, user_reaches_python
 
 def test_plain_again_and_down(lab_manager, user_reaches_python):
     lab = lab_manager.ensure(2)
-    assert lab.shape == {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none"}
+    assert lab.shape == {"shared_home": False, "user": "root", "mgmt_net": False, "engine": "none", "slurm": False}
     assert not user_exists(USER)
     assert not os.path.exists(os.path.join(STATE_ROOT, "node01", "home", USER))
     assert os.listdir(os.path.join(STATE_ROOT, "authorized_keys.d")) == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible.errors import AnsibleParserError
+from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 
@@ -162,3 +162,50 @@ def test_allocation_nodes_rejects_names_that_are_not_hosts():
     with pytest.raises(HostlistError) as err:
         slurm_plugin.allocation_nodes({}, nodelist='{{lookup("pipe","id")}}')
     assert 'not a host name' in str(err.value)
+
+
+# The environment of `salloc -N 2` on the lab's real Slurm 22.05 with lab-node01 and lab-node03 busy
+# (hack/lab.py up --slurm; `env | grep ^SLURM_` inside the allocation, unchanged).
+REAL_SALLOC_ENV = {
+    'SLURM_CLUSTER_NAME': 'trainops-lab', 'SLURM_JOBID': '2', 'SLURM_JOB_ACCOUNT': 'root',
+    'SLURM_JOB_CPUS_PER_NODE': '2(x2)', 'SLURM_JOB_ID': '2', 'SLURM_JOB_NAME': 'interactive',
+    'SLURM_JOB_NODELIST': 'lab-node[02,04]', 'SLURM_JOB_NUM_NODES': '2', 'SLURM_JOB_PARTITION': 'lab',
+    'SLURM_JOB_QOS': 'normal', 'SLURM_NNODES': '2', 'SLURM_NODELIST': 'lab-node[02,04]',
+    'SLURM_NODE_ALIASES': '(null)', 'SLURM_SUBMIT_DIR': '/work/wtA', 'SLURM_SUBMIT_HOST': 'vm',
+    'SLURM_TASKS_PER_NODE': '2(x2)',
+}
+
+# The shape of the source `hack/lab.py up --slurm` writes: addresses from maps, by node name.
+LAB_SOURCE = '''plugin: trainops.multinode.slurm
+vars:
+  trainops_lab_ssh_addresses: {lab-node01: 10.77.0.11, lab-node02: 10.77.0.12, lab-node03: 10.77.0.13, lab-node04: 10.77.0.14}
+  trainops_lab_addresses: {lab-node01: 10.77.0.11, lab-node02: 10.77.0.12, lab-node03: 10.77.0.13, lab-node04: 10.77.0.14}
+compose:
+  ansible_host: trainops_lab_ssh_addresses[inventory_hostname]
+  trainops_master_addr: trainops_lab_addresses[inventory_hostname]
+strict: true
+'''
+
+
+def test_a_real_non_contiguous_allocation_in_allocation_order(tmp_path, manager, monkeypatch):
+    setenv(monkeypatch, **REAL_SALLOC_ENV)
+    inventory = manager(source(tmp_path, LAB_SOURCE))
+    assert members(inventory, 'trainops_nodes') == ['lab-node02', 'lab-node04']
+    first, second = own_vars(inventory, 'lab-node02'), own_vars(inventory, 'lab-node04')
+    assert (first['trainops_node_rank'], first['trainops_master'], first['trainops_nproc_per_node']) == (0, True, 2)
+    assert (second['trainops_node_rank'], second['trainops_nproc_per_node']) == (1, 2)
+    assert 'trainops_master' not in second
+    # the master is the allocation's first node, not lab-node01
+    assert (first['ansible_host'], first['trainops_master_addr']) == ('10.77.0.12', '10.77.0.12')
+    assert second['ansible_host'] == '10.77.0.14'
+    assert inventory.groups['trainops_nodes'].get_vars()['trainops_slurm_job_id'] == '2'
+
+
+def test_a_real_allocation_outside_the_lab_map_is_an_error(tmp_path, plugin, monkeypatch):
+    # strict compose: a node the source has no address for fails parsing instead of guessing one
+    environ = dict(REAL_SALLOC_ENV)
+    environ.update({'SLURM_JOB_NODELIST': 'lab-node[02,05]', 'SLURM_NODELIST': 'lab-node[02,05]'})
+    setenv(monkeypatch, **environ)
+    with pytest.raises(AnsibleError) as err:
+        plugin('trainops.multinode.slurm').parse(InventoryData(), DataLoader(), str(source(tmp_path, LAB_SOURCE)))
+    assert 'lab-node05' in str(err.value), err.value

@@ -1,0 +1,312 @@
+"""The collection against a real Slurm: the lab's `up --slurm` cluster (root only, docs/slurm.md).
+
+munged and slurmctld run on the controller, a slurmd in every node's namespaces; jobs run on the nodes
+(their hostname, /tmp, /srv/trainops). The tests take real allocations (`salloc`, `sbatch`), read them
+with the `slurm` inventory plugin and launch over SSH into them, as a user on a login node would.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+from ansible_collections.trainops.multinode.plugins.module_utils._hostlist import expand_hostlist
+
+from playbook_runner import REPO, entry_argv, finish, free_port
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
+
+VENV_BIN = os.path.join(REPO, '.venv', 'bin')
+
+
+class Slurm:
+    """The lab's Slurm as its clients on the controller see it (SLURM_CONF from lab.json)."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.conf = lab.data['slurm']['conf']
+        self.source = lab.data['slurm']['source']
+        self.jobs = []  # every job this module ran: their sacct/scontrol lines are printed at the end
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
+        env.update(SLURM_CONF=self.conf, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'),
+                   PATH=VENV_BIN + os.pathsep + os.environ.get('PATH', ''))
+        env.update(extra)
+        return env
+
+    def run(self, *argv, timeout=120, check=True, **kwargs):
+        proc = subprocess.run(list(argv), capture_output=True, text=True, env=self.env(), timeout=timeout,
+                              check=False, cwd=REPO, **kwargs)
+        if check and proc.returncode != 0:
+            raise AssertionError('%s failed (rc %d):\n%s\n%s' % (' '.join(argv), proc.returncode, proc.stdout,
+                                                                 proc.stderr))
+        return proc
+
+    def hostnames(self, expression):
+        return self.run('scontrol', 'show', 'hostnames', expression).stdout.split()
+
+    def hold(self, *names):
+        """Occupy these nodes with a sleeping job (so an allocation gets the others); its job id."""
+        job = self.run('sbatch', '--parsable', '--job-name', 'hold', '--nodes', str(len(names)),
+                       '--nodelist', ','.join(names), '--output', '/dev/null', '--wrap', 'sleep 600').stdout.strip()
+        self.jobs.append(job)
+        deadline = time.monotonic() + 60
+        while self.job_state(job) != 'RUNNING':
+            assert time.monotonic() < deadline, 'hold job %s never ran: %s' % (job, self.job_state(job))
+            time.sleep(0.3)
+        return job
+
+    def job_state(self, job):
+        return self.run('squeue', '--noheader', '--jobs', job, '--format', '%T', check=False).stdout.strip()
+
+    def cancel(self, job):
+        self.run('scancel', job, check=False)
+
+    def salloc(self, nodes, argv, timeout=600):
+        """``salloc -N nodes ARGV``: ARGV runs on the controller inside a new allocation."""
+        proc = self.run('salloc', '--nodes', str(nodes), '--job-name', 'salloc-test', *argv, timeout=timeout,
+                        check=False)
+        job = next((line.split()[-1] for line in proc.stderr.splitlines() if 'Granted job allocation' in line), None)
+        if job:
+            self.jobs.append(job)
+        return proc
+
+
+@pytest.fixture(scope='module')
+def slurm(lab_manager, restore_lab):  # pylint: disable=unused-argument
+    """A 4-node lab with Slurm (built when the running lab lacks it); Slurm goes again afterwards."""
+    status = lab_manager.status()
+    if not (status.get('healthy') and status.get('slurm') and len(status.get('nodes', [])) == 4
+            and status.get('shape', {}).get('user') == 'root' and not status.get('shape', {}).get('mgmt_net')
+            and not status.get('shape', {}).get('shared_home')):
+        lab_manager.up(4, slurm=True)
+    from conftest import Lab  # pylint: disable=import-outside-toplevel
+    handle = Slurm(Lab.load())
+    yield handle
+    report_jobs(handle)
+    lab_manager.up(4)  # the plain lab again: an up without --slurm stops and removes Slurm
+
+
+def report_jobs(handle):
+    """Print what Slurm recorded about the module's jobs (pytest -s shows it; CI keeps it in the log)."""
+    if not handle.jobs:
+        return
+    proc = handle.run('sacct', '--jobs', ','.join(handle.jobs), '--format',
+                      'JobID,JobName,NodeList,State,ExitCode,Elapsed', '--parsable2', check=False)
+    print('\nsacct of this module\'s jobs (rc %d):\n%s%s' % (proc.returncode, proc.stdout, proc.stderr))
+
+
+def unsafe_text(value):
+    """A string as `ansible-inventory --list` prints it ({"__ansible_unsafe": ...} for values from the environment)."""
+    return value['__ansible_unsafe'] if isinstance(value, dict) else value
+
+
+def inventory_in(handle, proc):
+    """The JSON `ansible-inventory --list` printed inside an allocation (after the marker line)."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.split('=== inventory\n', 1)[1])
+
+
+@pytest.mark.parametrize('busy, expected', [
+    ((), 'lab-node[01-04]'),
+    (('lab-node02',), 'lab-node[01,03-04]'),
+    (('lab-node01', 'lab-node02'), 'lab-node[03-04]'),
+])
+def test_hostlist_expansion_matches_scontrol_show_hostnames_on_real_allocations(slurm, busy, expected):
+    hold = slurm.hold(*busy) if busy else None
+    try:
+        proc = slurm.salloc(4 - len(busy), ['/bin/sh', '-c', 'echo "$SLURM_JOB_NODELIST"; scontrol show hostnames'])
+    finally:
+        if hold:
+            slurm.cancel(hold)
+    assert proc.returncode == 0, proc.stderr
+    nodelist, *shown = proc.stdout.split()
+    assert nodelist == expected
+    assert expand_hostlist(nodelist) == shown
+    assert shown == [name for name in slurm.lab.names if name not in busy]
+
+
+def test_inventory_inside_real_allocations_in_allocation_order(slurm):
+    # nodes 1 and 3 busy: the allocation is the non-contiguous lab-node[02,04]
+    hold = slurm.hold('lab-node01', 'lab-node03')
+    try:
+        script = ('scontrol show hostnames "$SLURM_JOB_NODELIST"; echo "=== list $SLURM_JOB_NODELIST";'
+                  ' echo "=== inventory"; ansible-inventory -i %s --list' % slurm.source)
+        proc = slurm.salloc(2, ['/bin/sh', '-c', script])
+    finally:
+        slurm.cancel(hold)
+    inventory = inventory_in(slurm, proc)
+    shown = proc.stdout.split('=== list')[0].split()
+    nodelist = proc.stdout.split('=== list ', 1)[1].split('\n', 1)[0]
+    assert nodelist == 'lab-node[02,04]', proc.stdout
+    assert shown == ['lab-node02', 'lab-node04'] == expand_hostlist(nodelist)
+    assert inventory['trainops_nodes']['hosts'] == shown
+    hostvars = inventory['_meta']['hostvars']
+    assert [hostvars[h]['trainops_node_rank'] for h in shown] == [0, 1]
+    assert hostvars['lab-node02']['trainops_master'] is True and 'trainops_master' not in hostvars['lab-node04']
+    assert hostvars['lab-node02']['ansible_host'] == '10.77.0.12' and hostvars['lab-node04']['ansible_host'] == '10.77.0.14'
+    # ranks per node from the allocation (SLURM_TASKS_PER_NODE, 2 CPUs a node), the job id on the group
+    assert [hostvars[h]['trainops_nproc_per_node'] for h in shown] == [2, 2]
+    group_vars = hostvars['lab-node04']  # (--list shows the group's variables on every host)
+    assert unsafe_text(group_vars['trainops_slurm_nodelist']) == 'lab-node[02,04]'
+    assert unsafe_text(group_vars['trainops_slurm_job_id']) == slurm.jobs[-1]
+
+
+def test_inventory_outside_an_allocation_says_so(slurm):
+    proc = slurm.run('ansible-inventory', '-i', slurm.source, '--list', check=False)
+    assert proc.returncode != 0
+    assert 'not inside a Slurm allocation' in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation_order(slurm, tmp_path):
+    hold = slurm.hold('lab-node01')  # the allocation is lab-node[02-04]: node 2 is the master, not node 1
+    extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
+                 'trainops_progress_interval': 5, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
+    argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=slurm.source)
+    started = time.monotonic()
+    try:
+        proc = finish(slurm.salloc(3, argv), argv, started)
+    finally:
+        slurm.cancel(hold)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'succeeded'
+    manifest = json.load(open(os.path.join(experiment['path'], 'manifest.json')))
+    allocated = [slurm.lab.node(name) for name in ('lab-node02', 'lab-node03', 'lab-node04')]
+    assert manifest['world_size'] == 6 and manifest['summary']['ranks_seen'] == list(range(6))
+    assert manifest['master']['addr'] == allocated[0]['address']
+    for index, node in enumerate(allocated):
+        for local_rank in range(2):
+            rank = 2 * index + local_rank
+            seen = json.load(open(os.path.join(experiment['path'], 'outputs', 'rank_%02d_env.json' % rank)))
+            assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
+            assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
+    assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
+
+
+def submit_launch(slurm, workdir, job_name, extra_vars, wait=True):
+    """playbooks/sbatch.yml (through the ansible-runner entry), started in the background; with ``wait`` it
+    waits for the job (trainops_sbatch_wait)."""
+    extravars = {'trainops_sbatch_inventory': slurm.source, 'trainops_sbatch_nodes': 2, 'trainops_sbatch_wait': wait,
+                 'trainops_sbatch_job_name': job_name, 'trainops_sbatch_dir': workdir,
+                 'trainops_sbatch_extra_vars': dict({'config': 'config/tiny.yaml', 'master_port': free_port(),
+                                                     'trainops_experiments_dir': os.path.join(workdir, 'experiments'),
+                                                     'trainops_poll_interval': 1}, **extra_vars)}
+    argv = entry_argv('playbooks/sbatch.yml', workdir, extravars)
+    proc = subprocess.Popen(argv, cwd=REPO, env=slurm.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    proc.argv, proc.started = argv, time.monotonic()
+    return proc
+
+
+def wait_submitted(slurm, proc, timeout=480):
+    out, _err = proc.communicate(timeout=timeout)
+    done = finish(subprocess.CompletedProcess(proc.argv, proc.returncode, out, ''), proc.argv, proc.started)
+    record = done.summary.get('artifact_data', {}).get('trainops_sbatch', {})
+    if record.get('job_id'):
+        slurm.jobs.append(record['job_id'])
+    return done, record
+
+
+def accounted(slurm, job, timeout=30):
+    """``State|ExitCode`` of a job as the accounting (sacct, slurmdbd) has it once the job is recorded ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        line = slurm.run('sacct', '--jobs', job, '--allocations', '--noheader', '--parsable2',
+                         '--format', 'State,ExitCode').stdout.strip()
+        if line and not line.startswith(('RUNNING', 'PENDING', 'COMPLETING')) or time.monotonic() > deadline:
+            return line
+        time.sleep(0.5)
+
+
+def job_record(slurm, job):
+    """`scontrol show job` of a finished job as a dict (JobState, ExitCode, NodeList, ...)."""
+    text = slurm.run('scontrol', 'show', 'job', '--oneliner', job).stdout
+    return dict(field.split('=', 1) for field in text.split() if '=' in field)
+
+
+@pytest.fixture()
+def batch_dir():
+    """A directory the controller and the nodes see alike (/tmp and /srv/trainops are each node's own)."""
+    path = tempfile.mkdtemp(prefix='trainops-sbatch-test-', dir='/var/tmp')
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_sbatch_exit_code_is_the_launch_outcome(slurm, batch_dir):
+    # two batch jobs at once, two nodes each: one trains, one has rank 3 fail at step 2
+    good_dir, bad_dir = os.path.join(batch_dir, 'good'), os.path.join(batch_dir, 'bad')
+    os.makedirs(good_dir)
+    os.makedirs(bad_dir)
+    good = submit_launch(slurm, good_dir, 'sbatch-ok', {})
+    bad = submit_launch(slurm, bad_dir, 'sbatch-fail', {'overrides': ['debug.fail_rank=3', 'debug.fail_step=2']})
+    good_run, good_job = wait_submitted(slurm, good)
+    bad_run, bad_job = wait_submitted(slurm, bad)
+
+    assert good_run.returncode == 0, good_run.stdout[-5000:]
+    assert good_job['exit_code'] == 0
+    record = job_record(slurm, good_job['job_id'])
+    assert record['JobState'] == 'COMPLETED' and record['ExitCode'] == '0:0', record
+    assert accounted(slurm, good_job['job_id']) == 'COMPLETED|0:0'
+    experiments = os.path.join(good_dir, 'experiments')
+    (name,) = os.listdir(experiments)
+    manifest = json.load(open(os.path.join(experiments, name, 'manifest.json')))
+    assert manifest['world_size'] == 4 and manifest['summary']['ranks_seen'] == list(range(4))
+    # the launch ran on the job's own allocation, in its order
+    assert [n['host'] for n in manifest['nodes']] == expand_hostlist(record['NodeList'])
+    output = open(os.path.join(good_dir, 'sbatch-ok-%s.out' % good_job['job_id'])).read()
+    assert 'trainops: launch.yml exited with 0' in output
+
+    assert bad_run.returncode != 0
+    assert bad_job['exit_code'] == 2, bad_job
+    assert 'Batch job %s failed with exit code 2' % bad_job['job_id'] in bad_run.failure_text, bad_run.failure_text
+    record = job_record(slurm, bad_job['job_id'])
+    assert record['JobState'] == 'FAILED' and record['ExitCode'] == '2:0', record
+    assert accounted(slurm, bad_job['job_id']) == 'FAILED|2:0'
+    output = open(os.path.join(bad_dir, 'sbatch-fail-%s.out' % bad_job['job_id'])).read()
+    assert 'trainops: launch.yml exited with 2' in output
+
+
+def training_processes(lab):
+    """{node name: [pid, ...]} of the training ranks (train.py) running on the lab's nodes."""
+    found = {}
+    for node in lab.nodes:
+        pids = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True,
+                              check=False).stdout.split()
+        for pid in pids:
+            try:
+                with open('/proc/%s/cmdline' % pid, 'rb') as handle:
+                    cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
+            except OSError:
+                continue
+            if 'train.py' in cmdline:
+                found.setdefault(node['name'], []).append(int(pid))
+    return found
+
+
+def test_a_cancelled_batch_job_stops_its_ranks_on_every_node(slurm, batch_dir):
+    # the ranks run over SSH, outside the job (no pam_slurm_adopt): the batch script's TERM trap stops them
+    submit = submit_launch(slurm, batch_dir, 'sbatch-cancel',
+                           {'overrides': ['debug.sleep_per_step_s=0.5', 'training.epochs=50']}, wait=False)
+    proc, record = wait_submitted(slurm, submit)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    job = record['job_id']
+    deadline = time.monotonic() + 300
+    while len(training_processes(slurm.lab)) < 2:
+        assert time.monotonic() < deadline and slurm.job_state(job) in ('PENDING', 'RUNNING', 'CONFIGURING'), \
+            'the batch job %s never trained on 2 nodes (%s)' % (job, slurm.job_state(job))
+        time.sleep(1)
+    nodes = expand_hostlist(job_record(slurm, job)['NodeList'])
+    assert sorted(training_processes(slurm.lab)) == nodes
+    slurm.run('scancel', job)
+    deadline = time.monotonic() + 60
+    while slurm.job_state(job) or training_processes(slurm.lab):
+        assert time.monotonic() < deadline, (slurm.job_state(job), training_processes(slurm.lab))
+        time.sleep(1)
+    output = open(os.path.join(batch_dir, 'sbatch-cancel-%s.out' % job)).read()
+    assert 'ends early (cancelled or out of time): stopping the ranks on every node' in output
+    assert 'trainops: stop.yml exited with 0' in output, output[-3000:]
+    assert accounted(slurm, job).startswith('CANCELLED'), accounted(slurm, job)
