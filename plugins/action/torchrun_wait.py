@@ -29,7 +29,7 @@ import re
 import signal
 import time
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
@@ -229,12 +229,20 @@ class ActionModule(ActionBase):
         start_watcher(controller_pid, manifest_path)
 
     # --- remote calls ---------------------------------------------------------------------------
+    def _run_module(self, module_args, task_vars):
+        """The module's result; a host that cannot be reached gives ``{'unreachable': True, 'msg': ...}`` instead of
+        the exception that would end the task (and take the host out of the play)."""
+        try:
+            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            return {'unreachable': True, 'msg': to_text(exc)}
+
     def _query(self, args, task_vars):
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines']}
         for name in ('run_id', 'node_id'):
             if args.get(name):
                 module_args[name] = args[name]
-        return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        return self._run_module(module_args, task_vars)
 
     def _stop(self, args, run_id, task_vars, reason, detail):
         module_args = {'state': 'stopped', 'state_dir': args['state_dir'], 'stop_timeout': args['stop_timeout'],
@@ -243,7 +251,7 @@ class ActionModule(ActionBase):
             module_args['run_id'] = run_id
         if args.get('node_id'):
             module_args['node_id'] = args['node_id']
-        return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        return self._run_module(module_args, task_vars)
 
     # --- checks -----------------------------------------------------------------------------------
     @staticmethod

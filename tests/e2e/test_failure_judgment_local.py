@@ -28,11 +28,7 @@ TINY = 'config/tiny.yaml'
 def lab(tmp_path):
     lab = Lab(tmp_path)
     yield lab
-    for pid, _cmd in lab.leftovers():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    lab.kill_leftovers()
 
 
 def read_json(path):
@@ -76,7 +72,7 @@ def test_ctrl_c_leaves_the_job_running_and_status_later_records_its_real_end(lab
     varfile.write_text(json.dumps({
         'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
         'master_port': lab.port, 'config': TINY, 'trainops_progress_interval': 2,
-        'overrides': ['training.max_steps=40', 'debug.sleep_per_step_s=0.5'],
+        'overrides': ['training.epochs=50', 'training.max_steps=40', 'debug.sleep_per_step_s=0.5'],
     }))
     out = open(str(tmp_path / 'launch.out'), 'w+')
     argv = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'playbooks/launch.yml', '-e', '@%s' % varfile]

@@ -61,17 +61,20 @@ class Lab:
     def leftovers(self):
         return processes_under(self.nodes)
 
+    def kill_leftovers(self):
+        """Nothing of ours may outlive a test; end only what runs under this test's node directories."""
+        for pid, _cmd in self.leftovers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
 
 @pytest.fixture
 def lab(tmp_path):
     lab = Lab(tmp_path)
     yield lab
-    # Nothing of ours may outlive a test; end only what runs under this test's node directories.
-    for pid, _cmd in lab.leftovers():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    lab.kill_leftovers()
 
 
 def read_jsonl(path):

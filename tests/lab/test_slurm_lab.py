@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.trainops.multinode.plugins.module_utils._hostlist import expand_hostlist
 
 from playbook_runner import REPO, entry_argv, finish, free_port
+from test_launch_lab import node_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
@@ -274,16 +275,9 @@ def training_processes(lab):
     """{node name: [pid, ...]} of the training ranks (train.py) running on the lab's nodes."""
     found = {}
     for node in lab.nodes:
-        pids = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True,
-                              check=False).stdout.split()
-        for pid in pids:
-            try:
-                with open('/proc/%s/cmdline' % pid, 'rb') as handle:
-                    cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
-            except OSError:
-                continue
-            if 'train.py' in cmdline:
-                found.setdefault(node['name'], []).append(int(pid))
+        pids = [pid for pid, cmdline in node_processes(lab, node) if 'train.py' in cmdline]
+        if pids:
+            found[node['name']] = pids
     return found
 
 

@@ -378,3 +378,16 @@ def test_start_watcher_detaches_and_marks_the_experiment(tmp_path):
     while time.time() < deadline and json.loads((exp / 'manifest.json').read_text())['outcome'] == 'running':
         time.sleep(0.1)
     assert json.loads((exp / 'manifest.json').read_text())['outcome'] == 'interrupted'
+
+
+def test_a_connection_failure_raised_by_ansible_is_unreachable_not_the_end_of_the_task(tmp_path):
+    from ansible.errors import AnsibleConnectionFailure
+
+    def script(h, n, args):
+        if 2 <= n <= 6:
+            raise AnsibleConnectionFailure('Failed to connect to the host via ssh: Connection reset by peer')
+        return {'job': job('running' if n < 9 else 'exited', 0 if n >= 9 else None), 'log_tail': []}
+    h = Harness(tmp_path, args={'progress_interval': 2}, script=script)
+    res = h.run()
+    assert not res.get('failed'), res['msg']
+    assert any('unreachable' in line for line in h.displayed())
