@@ -126,7 +126,7 @@ def test_sigint_mid_wait_then_status_collects_the_real_outcome(lab, tmp_path):
                                'playbooks/launch.yml', '-e', '@%s' % varfile], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: 'running  step=' in open(out.name).read(), 180, what='a progress line')
+        wait_until(lambda: ': running  epoch=' in open(out.name).read(), 180, what='a progress line')
         os.killpg(launch.pid, signal.SIGINT)  # Ctrl-C at the terminal
         launch.wait(timeout=60)
     finally:
