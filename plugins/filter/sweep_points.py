@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sweep_points
 short_description: The points of a parameter sweep, with what is wrong with it
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sweep
 short_description: Keep a parameter sweep's record, results table and plots
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:
@@ -58,7 +58,7 @@ options:
     default: sweep
   sweep:
     description:
-      - The grid, a mapping of knob to a list of values, for example C({channels: [28, 42], threads: [256, 512]}).
+      - 'The grid, a mapping of knob to a list of values, for example C({"channels": [28, 42], "threads": [256, 512]}).'
       - Required with O(state=planned).
     type: dict
   workload:
