@@ -168,3 +168,48 @@ def test_bad_input_fails_before_any_node_is_touched(lab, sweep, expected):
         assert line in text, text[-3000:]
     assert not os.path.exists(lab.experiments) or not os.listdir(lab.experiments)
     assert not os.path.exists(lab.nodes), 'no node was touched'
+
+
+def test_ctrl_c_leaves_a_consistent_sweep_json_and_the_sweep_resumes(lab, tmp_path):
+    import subprocess
+    import sys
+    from playbook_runner import REPO, wait_until
+
+    base = {'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
+            'master_port': lab.port, 'config': TINY, 'trainops_progress_interval': 2,
+            'overrides': ['training.max_steps=16', 'debug.sleep_per_step_s=0.5']}
+    varfile = tmp_path / 'vars.json'
+    varfile.write_text(json.dumps(dict(base, sweep={'threads': [256, 512]})))
+    out = open(str(tmp_path / 'sweep.out'), 'w+')
+    argv = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'playbooks/sweep.yml', '-e', '@%s' % varfile]
+    sweep = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: 'point 1/2 threads=256: node0 rank 0: running  epoch=' in open(out.name).read(), 120,
+                   what='a progress line of point 1')
+        os.killpg(sweep.pid, signal.SIGINT)
+        sweep.wait(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait()
+    [path] = sweep_dirs(lab)
+    record = load(os.path.join(path, 'sweep.json'))       # complete JSON, not a torn write
+    assert record['outcome'] == 'running'
+    first, second = record['points']
+    assert first['status'] == 'running' and first['experiment_dir'] and second['status'] == 'pending'
+    assert not [f for f in os.listdir(path) if f.startswith('.')], 'no temporary file left'
+    # the point's job ran on; the watcher marks its experiment interrupted
+    manifest_path = os.path.join(first['experiment_dir'], 'manifest.json')
+    wait_until(lambda: load(manifest_path)['outcome'] == 'interrupted', 30, what='the point marked interrupted')
+    run_id = os.path.basename(first['experiment_dir'])
+    stopped = lab.run('playbooks/stop.yml', {'run_id': run_id, 'config': TINY})
+    assert stopped.returncode in (0, 2), stopped.stdout[-3000:]
+
+    again = lab.run('playbooks/sweep.yml', {'sweep_dir': path, 'config': TINY, 'overrides': base['overrides']},
+                    timeout=600)
+    assert again.returncode == 0, again.stdout[-4000:]
+    resumed = load(os.path.join(path, 'sweep.json'))
+    assert resumed['outcome'] == 'succeeded'
+    assert [p['outcome'] for p in resumed['points']] == ['succeeded', 'succeeded']
+    assert resumed['points'][0]['experiment_dir'] != first['experiment_dir']
+    assert not lab.leftovers()
