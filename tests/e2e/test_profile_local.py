@@ -120,7 +120,9 @@ def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
             seen = json.load(handle)
         argv = seen['argv']
         assert seen['rank'] == name[-1]
-        assert argv[:8] == ['nsys', 'profile', '-o', node['run_dir'] + '/profiles/' + name, '--force-overwrite', 'true',
+        # found through the PATH the ranks got (a script's argv[0] is its path)
+        assert argv[0] == str(tmp_path / 'bin' / 'nsys')
+        assert [os.path.basename(argv[0])] + argv[1:8] == ['nsys', 'profile', '-o', node['run_dir'] + '/profiles/' + name, '--force-overwrite', 'true',
                             '--stats=true', '--trace=osrt,nvtx']
         assert os.path.basename(argv[8]).startswith('python') and argv[9] == '-u'
         assert argv[10:] == script_argv(node)
@@ -135,7 +137,8 @@ def test_rocprofv3_wraps_the_first_rank_of_every_node(lab, tmp_path):
     for node, name in zip(manifest['nodes'], ('node0_rank0', 'node1_rank2')):
         with open(os.path.join(path, 'profiles', name + '.rocprof-standin.json')) as handle:
             argv = json.load(handle)['argv']
-        assert argv[:7] == ['rocprofv3', '--runtime-trace', '-d', node['run_dir'] + '/profiles', '-o', name, '--']
+        assert argv[0] == str(tmp_path / 'bin' / 'rocprofv3')
+        assert [os.path.basename(argv[0])] + argv[1:7] == ['rocprofv3', '--runtime-trace', '-d', node['run_dir'] + '/profiles', '-o', name, '--']
         assert os.path.basename(argv[7]).startswith('python') and argv[8] == '-u'
         assert argv[9:] == script_argv(node)
 
