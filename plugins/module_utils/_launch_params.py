@@ -225,7 +225,8 @@ def launch_problems(params, which=shutil.which):
     ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
-    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``), plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
+    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``),
+    plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
     (booleans) for the file checks and the controller's rsync (looked up with ``which``).
     """
     rules = [

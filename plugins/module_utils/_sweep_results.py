@@ -82,7 +82,7 @@ def result_rows(record):
         rows.append(row)
         if bench:
             benches[point['index']] = bench
-    metrics = [m for m, _, _ in METRICS if any(row.get(m) is not None for row in rows)]
+    metrics = [metric[0] for metric in METRICS if any(row.get(metric[0]) is not None for row in rows)]
     columns = ['point'] + list(record['knobs']) + ['outcome'] + metrics + TAIL_COLUMNS
     return columns, rows, benches
 
@@ -106,7 +106,7 @@ def render_csv(columns, rows):
 
 def render_markdown(columns, rows):
     shown = [c for c in columns if c != 'outcome_detail']
-    lines = ['| ' + ' | '.join(shown) + ' |', '|' + '|'.join('---' for _ in shown) + '|']
+    lines = ['| ' + ' | '.join(shown) + ' |', '|' + '---|' * len(shown)]
     for row in rows:
         lines.append('| ' + ' | '.join(_cell(row.get(c)).replace('|', '\\|') for c in shown) + ' |')
     failed = [row for row in rows if row.get('outcome_detail') and row.get('outcome') != 'succeeded']

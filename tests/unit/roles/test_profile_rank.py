@@ -56,7 +56,7 @@ def test_a_rank_not_selected_runs_the_script_plainly(wrapper, tmp_path):
 
 def test_nsys_wraps_the_rank_with_a_per_rank_output_name(wrapper, tmp_path):
     out = str(tmp_path / 'profiles')
-    path, argv, _ = run(wrapper, tmp_path, 'nsys', 4, 0, extra=['--stats', '--profiler-arg=--trace=cuda,nvtx'])
+    path, argv = run(wrapper, tmp_path, 'nsys', 4, 0, extra=['--stats', '--profiler-arg=--trace=cuda,nvtx'])[:2]
     assert path == 'nsys'
     assert argv == ['nsys', 'profile', '-o', out + '/gpu1_rank4', '--force-overwrite', 'true', '--stats=true',
                     '--trace=cuda,nvtx', sys.executable, '-u', 'train.py', '--config', 'c.yaml']
@@ -65,15 +65,15 @@ def test_nsys_wraps_the_rank_with_a_per_rank_output_name(wrapper, tmp_path):
 
 def test_rocprof_wraps_the_rank_with_default_tracing(wrapper, tmp_path):
     out = str(tmp_path / 'profiles')
-    _, argv, _ = run(wrapper, tmp_path, 'rocprof', 0, 0, extra=['--stats'])
+    argv = run(wrapper, tmp_path, 'rocprof', 0, 0, extra=['--stats'])[1]
     assert argv == ['rocprofv3', '--runtime-trace', '--stats', '-d', out, '-o', 'gpu1_rank0', '--',
                     sys.executable, '-u', 'train.py', '--config', 'c.yaml']
-    _, argv, _ = run(wrapper, tmp_path, 'rocprof', 0, 0, extra=['--profiler-arg=--kernel-trace'])
+    argv = run(wrapper, tmp_path, 'rocprof', 0, 0, extra=['--profiler-arg=--kernel-trace'])[1]
     assert argv[:2] == ['rocprofv3', '--kernel-trace'] and '--runtime-trace' not in argv
 
 
 def test_torch_sets_the_trace_file_for_the_workload(wrapper, tmp_path):
-    _, argv, env = run(wrapper, tmp_path, 'torch', 2, 0, ranks='2')
+    argv, env = run(wrapper, tmp_path, 'torch', 2, 0, ranks='2')[1:]
     assert argv == [sys.executable, '-u', 'train.py', '--config', 'c.yaml']
     assert env['TRAINOPS_PROFILE_TRACE'] == str(tmp_path / 'profiles' / 'gpu1_rank2.json')
     assert env['PATH'] == '/bin'

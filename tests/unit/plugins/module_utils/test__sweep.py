@@ -113,7 +113,7 @@ def test_plan_record_finish_and_resume(tmp_path):
     assert not resumed and os.path.basename(path) .startswith('sweep_nccl_')
     assert [p['status'] for p in record['points']] == ['pending', 'pending']
     # a second sweep in the same second gets its own directory
-    other, _, _ = _sweep.plan_sweep(str(tmp_path), 'nccl', sweep, 'train', now=0)
+    other = _sweep.plan_sweep(str(tmp_path), 'nccl', sweep, 'train', now=0)[0]
     assert other == path + '_2'
 
     _sweep.record_point(path, 1, {'status': 'running', 'experiment_dir': '/x/e1', 'outcome': 'running'})
@@ -139,7 +139,7 @@ def test_plan_record_finish_and_resume(tmp_path):
 
 
 def test_stopped_sweep_outcome(tmp_path):
-    path, _, _ = _sweep.plan_sweep(str(tmp_path), 's', {'threads': [256, 512]}, 'train')
+    path = _sweep.plan_sweep(str(tmp_path), 's', {'threads': [256, 512]}, 'train')[0]
     _sweep.record_point(path, 1, {'status': 'done', 'outcome': 'failed'})
     assert _sweep.finish_sweep(path, stopped=True)['outcome'] == 'stopped'
 
@@ -155,7 +155,7 @@ def _experiment(root, name, outcome, summary=None, bench=None):
 
 def _train_sweep(tmp_path):
     sweep = {'channels': [28, 42], 'env.NCCL_ALGO': ['Ring', 'Tree']}
-    path, record, _ = _sweep.plan_sweep(str(tmp_path / 'exp'), 's', sweep, 'train')
+    path, record = _sweep.plan_sweep(str(tmp_path / 'exp'), 's', sweep, 'train')[:2]
     figures = {1: (1000.0, 0.032), 2: (1100.5, 0.029), 3: (1500.25, 0.021)}
     for point in record['points']:
         index = point['index']
@@ -193,7 +193,7 @@ def test_results_files_hold_each_points_figures(tmp_path):
 
 def test_plots_for_each_knob_and_a_heatmap_for_two(tmp_path):
     path, record = _train_sweep(tmp_path)
-    _, rows, benches = _sweep_results.write_results(path, record)
+    rows, benches = _sweep_results.write_results(path, record)[1:]
     written = _sweep_results.write_plots(path, record, rows, benches)
     assert written == ['plot_channels.png', 'plot_env.NCCL_ALGO.png', 'heatmap.png']
     for name in written:
@@ -203,7 +203,7 @@ def test_plots_for_each_knob_and_a_heatmap_for_two(tmp_path):
 
 
 def test_allreduce_points_plot_bus_bandwidth_against_message_size(tmp_path):
-    path, record, _ = _sweep.plan_sweep(str(tmp_path / 'exp'), 's', {'env.NCCL_ALGO': ['Ring', 'Tree']}, 'allreduce')
+    path, record = _sweep.plan_sweep(str(tmp_path / 'exp'), 's', {'env.NCCL_ALGO': ['Ring', 'Tree']}, 'allreduce')[:2]
     for point in record['points']:
         scale = point['index']
         bench = {'benchmark': 'all_reduce', 'avg_busbw_gbps': 1.5 * scale,
