@@ -122,8 +122,9 @@ def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
         assert seen['rank'] == name[-1]
         # found through the PATH the ranks got (a script's argv[0] is its path)
         assert argv[0] == str(tmp_path / 'bin' / 'nsys')
-        assert [os.path.basename(argv[0])] + argv[1:8] == ['nsys', 'profile', '-o', node['run_dir'] + '/profiles/' + name, '--force-overwrite', 'true',
-                            '--stats=true', '--trace=osrt,nvtx']
+        assert [os.path.basename(argv[0])] + argv[1:8] == [
+            'nsys', 'profile', '-o', node['run_dir'] + '/profiles/' + name, '--force-overwrite', 'true', '--stats=true',
+            '--trace=osrt,nvtx']
         assert os.path.basename(argv[8]).startswith('python') and argv[9] == '-u'
         assert argv[10:] == script_argv(node)
         assert argv[10:12] == ['train.py', '--config']
