@@ -622,10 +622,16 @@ def main(argv=None):
 
     for host, counts in sorted(summary['stats'].items()):
         print('RECAP %s %s' % (host, ' '.join('%s=%d' % (k, counts[k]) for k, dummy in STAT_KEYS)))
-    experiment = (summary.get('artifact_data') or {}).get('trainops_experiment') or {}
+    artifact_data = summary.get('artifact_data') or {}
+    experiment = artifact_data.get('trainops_experiment') or {}
     if experiment.get('outcome'):
         detail = experiment.get('outcome_detail') or experiment['outcome']
         print('OUTCOME %s: %s (%s)' % (experiment['outcome'], detail, experiment.get('path')))
+    sweep = artifact_data.get('trainops_sweep') or {}
+    if sweep.get('outcome'):
+        print('SWEEP %s: %s' % (sweep['outcome'], sweep.get('path')))
+        for line in sweep.get('table') or []:
+            print('  ' + line)
     code = exit_code(summary)
     print('RESULT %s: status=%s rc=%s exit=%d duration=%.1fs artifacts=%s' % (
         'ok' if summary['ok'] else 'FAILED', summary['status'], summary['rc'], code, summary['duration_s'], summary['artifact_dir']))

@@ -584,6 +584,56 @@ def load_checkpoint_collective(path: str, rank: int, world_size: int) -> Optiona
 # Training
 # --------------------------------------------------------------------------------------------------
 
+#: Set by the launcher's per-rank profile wrapper (roles/job/files/profile_rank.py, -e profile=torch) for a
+#: selected rank: the Chrome trace file torch.profiler writes for that rank.
+PROFILE_TRACE_ENV = "TRAINOPS_PROFILE_TRACE"
+#: Steps torch.profiler records (after 1 step skipped and 1 step of warm-up).
+PROFILE_ACTIVE_STEPS = 5
+
+
+class StepProfiler:
+    """torch.profiler over a few training steps of this rank, exported as a Chrome trace to ``trace_path``.
+
+    Nothing happens when ``trace_path`` is empty (the rank is not profiled). The schedule skips one step,
+    warms up one and records :data:`PROFILE_ACTIVE_STEPS`; a run that ends earlier is exported as it stands.
+    """
+
+    def __init__(self, trace_path: Optional[str], device: torch.device) -> None:
+        self.trace_path = trace_path or None
+        self.device = device
+        self.profiler = None
+        self.exported = False
+
+    def start(self) -> None:
+        if not self.trace_path:
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=1, warmup=1, active=PROFILE_ACTIVE_STEPS, repeat=1),
+            on_trace_ready=self._export)
+        self.profiler.start()
+
+    def step(self) -> None:
+        if self.profiler is not None:
+            self.profiler.step()
+
+    def stop(self) -> None:
+        if self.profiler is not None:
+            self.profiler.stop()
+            self.profiler = None
+
+    def _export(self, prof: Any) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(self.trace_path)), exist_ok=True)
+        tmp = self.trace_path + ".tmp"
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, self.trace_path)
+        self.exported = True
+        emit("[trainops] profile written: %s" % self.trace_path)
+
+
 def emit(line: str) -> None:
     """Write one whole line to stdout in a single write(2).
 
@@ -708,6 +758,8 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     sleep_s = dcfg["sleep_per_step_s"]
     max_norm = tcfg["grad_clip"] if tcfg["grad_clip"] > 0 else float("inf")
     first_step = global_step + 1
+    profiler = StepProfiler(os.environ.get(PROFILE_TRACE_ENV), device)
+    profiler.start()
     try:
         window_start, window_steps = time.perf_counter(), 0
         for epoch in range(global_step // steps_per_epoch, tcfg["epochs"]):
@@ -734,6 +786,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                 scheduler.step()
                 global_step += 1
                 window_steps += 1
+                profiler.step()
 
                 is_last = global_step == total_steps
                 if global_step == first_step or global_step % tcfg["log_interval"] == 0 or is_last:
@@ -776,6 +829,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                     window_start += sleep_s  # keep the sleep out of step_time_s / samples_per_s
     finally:
         metrics.close()
+        profiler.stop()
     return final_loss
 
 

@@ -63,6 +63,7 @@ ARGUMENT_SPEC = dict(
     log_lines=dict(type='int', default=20),
     progress_pattern=dict(type='str', default=DEFAULT_PROGRESS_PATTERN),
     stop_timeout=dict(type='int', default=15),
+    label=dict(type='str', default=''),
 )
 
 
@@ -321,7 +322,8 @@ class _Wait(object):
 
     @property
     def label(self):
-        return self.node.label(self.host)
+        prefix = self.args.get('label')
+        return '%s: %s' % (prefix, self.node.label(self.host)) if prefix else self.node.label(self.host)
 
     def publish(self, state, **extra):
         if self.check_mode:

@@ -32,6 +32,9 @@ UNSET = (None, '', 'None')
 
 BOOLEANS = ('true', 'false', 'yes', 'no', '1', '0')
 
+PROFILERS = ('nsys', 'rocprof', 'torch')
+"""The per-rank profilers (``profile``); roles/job/files/profile_rank.py runs them."""
+
 _DIGITS = re.compile(r'[0-9]+')
 _RUN_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 _NODE_ID = re.compile(r'([A-Za-z0-9][A-Za-z0-9_.-]*)?')
@@ -181,6 +184,30 @@ def _mapping_problems(params):
     return problems
 
 
+def _profile_problems(params):
+    """profile, profile_ranks, profile_stats, profile_args (per-rank profiling, roles/job/files/profile_rank.py)."""
+    profile = params.get('profile')
+    if profile in (None, ''):
+        return []
+    problems = []
+    if profile not in PROFILERS:
+        problems.append('profile=%s: the per-rank profiler must be one of %s, or empty for none (e.g. -e profile=torch)'
+                        % (profile, ', '.join(PROFILERS)))
+    ranks = params.get('profile_ranks')
+    listed = ranks if _is_list(ranks) else str(ranks).split(',')
+    if not (ranks in ('first', 'all') or (listed and all(_integer(r) is not None for r in listed))):
+        problems.append('profile_ranks=%s: the ranks to profile must be first (local rank 0 of every node), all, or '
+                        'global ranks (e.g. -e profile_ranks=0,3)' % (ranks,))
+    if str(params.get('profile_stats')).lower() not in BOOLEANS:
+        problems.append('profile_stats=%s: the profiler\'s summary must be true or false (e.g. -e profile_stats=true)'
+                        % (params.get('profile_stats'),))
+    args = params.get('profile_args')
+    if not (_is_list(args) and all(isinstance(a, str) for a in args)):
+        problems.append('profile_args=%s: the profiler\'s further arguments must be a list of strings '
+                        '(e.g. -e \'{"profile_args": ["--trace=cuda,nvtx"]}\')' % (args,))
+    return problems
+
+
 def _controller_problems(params, which):
     """What the controller itself needs: rsync, when it syncs the workspace to the nodes."""
     if params.get('sync_workspace') and not which('rsync'):
@@ -198,7 +225,8 @@ def launch_problems(params, which=shutil.which):
     ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
-    ``unreachable_grace``, ``stall_timeout``), plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
+    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``),
+    plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
     (booleans) for the file checks and the controller's rsync (looked up with ``which``).
     """
     rules = [
@@ -247,7 +275,8 @@ def launch_problems(params, which=shutil.which):
         except ValueError:
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
-    return problems + _path_problems(params) + _mapping_problems(params) + _controller_problems(params, which)
+    return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
+            + _controller_problems(params, which))
 
 
 def merge_problems(by_node):

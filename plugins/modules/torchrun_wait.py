@@ -116,6 +116,12 @@ options:
         (or C(step=)) to the end of the line.
     type: str
     default: '\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
+  label:
+    description:
+      - Text put before the host's name in its progress lines and messages, for example the point of a sweep
+        (C(point 3/8 channels=56 threads=256)).
+    type: str
+    default: ''
 notes:
   - O(log_lines) should be large enough to contain a progress line; only the returned log tail is searched.
 seealso:

@@ -515,3 +515,34 @@ def test_fail_mode_hang_sleeps_forever_outside_any_collective(monkeypatch, capsy
 def test_fail_mode_takes_only_raise_or_hang():
     with pytest.raises(train.ConfigError, match="fail_mode"):
         train.load_config(None, ["debug.fail_mode=explode"])
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.profiler (-e profile=torch: the launcher's wrapper sets TRAINOPS_PROFILE_TRACE for a rank)
+# ---------------------------------------------------------------------------------------------
+
+def test_profiled_rank_writes_a_chrome_trace_of_its_steps(tmp_path):
+    out_dir = tmp_path / "out"
+    trace = tmp_path / "profiles" / "node0_rank0.json"
+    proc = subprocess.run([sys.executable, TRAIN, "--override", "training.output_dir=%s" % out_dir]
+                          + ["--override=%s" % o for o in TINY],
+                          env=child_env(TRAINOPS_PROFILE_TRACE=str(trace)), cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=RUN_TIMEOUT,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "[trainops] profile written: %s" % trace in proc.stdout
+    data = json.load(open(str(trace)))
+    steps = sorted({e["name"] for e in data["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")})
+    assert len(steps) == train.PROFILE_ACTIVE_STEPS, steps
+    # real operators of the training step, not just the step markers
+    names = {e.get("name") for e in data["traceEvents"]}
+    assert any("addmm" in str(n) or "mm" == n for n in names) and any("backward" in str(n).lower() for n in names)
+    assert not os.path.exists(str(trace) + ".tmp")
+
+
+def test_unprofiled_rank_writes_no_trace(tmp_path):
+    profiler = train.StepProfiler("", None)
+    profiler.start()
+    profiler.step()
+    profiler.stop()
+    assert profiler.profiler is None and not profiler.exported

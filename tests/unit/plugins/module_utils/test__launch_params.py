@@ -181,3 +181,31 @@ def test_a_controller_without_rsync_is_told_how_to_install_it(good):
     # no sync, no rsync needed
     assert launch_problems(dict(good, sync_workspace=False), which=lambda name: None) == []
     assert launch_problems(good, which=lambda name: '/usr/bin/rsync') == []
+
+
+@pytest.mark.parametrize('values', [
+    {'profile': 'torch'},
+    {'profile': 'nsys', 'profile_ranks': 'all', 'profile_stats': True, 'profile_args': ['--trace=cuda']},
+    {'profile': 'rocprof', 'profile_ranks': [0, 3], 'profile_stats': 'false', 'profile_args': []},
+    {'profile': 'torch', 'profile_ranks': '0,3'},
+    {'profile': '', 'profile_ranks': 'nonsense'},  # profiling off: its other knobs are not looked at
+])
+def test_profile_values_that_fit(good, values):
+    good.update({'profile_ranks': 'first', 'profile_stats': False, 'profile_args': []})
+    good.update(values)
+    assert launch_problems(good) == []
+
+
+@pytest.mark.parametrize('values, starts', [
+    ({'profile': 'perf'}, 'profile=perf: the per-rank profiler must be one of nsys, rocprof, torch'),
+    ({'profile': 'torch', 'profile_ranks': 'some'}, 'profile_ranks=some: '),
+    ({'profile': 'torch', 'profile_ranks': [0, -1]}, 'profile_ranks=[0, -1]: '),
+    ({'profile': 'torch', 'profile_ranks': []}, 'profile_ranks=[]: '),
+    ({'profile': 'nsys', 'profile_stats': 'maybe'}, 'profile_stats=maybe: '),
+    ({'profile': 'nsys', 'profile_args': '--trace=cuda'}, 'profile_args=--trace=cuda: '),
+])
+def test_profile_values_that_do_not_fit(good, values, starts):
+    good.update({'profile_ranks': 'first', 'profile_stats': False, 'profile_args': []})
+    good.update(values)
+    problems = launch_problems(good)
+    assert len(problems) == 1 and problems[0].startswith(starts), problems
