@@ -17,18 +17,11 @@ import sys
 import pytest
 
 from playbook_runner import REPO, run_playbook, wait_until
-from test_launch_local import Lab, processes_under
+from test_launch_local import processes_under
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real, pytest.mark.slow]
 
 TINY = 'config/tiny.yaml'
-
-
-@pytest.fixture
-def lab(tmp_path):
-    lab = Lab(tmp_path)
-    yield lab
-    lab.kill_leftovers()
 
 
 def read_json(path):

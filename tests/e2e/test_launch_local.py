@@ -70,13 +70,6 @@ class Lab:
                 pass
 
 
-@pytest.fixture
-def lab(tmp_path):
-    lab = Lab(tmp_path)
-    yield lab
-    lab.kill_leftovers()
-
-
 def read_jsonl(path):
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]

@@ -10,13 +10,11 @@ import glob
 import json
 import os
 import shutil
-import signal
 import sys
 
 import pytest
 
 from playbook_runner import run_playbook
-from test_launch_local import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -36,17 +34,6 @@ with open(record, 'w') as handle:
     json.dump({'argv': argv, 'rank': os.environ.get('RANK')}, handle)
 os.execv(argv[start], argv[start:])
 ''' % sys.executable
-
-
-@pytest.fixture
-def lab(tmp_path):
-    lab = Lab(tmp_path)
-    yield lab
-    for pid, _cmd in lab.leftovers():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def run(lab, playbook, extra, env=None, timeout=600):

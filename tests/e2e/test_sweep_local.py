@@ -12,23 +12,11 @@ import signal
 
 import pytest
 
-from test_launch_local import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 TINY = 'config/tiny.yaml'
-
-
-@pytest.fixture
-def lab(tmp_path):
-    lab = Lab(tmp_path)
-    yield lab
-    for pid, _cmd in lab.leftovers():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def sweep_dirs(lab):

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from playbook_runner import free_port, run_playbook
+from playbook_runner import run_playbook
+from test_launch_lab import launch_vars
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
@@ -19,15 +20,8 @@ PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
 
 def sweep_vars(tmp_path, **extra):
-    extravars = {
-        'trainops_experiments_dir': str(tmp_path / 'experiments'),
-        'master_port': free_port(),
-        'trainops_progress_interval': 5,
-        'trainops_poll_interval': 1,
-        'config': 'config/tiny.yaml',
-    }
-    extravars.update(extra)
-    return extravars
+    """The lab launch tests' variables (experiments under tmp_path, a free port, the tiny config)."""
+    return launch_vars(tmp_path, **extra)
 
 
 def load(path):
