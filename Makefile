@@ -9,6 +9,8 @@ BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
+# -q for a target run alone; make test runs e2e and lab-test side by side with one line per test (-v)
+PYTEST_REPORT ?= -q
 
 .PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
         dist ee changelog
@@ -35,8 +37,9 @@ dev-deps: $(VENV)/.dev-deps ## Install the runtime and development requirements 
 demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e channels=42)
 	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
 
-test: dev-deps ## The whole test suite: unit, workload, functional, lint, sanity, syntax, end-to-end
-	$(MAKE) --no-print-directory unit workload functional syntax lint sanity e2e lab-test
+test: dev-deps ## The whole test suite: unit, workload, functional, lint, sanity, syntax, then end-to-end next to lab
+	$(MAKE) --no-print-directory unit workload functional syntax lint sanity
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh e2e lab-test
 
 unit: dev-deps ## Unit tests of modules, plugins and module_utils (mocked)
 	$(PYTEST) -q tests/unit
@@ -48,7 +51,7 @@ functional: dev-deps ## The torchrun module against real processes
 	$(PYTEST) -q tests/functional
 
 e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
-	$(PYTEST) -q tests/e2e
+	$(PYTEST) $(PYTEST_REPORT) --durations=10 tests/e2e
 
 N ?= 4
 SHAPE ?=
@@ -65,7 +68,7 @@ container-image: dev-deps ## Container engine (docker.io) and the registry-free 
 	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh && PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
 
 lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
-	$(PYTEST) -q tests/lab
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done

@@ -88,13 +88,6 @@ def test_torch_profiler_writes_one_trace_per_selected_rank(lab):
     assert not lab.leftovers()
 
 
-def test_torch_profiling_in_a_sweep_defaults_to_the_first_rank_of_every_node(lab):
-    proc = run(lab, 'playbooks/sweep.yml', {'sweep': {'threads': [256]}, 'profile': 'torch'})
-    assert proc.returncode == 0, proc.stdout[-5000:]
-    [point] = proc.summary['artifact_data']['trainops_sweep']['points']
-    assert profiles(point['experiment_dir']) == ['node0_rank0.json', 'node1_rank2.json']
-
-
 def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
     knobs = {'profile': 'nsys', 'profile_ranks': 'all', 'profile_stats': True, 'profile_args': ['--trace=osrt,nvtx']}
     proc = run(lab, 'playbooks/launch.yml', knobs, env=stand_in_path(tmp_path))

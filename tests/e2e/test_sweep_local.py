@@ -1,8 +1,10 @@
 """End-to-end: playbooks/sweep.yml on the embedded local default, through the ansible-runner entry.
 
-A 2x2 sweep leaves a sweep directory whose table and plots hold the points' real figures (read back from each
-point's own experiment manifest); a failing point is recorded and the sweep goes on; resuming skips the points
-that succeeded; bad input fails before any node is touched.
+A 2x2 sweep (with torch profiling) leaves a sweep directory whose table and plots hold the points' real figures
+(read back from each point's own experiment manifest) and each point's traces; stop_on_failure ends a sweep at its
+failed point; without it a failing point is recorded and the sweep goes on; resuming skips the points that
+succeeded; Ctrl-C leaves a consistent sweep.json; bad input fails before any node is touched. Several promises
+share one sweep where they can: every point is a real launch, and CI pays for each.
 """
 import csv
 import glob
@@ -33,8 +35,9 @@ def load(path):
 
 
 def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
-    proc = lab.run('playbooks/sweep.yml', {'sweep': {'channels': [28, 42], 'threads': [256, 512]}, 'config': TINY},
-                   timeout=900)
+    # with torch profiling, whose default in a sweep is the first rank of every node (one trace each per point)
+    proc = lab.run('playbooks/sweep.yml', {'sweep': {'channels': [28, 42], 'threads': [256, 512]}, 'config': TINY,
+                                           'profile': 'torch'}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
     out = proc.stdout
     # one preflight and one sync for the whole sweep; every point starts, waits and collects
@@ -67,6 +70,8 @@ def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
         assert manifest['parameters']['threads'] == point['values']['threads'] == int(row['threads'])
         assert {n['env']['NCCL_MAX_NCHANNELS'] for n in manifest['nodes']} == {str(point['values']['channels'])}
         assert sorted(os.listdir(os.path.join(point['experiment_dir'], 'logs'))) == ['node_0.txt', 'node_1.txt']
+        assert sorted(os.listdir(os.path.join(point['experiment_dir'], 'profiles'))) == ['node0_rank0.json',
+                                                                                        'node1_rank2.json']
         # the table holds the figures of that point's own manifest
         summary = manifest['summary']
         assert summary['throughput_samples_per_s'] > 0
@@ -86,14 +91,26 @@ def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
     assert not lab.leftovers()
 
 
-def test_a_failed_point_is_recorded_the_sweep_goes_on_and_a_resume_skips_done_points(lab):
-    # point 1 crashes rank 1 (node0's second rank) at step 3; point 2 never reaches step 1000 and succeeds
+def test_stop_on_failure_then_resumes_that_go_on_past_a_failed_point_and_skip_done_points(lab):
+    # fail_step=3 crashes rank 1 (node0's second rank) at step 3; fail_step=1000 is never reached and succeeds
     sweep = {'override.debug.fail_step': [3, 1000]}
     extra = {'sweep': sweep, 'config': TINY, 'overrides': ['debug.fail_rank=1'], 'sweep_name': 'faults'}
-    proc = lab.run('playbooks/sweep.yml', extra, timeout=900)
-    assert proc.returncode != 0
+    # 1. stop_on_failure: the sweep ends at the failed point, the next one stays pending
+    stopped = lab.run('playbooks/sweep.yml', dict(extra, stop_on_failure=True), timeout=600)
+    assert stopped.returncode != 0
     [path] = sweep_dirs(lab)
     assert os.path.basename(path).startswith('sweep_faults_')
+    record = load(os.path.join(path, 'sweep.json'))
+    assert record['outcome'] == 'stopped'
+    assert [p['outcome'] for p in record['points']] == ['failed', None]
+    assert [p['status'] for p in record['points']] == ['done', 'pending']
+    assert len(point_dirs(lab)) == 1
+
+    # 2. resume without stop_on_failure: the failed point runs again and fails, is recorded, and the sweep goes on
+    resume = {'sweep_dir': path, 'config': TINY, 'overrides': ['debug.fail_rank=1']}
+    proc = lab.run('playbooks/sweep.yml', resume, timeout=900)
+    assert proc.returncode != 0
+    assert sweep_dirs(lab) == [path]
     record = load(os.path.join(path, 'sweep.json'))
     first, second = record['points']
     assert record['outcome'] == 'failed' and record['failed_points'] == ['override.debug.fail_step=3']
@@ -104,39 +121,25 @@ def test_a_failed_point_is_recorded_the_sweep_goes_on_and_a_resume_skips_done_po
     assert [r['outcome'] for r in rows] == ['failed', 'succeeded']
     assert float(rows[1]['throughput_samples_per_s']) > 0
     assert 'point 1 override.debug.fail_step=3: failed: failed on node0 (node rank 0: exit code 1)' in proc.failure_text
-    assert len(point_dirs(lab)) == 2
+    assert len(point_dirs(lab)) == 3
 
-    # resume: only the sweep directory is given; the point that succeeded is skipped, the failed one runs again
+    # 3. resume again: the point that succeeded is skipped, the failed one runs again
     succeeded_dir = second['experiment_dir']
     before = open(os.path.join(succeeded_dir, 'manifest.json')).read()
-    again = lab.run('playbooks/sweep.yml', {'sweep_dir': path, 'config': TINY, 'overrides': ['debug.fail_rank=1']},
-                    timeout=900)
+    again = lab.run('playbooks/sweep.yml', resume, timeout=900)
     assert again.returncode != 0
     assert 'point 1/2 override.debug.fail_step=3: node0 rank 0: running' in again.stdout
     assert 'point 2/2' not in again.stdout
     assert again.stdout.count('TASK trainops.multinode.job : Start the ranked torchrun detached\n') == 1
     assert sweep_dirs(lab) == [path]
     resumed = load(os.path.join(path, 'sweep.json'))
-    assert len(resumed['runs']) == 2 and resumed['runs'][1]['resumed'] is True
+    assert len(resumed['runs']) == 3 and resumed['runs'][2]['resumed'] is True
     assert resumed['points'][1]['experiment_dir'] == succeeded_dir
     assert open(os.path.join(succeeded_dir, 'manifest.json')).read() == before
     assert resumed['points'][0]['experiment_dir'] != first['experiment_dir']
     assert resumed['points'][0]['outcome'] == 'failed'
-    assert len(point_dirs(lab)) == 3
+    assert len(point_dirs(lab)) == 4
     assert not lab.leftovers()
-
-
-def test_stop_on_failure_ends_the_sweep_at_the_failed_point(lab):
-    extra = {'sweep': {'override.debug.fail_step': [2, 1000]}, 'config': TINY, 'overrides': ['debug.fail_rank=0'],
-             'stop_on_failure': True}
-    proc = lab.run('playbooks/sweep.yml', extra, timeout=600)
-    assert proc.returncode != 0
-    [path] = sweep_dirs(lab)
-    record = load(os.path.join(path, 'sweep.json'))
-    assert record['outcome'] == 'stopped'
-    assert [p['outcome'] for p in record['points']] == ['failed', None]
-    assert [p['status'] for p in record['points']] == ['done', 'pending']
-    assert len(point_dirs(lab)) == 1
 
 
 @pytest.mark.parametrize('sweep, expected', [
