@@ -47,8 +47,14 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
     node_state_dir,
     same_host,
 )
-# imported only so that AnsiballZ packs the supervisor program with the module (see SUPERVISOR_SOURCE)
-from ansible_collections.trainops.multinode.plugins.module_utils import _supervisor  # noqa: F401 pylint: disable=unused-import
+# imported as modules so that AnsiballZ packs them with the module: their source is written into every run
+# directory (SUPERVISOR_FILES)
+from ansible_collections.trainops.multinode.plugins.module_utils import _files, _proc, _supervisor
+from ansible_collections.trainops.multinode.plugins.module_utils._files import (
+    module_source,
+    write_json_atomic,
+    write_text_atomic,
+)
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     System,
     descendants,
@@ -75,9 +81,16 @@ ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
 
-# the module's own loader reads it: a plain file here, a member of the AnsiballZ zip on a node
-SUPERVISOR_SOURCE = _supervisor.__loader__.get_data(_supervisor.__file__).decode('utf-8')
-"""The supervisor program (plugins/module_utils/_supervisor.py), written into every run directory."""
+SUPERVISOR_FILES = {'supervisor.py': _supervisor, '_proc.py': _proc, '_files.py': _files}
+"""What every run directory gets: the supervisor program (plugins/module_utils/_supervisor.py) and the
+module_utils it imports there (its SHIPPED_WITH), read with _files.module_source."""
+
+
+def write_supervisor(run_dir):
+    """Write the supervisor and its helpers into ``run_dir`` (0600); return the path of the program."""
+    for name, module in sorted(SUPERVISOR_FILES.items()):
+        write_text_atomic(os.path.join(run_dir, name), module_source(module), sync=False)
+    return os.path.join(run_dir, 'supervisor.py')
 
 
 class TorchrunError(Exception):
@@ -270,24 +283,6 @@ def read_json(path):
     except (IOError, OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_json_atomic(path, data, mode=0o600):
-    """Write ``data`` as JSON to ``path`` (mode ``mode``) through a temporary file and ``os.replace``."""
-    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1), mode=mode, sync=True)
-
-
-def write_text_atomic(path, text, mode=0o600, sync=False):
-    """Write ``text`` to ``path`` (mode ``mode`` from the start) through a temporary file and ``os.replace``."""
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, 'w') as f:
-        f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def file_size(path):
@@ -590,8 +585,8 @@ class TorchrunNode(object):
             if os.path.exists(stale):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
-        write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
-        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets))
+        write_supervisor(paths['run_dir'])
+        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets), sync=False)
         write_json_atomic(paths['job'], spec)
         if spec.get('container'):
             check_container(self.system, spec['container_engine'], spec['container'], paths['run_dir'])
