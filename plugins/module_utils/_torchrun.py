@@ -17,7 +17,8 @@ share a file; directories 0700, files 0600)::
     <state_dir>/.lock                      flock serialising start/stop on this node
     <state_dir>/runs/<run_id>/job.json     everything recorded at start (argv, env, chdir, fingerprint, the
                                            host's identity, the names of the secret variables, ...)
-    <state_dir>/runs/<run_id>/supervisor.py
+    <state_dir>/runs/<run_id>/supervisor.py  the supervisor program (_supervisor.py), with the _proc.py and
+                                           _files.py it imports from there (see SUPERVISOR_FILES)
     <state_dir>/runs/<run_id>/supervisor.log
     <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
