@@ -34,6 +34,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import mark_interrupted
+from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -89,13 +90,6 @@ def safe_host_name(host):
     """File name for a host's status file (path separators and leading dots replaced)."""
     name = re.sub(r'[^A-Za-z0-9_.@+=:-]', '_', host)
     return '_' + name if name.startswith('.') else name
-
-
-def write_json_atomic(path, data):
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        json.dump(data, f, sort_keys=True, indent=1)
-    os.replace(tmp, path)
 
 
 def utc(epoch):
@@ -336,7 +330,8 @@ class _Wait(object):
             'unreachable_since': node.unreachable_since_wall,
         }
         record.update(extra)
-        write_json_atomic(self.own_path, record)
+        # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets
+        write_json_atomic(self.own_path, record, mode=FOLLOW_UMASK, sync=False)
 
     def finish(self, failed, msg, verdict, detail=None, **extra):
         node = self.node

@@ -16,8 +16,9 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
+
+from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 
 
 LOG_DIR = 'logs'
@@ -375,30 +376,9 @@ def _read_text(filename):
         return None
 
 
-def _umask():
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _write_atomic(filename, text):
-    directory = os.path.dirname(filename)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.{0}.'.format(os.path.basename(filename)), suffix='.tmp')
-    done = False
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(text.encode('utf-8'))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary open() would: the user's umask decides
-        os.replace(tmp, filename)
-        done = True
-    finally:
-        if not done:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    """The experiment's files are the user's to share: their mode follows the umask, as ``open()``'s would."""
+    write_text_atomic(filename, text, mode=FOLLOW_UMASK)
 
 
 def render_manifest(manifest, summary):

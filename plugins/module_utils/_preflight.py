@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 
+# programs this module runs on the node (their source, with python -c): imported so that AnsiballZ packs them
+from ansible_collections.trainops.multinode.plugins.module_utils import _port_listener, _torch_probe
+from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
     STATE_ERROR,
     GitStateError,
@@ -46,42 +49,15 @@ from ansible_collections.trainops.multinode.plugins.module_utils._torchrun impor
     TorchrunNode,
 )
 
-# Reads torch's installed version from its package metadata instead of importing it: an import costs
-# 1-2 s of CPU per node (docs/benchmarks.md); import_torch=true does the full import.
-TORCH_PROBE = r"""
-import json, sys
-out = {"python": sys.version.split()[0], "executable": sys.executable, "version": None, "location": None,
-       "imported": False, "error": None}
-try:
-    import importlib.util
-    spec = importlib.util.find_spec("torch")
-    if spec is None:
-        out["error"] = "No module named 'torch'"
-    else:
-        out["location"] = spec.origin
-        if IMPORT:
-            import torch
-            out["version"] = torch.__version__
-            out["imported"] = True
-            out["cuda"] = getattr(torch.version, "cuda", None)
-            out["hip"] = getattr(torch.version, "hip", None)
-        else:
-            from importlib import metadata
-            out["version"] = metadata.version("torch")
-except Exception as exc:  # reported, never raised: the controller says what to fix
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-sys.stdout.write(json.dumps(out))
-"""
-
 
 def torch_probe(runner, python, import_torch=False, prefix=None):
     """The training interpreter's Python and torch, as a dict; ``error`` says what is wrong.
 
     ``prefix`` runs it elsewhere, e.g. ``['docker', 'exec', 'trainops-train']`` for the training container.
     """
-    script = TORCH_PROBE.replace('IMPORT', 'True' if import_torch else 'False')
+    argv = list(prefix or []) + [python, '-c', module_source(_torch_probe)] + ([_torch_probe.IMPORT_FLAG] if import_torch else [])
     try:
-        rc, out, err = runner.run(list(prefix or []) + [python, '-c', script])
+        rc, out, err = runner.run(argv)
     except (OSError, ValueError) as exc:
         return dict(python=None, version=None, location=None, imported=False, error=str(exc))
     try:
@@ -276,35 +252,6 @@ def training_network_problems(cidr, master_addr, network, is_master=False):
 # once every node has connected, or when the window ends) and every node's preflight connects to it
 # from the address of the interface it will use. That proves, before anything starts, that the port
 # is reachable through that interface (routing, firewalls), at no extra round trip.
-LISTENER = r"""
-import os, select, socket, sys, time
-port, peers, window, ready_fd = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-try:
-    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    srv.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    addr = ("::", port)
-except OSError:
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    addr = ("0.0.0.0", port)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    srv.bind(addr)
-    srv.listen(256)
-except OSError as exc:
-    os.write(ready_fd, ("E%s" % exc).encode())
-    sys.exit(1)
-os.write(ready_fd, b"R")
-os.close(ready_fd)
-deadline, seen = time.monotonic() + window, 0
-while seen < peers and time.monotonic() < deadline:
-    if select.select([srv], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        conn, _ = srv.accept()
-        seen += 1
-        conn.close()
-srv.close()
-"""
-
-
 def open_master_port(python, port, peers, window):
     """Start the detached listener on ``port`` for ``peers`` connections or ``window`` seconds.
 
@@ -313,7 +260,7 @@ def open_master_port(python, port, peers, window):
     read_fd, write_fd = os.pipe()
     try:
         with open(os.devnull, 'rb') as devnull_in, open(os.devnull, 'wb') as devnull_out:
-            subprocess.Popen([python, '-c', LISTENER, str(port), str(peers), str(window), str(write_fd)],
+            subprocess.Popen([python, '-c', module_source(_port_listener), str(port), str(peers), str(window), str(write_fd)],
                              stdin=devnull_in, stdout=devnull_out, stderr=devnull_out, close_fds=True,
                              pass_fds=(write_fd,), start_new_session=True)
     except OSError as exc:

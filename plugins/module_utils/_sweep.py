@@ -23,10 +23,10 @@ import itertools
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _files
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems
 
 SWEEP_FILE = 'sweep.json'
@@ -170,20 +170,8 @@ def _utc(epoch=None):
 
 
 def write_json_atomic(path, data):
-    """Write ``data`` to ``path`` through a temporary file and a rename: a reader (or Ctrl-C) sees the old or the new file."""
-    directory = os.path.dirname(path) or '.'
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path), suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w') as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
-            handle.write('\n')
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """``sweep.json`` and ``results.json``: indent 2, private to the user (see _files.write_json_atomic)."""
+    _files.write_json_atomic(path, data, indent=2)
 
 
 def read_sweep(sweep_dir):

@@ -17,7 +17,8 @@ share a file; directories 0700, files 0600)::
     <state_dir>/.lock                      flock serialising start/stop on this node
     <state_dir>/runs/<run_id>/job.json     everything recorded at start (argv, env, chdir, fingerprint, the
                                            host's identity, the names of the secret variables, ...)
-    <state_dir>/runs/<run_id>/supervisor.py
+    <state_dir>/runs/<run_id>/supervisor.py  the supervisor program (_supervisor.py), with the _proc.py and
+                                           _files.py it imports from there (see SUPERVISOR_FILES)
     <state_dir>/runs/<run_id>/supervisor.log
     <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
@@ -47,6 +48,14 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
     node_state_dir,
     same_host,
 )
+# imported as modules so that AnsiballZ packs them with the module: their source is written into every run
+# directory (SUPERVISOR_FILES)
+from ansible_collections.trainops.multinode.plugins.module_utils import _files, _proc, _supervisor
+from ansible_collections.trainops.multinode.plugins.module_utils._files import (
+    module_source,
+    write_json_atomic,
+    write_text_atomic,
+)
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     System,
     descendants,
@@ -73,263 +82,16 @@ ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
 
-SUPERVISOR_SOURCE = r'''# -*- coding: utf-8 -*-
-# Supervisor for one torchrun, written by the trainops.multinode.torchrun module.
-# Usage: python supervisor.py /path/to/runs/<run_id>/job.json
-#
-# - detaches (fork, the first process exits at once),
-# - becomes a child subreaper so orphaned workers are re-parented to it,
-# - starts torchrun in a new session with stdout+stderr appended to node.log,
-# - records pids.json (its own and torchrun's pid, pgid, /proc start time) atomically,
-# - waits for torchrun, then terminates and reaps whatever is left of the process tree,
-# - writes exit.json {exit_code, signal, ended_at} and exits.
-import ctypes
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import traceback
-
-PR_SET_CHILD_SUBREAPER = 36
+SUPERVISOR_FILES = {'supervisor.py': _supervisor, '_proc.py': _proc, '_files.py': _files}
+"""What every run directory gets: the supervisor program (plugins/module_utils/_supervisor.py) and the
+module_utils it imports there (its SHIPPED_WITH), read with _files.module_source."""
 
 
-def now():
-    return time.time()
-
-
-def iso(ts):
-    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(ts))
-
-
-def log(msg):
-    sys.stdout.write('%s supervisor[%d]: %s\n' % (iso(now()), os.getpid(), msg))
-    sys.stdout.flush()
-
-
-def write_json(path, data):
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        json.dump(data, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_stat(pid):
-    try:
-        with open('/proc/%d/stat' % pid, 'rb') as f:
-            data = f.read().decode('utf-8', 'replace')
-    except (IOError, OSError):
-        return None
-    fields = data[data.rfind(')') + 2:].split()
-    try:
-        return {'pid': pid, 'state': fields[0], 'ppid': int(fields[1]), 'pgid': int(fields[2]), 'start_time': int(fields[19])}
-    except (IndexError, ValueError):
-        return None
-
-
-def descendants(root):
-    children = {}
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name))
-        if st is None or st['state'] in ('Z', 'X', 'x'):
-            continue
-        children.setdefault(st['ppid'], []).append(st)
-    result = {}
-    stack = [root]
-    while stack:
-        for st in children.get(stack.pop(), ()):
-            if st['pid'] not in result and st['pid'] != root:
-                result[st['pid']] = st
-                stack.append(st['pid'])
-    return result
-
-
-def reap():
-    """Reap every exited child without blocking."""
-    reaped = {}
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        reaped[pid] = status
-    return reaped
-
-
-def signal_tree(tree, sig):
-    protected = set([0, 1, os.getpgrp()])
-    groups = set()
-    for st in tree.values():
-        if st['pgid'] in protected:
-            try:
-                os.kill(st['pid'], sig)
-            except OSError:
-                pass
-        else:
-            groups.add(st['pgid'])
-    for pgid in sorted(groups):
-        try:
-            os.killpg(pgid, sig)
-        except OSError:
-            pass
-
-
-def cleanup(grace):
-    me = os.getpid()
-    tree = descendants(me)
-    if tree:
-        log('terminating leftover processes %s' % sorted(tree))
-        signal_tree(tree, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            reap()
-            tree = descendants(me)
-            if not tree:
-                break
-            time.sleep(0.1)
-        if tree:
-            log('killing leftover processes %s' % sorted(tree))
-            signal_tree(tree, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                reap()
-                if not descendants(me):
-                    break
-                time.sleep(0.1)
-    reap()
-
-
-def decode_status(status):
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = 'SIG%d' % sig
-        return 128 + sig, name
-    return os.WEXITSTATUS(status), None
-
-
-def main():
-    job_path = os.path.abspath(sys.argv[1])
-    run_dir = os.path.dirname(job_path)
-    if os.fork() > 0:
-        os._exit(0)
-    with open(job_path) as f:
-        job = json.load(f)
-    pids_path = os.path.join(run_dir, 'pids.json')
-    exit_path = os.path.join(run_dir, 'exit.json')
-    log_path = os.path.join(run_dir, 'node.log')
-    grace = float(job.get('cleanup_grace', 5))
-    # the run's records and logs are the user's alone (0600); the ranks get the umask they came with
-    job_umask = os.umask(0o077)
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            log('prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d' % ctypes.get_errno())
-    except Exception as exc:
-        log('cannot become a child subreaper: %s' % exc)
-
-    state = {'proc': None, 'signals': []}
-
-    def on_signal(signum, frame):
-        state['signals'].append(signum)
-        proc = state['proc']
-        if proc is not None:
-            log('got signal %d, sending SIGTERM to torchrun process group %d' % (signum, proc.pid))
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except OSError:
-                pass
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-
-    env = dict(os.environ)
-    env.update(job.get('env') or {})
-    cwd = job.get('chdir') or run_dir
-    stop_path = os.path.join(run_dir, 'stop.json')
-    if os.path.exists(stop_path):
-        # the start was given up (the module's start wait ran out, the launch was undone): never start late
-        msg = 'not starting: the run was stopped before torchrun started (stop.json)'
-        log(msg)
-        write_json(exit_path, {'exit_code': 143, 'signal': None, 'ended_at': iso(now()), 'error': msg})
-        return 0
-    log('starting %r in %s' % (job['argv'], cwd))
-    try:
-        with open(os.devnull, 'rb') as devnull:
-            with open(log_path, 'ab') as out:
-                os.umask(job_umask)
-                try:
-                    proc = subprocess.Popen(job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
-                                            stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
-                finally:
-                    os.umask(0o077)
-    except Exception as exc:
-        msg = 'cannot start %r: %s' % (job['argv'], exc)
-        log(msg)
-        write_json(exit_path, {'exit_code': 127, 'signal': None, 'ended_at': iso(now()), 'error': msg})
-        return 127
-    state['proc'] = proc
-    started = now()
-    mine = read_stat(os.getpid()) or {}
-    child = read_stat(proc.pid) or {}
-    write_json(pids_path, {
-        'supervisor_pid': os.getpid(),
-        'supervisor_start_time': mine.get('start_time'),
-        'pid': proc.pid,
-        'pgid': child.get('pgid', proc.pid),
-        'start_time': child.get('start_time'),
-        'started_at': iso(started),
-        'started_at_epoch': started,
-    })
-    log('torchrun pid %d' % proc.pid)
-    if state['signals'] or os.path.exists(stop_path):
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except OSError:
-            pass
-
-    status = None
-    while status is None:
-        try:
-            pid, wstatus = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if pid == proc.pid:
-            status = wstatus
-    # torchrun is reaped: its pid may be reused from now on, never signal it again
-    state['proc'] = None
-    if status is None:
-        exit_code, signame = 255, None
-    else:
-        exit_code, signame = decode_status(status)
-    proc.returncode = exit_code
-    log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
-    cleanup(grace)
-    ended = now()
-    write_json(exit_path, {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended})
-    log('exit.json written')
-    return 0
-
-
-if __name__ == '__main__':
-    try:
-        code = main()
-    except Exception:
-        log(traceback.format_exc())
-        code = 1
-    sys.stdout.flush()
-    os._exit(code)
-'''
+def write_supervisor(run_dir):
+    """Write the supervisor and its helpers into ``run_dir`` (0600); return the path of the program."""
+    for name, module in sorted(SUPERVISOR_FILES.items()):
+        write_text_atomic(os.path.join(run_dir, name), module_source(module), sync=False)
+    return os.path.join(run_dir, 'supervisor.py')
 
 
 class TorchrunError(Exception):
@@ -522,24 +284,6 @@ def read_json(path):
     except (IOError, OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_json_atomic(path, data, mode=0o600):
-    """Write ``data`` as JSON to ``path`` (mode ``mode``) through a temporary file and ``os.replace``."""
-    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1), mode=mode, sync=True)
-
-
-def write_text_atomic(path, text, mode=0o600, sync=False):
-    """Write ``text`` to ``path`` (mode ``mode`` from the start) through a temporary file and ``os.replace``."""
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, 'w') as f:
-        f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def file_size(path):
@@ -842,8 +586,8 @@ class TorchrunNode(object):
             if os.path.exists(stale):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
-        write_text_atomic(paths['supervisor'], SUPERVISOR_SOURCE)
-        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets))
+        write_supervisor(paths['run_dir'])
+        write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets), sync=False)
         write_json_atomic(paths['job'], spec)
         if spec.get('container'):
             check_container(self.system, spec['container_engine'], spec['container'], paths['run_dir'])

@@ -32,7 +32,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
-  - trainops.multinode.node_network
+  - trainops.multinode._node_network
 options:
   python:
     description:

@@ -27,7 +27,7 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - trainops.multinode.torchrun
+  - trainops.multinode._torchrun
 attributes:
   check_mode:
     support: full

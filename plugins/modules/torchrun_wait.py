@@ -40,7 +40,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
-  - trainops.multinode.torchrun
+  - trainops.multinode._torchrun
 attributes:
   action:
     support: full

@@ -109,8 +109,12 @@ def test_torch_probe_reports_a_crashing_interpreter():
     runner = FakeRunner(torch='', torch_rc=1, torch_err='Traceback ...\nImportError: libcudart.so.12: cannot open')
     probe = pf.torch_probe(runner, '/opt/venv/bin/python', import_torch=True)
     assert probe['error'] == 'rc=1: Traceback ... / ImportError: libcudart.so.12: cannot open'
-    script = runner.calls[0][2]
-    assert 'IMPORT' not in script and 'if True:' in script
+    # the program plugins/module_utils/_torch_probe.py, passed with -c, told to import torch
+    assert runner.calls[0][:2] == ['/opt/venv/bin/python', '-c'] and runner.calls[0][3:] == ['--import']
+    with open(pf._torch_probe.__file__) as f:
+        assert runner.calls[0][2] == f.read()
+    pf.torch_probe(runner, '/opt/venv/bin/python')
+    assert runner.calls[1][3:] == []
 
 
 def test_torch_probe_runs_for_real_in_this_interpreter():

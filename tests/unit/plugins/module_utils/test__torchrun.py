@@ -21,6 +21,7 @@ import time
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils import _supervisor as sup
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     ProcInfo,
     descendants,
@@ -353,8 +354,11 @@ def test_start_fresh(tmp_path, fake):
     assert spawned['argv'] == [sys.executable, os.path.join(run_dir, 'supervisor.py'), os.path.join(run_dir, 'job.json')]
     assert spawned['cwd'] == run_dir
     assert spawned['output_path'] == os.path.join(run_dir, 'supervisor.log')
-    with open(os.path.join(run_dir, 'supervisor.py')) as f:
-        assert f.read() == tr.SUPERVISOR_SOURCE
+    # the supervisor and the module_utils it imports there, byte for byte the collection's files, private
+    for name, source in (('supervisor.py', sup.__file__), ('_proc.py', tr._proc.__file__), ('_files.py', tr._files.__file__)):
+        with open(os.path.join(run_dir, name)) as f, open(source) as g:
+            assert f.read() == g.read()
+        assert stat.S_IMODE(os.stat(os.path.join(run_dir, name)).st_mode) == 0o600
     with open(os.path.join(run_dir, 'job.json')) as f:
         recorded = json.load(f)
     assert recorded['argv'] == job['argv'] and recorded['fingerprint'] == job['fingerprint']
@@ -369,8 +373,8 @@ def test_start_fresh(tmp_path, fake):
     assert {k: got[k] for k in job['env']} == job['env']
 
 
-def test_supervisor_source_compiles():
-    compile(tr.SUPERVISOR_SOURCE, 'supervisor.py', 'exec')
+def test_supervisor_files_are_what_it_imports():
+    assert sorted(tr.SUPERVISOR_FILES) == sorted(('supervisor.py', ) + sup.SHIPPED_WITH)
 
 
 def test_start_same_run_running_is_idempotent(tmp_path, fake, node):
@@ -479,8 +483,8 @@ def test_a_late_supervisor_never_starts_torchrun(tmp_path):
     marker = tmp_path / 'started'
     (run_dir / 'job.json').write_text(json.dumps({'argv': ['touch', str(marker)], 'env': {}, 'chdir': str(tmp_path)}))
     (run_dir / 'stop.json').write_text(json.dumps({'reason': 'undo'}))
-    (run_dir / 'supervisor.py').write_text(tr.SUPERVISOR_SOURCE)
-    subprocess.run([sys.executable, str(run_dir / 'supervisor.py'), str(run_dir / 'job.json')], check=True, timeout=30)
+    program = tr.write_supervisor(str(run_dir))
+    subprocess.run([sys.executable, program, str(run_dir / 'job.json')], check=True, timeout=30)
     deadline = time.time() + 20
     while not (run_dir / 'exit.json').exists() and time.time() < deadline:
         time.sleep(0.05)

@@ -165,8 +165,8 @@ def test_documentation_lists_every_returned_key(tmp_path):
     assert sorted(rdma['devices']['contains']) == sorted(node['rdma']['devices'][0])
     assert sorted(rdma['devices']['contains']['ports']['contains']) == sorted(node['rdma']['devices'][0]['ports'][0])
     assert sorted(rdma['gpudirect']['contains']) == sorted(node['rdma']['gpudirect'])
-    from ansible_collections.trainops.multinode.plugins.doc_fragments.node_network import ModuleDocFragment
+    from ansible_collections.trainops.multinode.plugins.doc_fragments._node_network import ModuleDocFragment
     documented_options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
     documented_options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
     assert sorted(documented_options) == ['check_ifname', 'master_addr', 'python', 'root', 'socket_ifname']
-    assert 'trainops.multinode.node_network' in yaml.safe_load(module.DOCUMENTATION)['extends_documentation_fragment']
+    assert 'trainops.multinode._node_network' in yaml.safe_load(module.DOCUMENTATION)['extends_documentation_fragment']

@@ -15,7 +15,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from module_harness import ExitJson, FailJson, assert_documentation_matches_argument_spec
 
-from ansible_collections.trainops.multinode.plugins.doc_fragments.node_network import ModuleDocFragment
+from ansible_collections.trainops.multinode.plugins.doc_fragments._node_network import ModuleDocFragment
 from ansible_collections.trainops.multinode.plugins.modules import preflight as module
 
 LINKS = [{'ifname': 'eth1', 'mtu': 1500, 'operstate': 'UP', 'addr_info': [

@@ -103,5 +103,5 @@ def test_bad_choice():
 
 def test_documentation_matches_argument_spec():
     """DOCUMENTATION options (with the doc fragment) and argument_spec agree on names, types, defaults, choices, elements."""
-    from ansible_collections.trainops.multinode.plugins.doc_fragments.torchrun import ModuleDocFragment
+    from ansible_collections.trainops.multinode.plugins.doc_fragments._torchrun import ModuleDocFragment
     assert_documentation_matches_argument_spec(module, ModuleDocFragment)

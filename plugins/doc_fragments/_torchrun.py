@@ -18,7 +18,8 @@ options:
         C(<state_dir>/<node>) (O(node_id), by default the host name), so nodes whose state root is on a file system
         they all see (an NFS home) never share a record, a lock or a log.
       - That directory holds C(current.json) (the last started run) and C(runs/<run_id>/) with C(job.json), C(pids.json),
-        C(node.log) (torchrun stdout and stderr), C(exit.json), C(env.sh), C(supervisor.py) and C(supervisor.log);
+        C(node.log) (torchrun stdout and stderr), C(exit.json), C(env.sh), C(supervisor.py) (with the C(_proc.py) and
+        C(_files.py) it imports) and C(supervisor.log);
         directories are mode 0700 and files 0600.
       - Records name the host and boot that wrote them; a node refuses to act on another host's records, and pids of
         an earlier boot are never checked or signalled (such a run is V(lost)).

@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: node_order
+short_description: The nodes of a job in rank order, its master and the master's address
+version_added: 0.2.0
+author:
+  - trainops maintainers (@trainops)
+description:
+  - The one rule for the order of the nodes, used by roles/job, roles/nccl_env and playbooks/hostfile.yml.
+  - The nodes are the input hosts that are in O(play_hosts), in the input's order (an inventory group's order; the
+    Slurm inventory gives the allocation's order). The node whose C(trainops_master) is true (the first one if several
+    are) comes first, otherwise the first node; it is node rank 0 and hosts the rendezvous.
+  - The master's address is its C(trainops_master_addr), else its C(ansible_host), else its inventory name.
+  - C(trainops_master) is read as Ansible reads a boolean (V(true), V(yes), V(1), ...), so a string V(false) from an
+    inventory is false.
+positional: hostvars, play_hosts
+options:
+  _input:
+    description:
+      - Inventory host names in inventory order, for example C(groups['trainops_nodes']).
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description:
+      - The C(hostvars) of the play.
+    type: raw
+    required: true
+  play_hosts:
+    description:
+      - The hosts that take part, for example C(ansible_play_hosts_all); all of O(_input) when not given.
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+- name: Rank order, master and its address
+  ansible.builtin.set_fact:
+    __order: "{{ groups['trainops_nodes'] | trainops.multinode.node_order(hostvars, ansible_play_hosts_all) }}"
+  run_once: true
+  # nodes: [gpu-02, gpu-01, gpu-03] (gpu-02 has trainops_master: true), master: gpu-02,
+  # master_addr: 10.0.0.12, ranks: {gpu-02: 0, gpu-01: 1, gpu-03: 2}, flagged: [gpu-02]
+"""
+
+RETURN = r"""
+_value:
+  description: The order of the nodes.
+  type: dict
+  contains:
+    nodes:
+      description: The nodes in rank order, the master first.
+      type: list
+      elements: str
+    master:
+      description: The master's inventory name; null without nodes.
+      type: str
+    master_addr:
+      description: The address the nodes reach the master at; null without nodes.
+      type: str
+    ranks:
+      description: The node rank of every node.
+      type: dict
+    flagged:
+      description: The nodes marked C(trainops_master=true), in inventory order (more than one is an inventory error
+        the launch refuses).
+      type: list
+      elements: str
+"""
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
+
+
+def _host_vars(hostvars, host):
+    try:
+        found = hostvars[host]
+    except KeyError:
+        found = None
+    return found if isinstance(found, Mapping) or hasattr(found, 'get') else {}
+
+
+def is_flagged(host_vars):
+    """The host's ``trainops_master``, read as a boolean (unset: false)."""
+    value = host_vars.get('trainops_master')
+    if value is None:
+        return False
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleFilterError('node_order: trainops_master must be true or false, not %r' % (value, ))
+
+
+def master_addr(host_vars, host):
+    """``trainops_master_addr``, else ``ansible_host``, else the inventory name."""
+    for name in ('trainops_master_addr', 'ansible_host'):
+        if host_vars.get(name) is not None:
+            return str(host_vars.get(name))
+    return host
+
+
+def node_order(hosts, hostvars, play_hosts=None):
+    """``{nodes, master, master_addr, ranks, flagged}`` for ``hosts`` (see DOCUMENTATION)."""
+    if isinstance(hosts, (str, bytes)) or not hasattr(hosts, '__iter__'):
+        raise AnsibleFilterError('node_order: the input must be a list of inventory host names, not %r' % (hosts, ))
+    taking_part = None if play_hosts is None else set(play_hosts)
+    ordered = []
+    for host in hosts:
+        if (taking_part is None or host in taking_part) and host not in ordered:
+            ordered.append(host)
+    flagged = [h for h in ordered if is_flagged(_host_vars(hostvars, h))]
+    master = (flagged + ordered)[0] if ordered else None
+    nodes = ([master] + [h for h in ordered if h != master]) if master else []
+    return {
+        'nodes': nodes,
+        'master': master,
+        'master_addr': master_addr(_host_vars(hostvars, master), master) if master else None,
+        'ranks': dict((h, i) for i, h in enumerate(nodes)),
+        'flagged': flagged,
+    }
+
+
+class FilterModule(object):
+    """trainops.multinode.node_order."""
+
+    def filters(self):
+        return {'node_order': node_order}

@@ -1,0 +1,293 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2025, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Supervisor for one torchrun: the program the trainops.multinode.torchrun module starts on a node.
+
+Usage on the node: ``python supervisor.py /path/to/runs/<run_id>/job.json``. It
+
+- detaches (fork, the first process exits at once),
+- becomes a child subreaper so orphaned workers are re-parented to it,
+- starts torchrun in a new session with stdout+stderr appended to node.log,
+- records pids.json (its own and torchrun's pid, pgid, /proc start time) atomically,
+- waits for torchrun, then terminates and reaps whatever is left of the process tree,
+- writes exit.json {exit_code, signal, ended_at} and exits.
+
+How it reaches the node: the torchrun module imports this file (so AnsiballZ packs it), and writes it
+into the run directory as ``supervisor.py`` together with ``_proc.py`` and ``_files.py``, which it
+imports from there (see :data:`SHIPPED_WITH`). The run directory is the one place the supervisor
+surely sees, on the node and inside a training container (roles/container mounts the node's trainops
+directory at the same path), and a copy per run means a running job never picks up a newer collection's
+helpers. Only the standard library is imported besides those two files.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+try:
+    if not __package__:
+        # run as a program (``python supervisor.py``): use the helpers shipped next to it in the run
+        # directory, never a collection that happens to be installed on the node
+        raise ImportError('run as a program')
+    from ansible_collections.trainops.multinode.plugins.module_utils._files import write_json_atomic
+    from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
+        System,
+        descendants,
+        signal_name,
+    )
+except ImportError:
+    from _files import write_json_atomic  # pylint: disable=import-error
+    from _proc import System, descendants, signal_name  # pylint: disable=import-error
+
+SHIPPED_WITH = ('_proc.py', '_files.py')
+"""The module_utils files the supervisor imports on the node, written next to it in the run directory."""
+
+PR_SET_CHILD_SUBREAPER = 36
+DEFAULT_CLEANUP_GRACE = 5
+"""Seconds leftover processes get between SIGTERM and SIGKILL once torchrun ended (job.json's ``cleanup_grace``)."""
+KILL_WAIT = 5
+"""Seconds to wait for processes to vanish after SIGKILL."""
+EXIT_NOT_STARTED = 143
+"""exit.json's exit code when the run was stopped before torchrun started (as if torchrun got SIGTERM)."""
+EXIT_CANNOT_START = 127
+"""exit.json's exit code when torchrun could not be started (as a shell says for a missing command)."""
+EXIT_UNKNOWN = 255
+"""exit.json's exit code when torchrun's status could not be read."""
+
+
+def iso(epoch):
+    """ISO 8601 UTC time, seconds precision."""
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
+
+
+def log(msg):
+    """One line of supervisor.log (the supervisor's stdout)."""
+    sys.stdout.write('%s supervisor[%d]: %s\n' % (iso(time.time()), os.getpid(), msg))
+    sys.stdout.flush()
+
+
+def become_subreaper():
+    """Orphaned workers are re-parented to this process instead of init, so their tree can be cleaned up."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            log('prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d' % ctypes.get_errno())
+    except (OSError, AttributeError) as exc:
+        log('cannot become a child subreaper: %s' % exc)
+
+
+def reap():
+    """Reap every exited child without blocking; return ``{pid: wait status}``."""
+    reaped = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        reaped[pid] = status
+    return reaped
+
+
+def send(signaller, target, sig):
+    """``signaller(target, sig)``, ignoring a process or group that is gone or may not be signalled: the
+    supervisor must go on to write exit.json whatever happens to one signal."""
+    try:
+        signaller(target, sig)
+    except OSError:
+        pass
+
+
+def signal_tree(system, tree, sig):
+    """Signal the process group of every process in ``tree``; a process in a group that must not be
+    signalled (none, init's, the supervisor's own) is signalled alone."""
+    protected = set([0, 1, system.own_pgid()])
+    groups = set()
+    for info in tree.values():
+        if info.pgid in protected:
+            send(system.kill, info.pid, sig)
+        else:
+            groups.add(info.pgid)
+    for pgid in sorted(groups):
+        send(system.killpg, pgid, sig)
+
+
+def leftovers(system):
+    """The live processes below the supervisor (torchrun already reaped)."""
+    return descendants(system.list_processes(), os.getpid())
+
+
+def wait_until_gone(system, seconds):
+    """Reap until no process is left below the supervisor or ``seconds`` passed; return what is left."""
+    deadline = system.monotonic() + seconds
+    while True:
+        reap()
+        tree = leftovers(system)
+        if not tree or system.monotonic() >= deadline:
+            return tree
+        system.sleep(0.1)
+
+
+def cleanup(system, grace):
+    """SIGTERM what is left of the process tree, SIGKILL it after ``grace`` seconds, reap everything."""
+    tree = leftovers(system)
+    if tree:
+        log('terminating leftover processes %s' % sorted(tree))
+        signal_tree(system, tree, signal.SIGTERM)
+        tree = wait_until_gone(system, grace)
+        if tree:
+            log('killing leftover processes %s' % sorted(tree))
+            signal_tree(system, tree, signal.SIGKILL)
+            wait_until_gone(system, KILL_WAIT)
+    reap()
+
+
+def decode_status(status):
+    """``(exit_code, signal name)`` for a wait status; a signal gives exit code 128 + its number, as a shell does."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return 128 + sig, signal_name(sig)
+    return os.WEXITSTATUS(status), None
+
+
+def write_exit(path, exit_code, signame=None, error=None):
+    """exit.json: how torchrun ended (or why it never ran)."""
+    ended = time.time()
+    record = {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended}
+    if error is not None:
+        record['error'] = error
+    write_json_atomic(path, record)
+
+
+class Supervisor(object):
+    """One run: the paths of its run directory, its job.json, torchrun's process once started."""
+
+    def __init__(self, job_path, system=None):
+        self.system = system or System()
+        self.run_dir = os.path.dirname(os.path.abspath(job_path))
+        with open(job_path) as f:
+            self.job = json.load(f)
+        self.pids_path = os.path.join(self.run_dir, 'pids.json')
+        self.exit_path = os.path.join(self.run_dir, 'exit.json')
+        self.log_path = os.path.join(self.run_dir, 'node.log')
+        self.stop_path = os.path.join(self.run_dir, 'stop.json')
+        self.grace = float(self.job.get('cleanup_grace', DEFAULT_CLEANUP_GRACE))
+        self.proc = None
+        self.signals = []
+
+    def stopped_before_start(self):
+        """The start was given up (the module's start wait ran out, the launch was undone): never start late."""
+        return os.path.exists(self.stop_path)
+
+    def on_signal(self, signum, frame):  # pylint: disable=unused-argument
+        """SIGTERM/SIGINT/SIGHUP to the supervisor: pass a SIGTERM on to torchrun's process group."""
+        self.signals.append(signum)
+        if self.proc is not None:
+            log('got signal %d, sending SIGTERM to torchrun process group %d' % (signum, self.proc.pid))
+            send(self.system.killpg, self.proc.pid, signal.SIGTERM)
+
+    def start_torchrun(self, job_umask):
+        """Start torchrun in a new session, output appended to node.log, with the umask the supervisor came with."""
+        env = dict(os.environ)
+        env.update(self.job.get('env') or {})
+        cwd = self.job.get('chdir') or self.run_dir
+        log('starting %r in %s' % (self.job['argv'], cwd))
+        with open(os.devnull, 'rb') as devnull:
+            with open(self.log_path, 'ab') as out:
+                os.umask(job_umask)
+                try:
+                    return subprocess.Popen(self.job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
+                                            stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+                finally:
+                    os.umask(0o077)
+
+    def record_pids(self):
+        """pids.json: the supervisor's and torchrun's pid, process group and /proc start time."""
+        started = time.time()
+        mine = self.system.read_proc_stat(os.getpid())
+        child = self.system.read_proc_stat(self.proc.pid)
+        write_json_atomic(self.pids_path, {
+            'supervisor_pid': os.getpid(),
+            'supervisor_start_time': mine.start_time if mine else None,
+            'pid': self.proc.pid,
+            'pgid': child.pgid if child else self.proc.pid,
+            'start_time': child.start_time if child else None,
+            'started_at': iso(started),
+            'started_at_epoch': started,
+        })
+        log('torchrun pid %d' % self.proc.pid)
+
+    def wait_torchrun(self):
+        """Reap children (orphaned workers too) until torchrun itself ends; its wait status, None if it vanished."""
+        while True:
+            try:
+                pid, wstatus = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return None
+            if pid == self.proc.pid:
+                return wstatus
+
+    def run(self):
+        """Start torchrun, wait for it, clean up its tree and write exit.json; the supervisor's exit status."""
+        if self.stopped_before_start():
+            msg = 'not starting: the run was stopped before torchrun started (stop.json)'
+            log(msg)
+            write_exit(self.exit_path, EXIT_NOT_STARTED, error=msg)
+            return 0
+        # the run's records and logs are the user's alone (0600); the ranks get the umask they came with
+        job_umask = os.umask(0o077)
+        try:
+            self.proc = self.start_torchrun(job_umask)
+        except (OSError, TypeError, ValueError, subprocess.SubprocessError) as exc:
+            msg = 'cannot start %r: %s' % (self.job['argv'], exc)
+            log(msg)
+            write_exit(self.exit_path, EXIT_CANNOT_START, error=msg)
+            return EXIT_CANNOT_START
+        self.record_pids()
+        if self.signals or self.stopped_before_start():
+            send(self.system.killpg, self.proc.pid, signal.SIGTERM)
+        status = self.wait_torchrun()
+        # torchrun is reaped: its pid may be reused from now on, never signal it again
+        self.proc = None
+        exit_code, signame = (EXIT_UNKNOWN, None) if status is None else decode_status(status)
+        log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
+        cleanup(self.system, self.grace)
+        write_exit(self.exit_path, exit_code, signame)
+        log('exit.json written')
+        return 0
+
+
+def main(argv):
+    """Detach, then supervise the run whose job.json is ``argv[1]``."""
+    job_path = os.path.abspath(argv[1])
+    if os.fork() > 0:
+        os._exit(0)
+    become_subreaper()
+    supervisor = Supervisor(job_path)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, supervisor.on_signal)
+    return supervisor.run()
+
+
+if __name__ == '__main__':
+    try:
+        CODE = main(sys.argv)
+    except Exception:  # pylint: disable=broad-except
+        log(traceback.format_exc())
+        CODE = 1
+    sys.stdout.flush()
+    os._exit(CODE)

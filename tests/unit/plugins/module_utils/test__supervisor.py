@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The torchrun supervisor (plugins/module_utils/_supervisor.py): its helpers, and the program run for real
+from a run directory the way the torchrun module writes it (only the shipped files, no collection)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _supervisor as sup
+from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import ProcInfo
+
+
+class FakeSystem(object):
+    def __init__(self, own_pgid=50):
+        self.sent = []
+        self.pgid = own_pgid
+
+    def own_pgid(self):
+        return self.pgid
+
+    def kill(self, pid, sig):
+        self.sent.append(('pid', pid, sig))
+        if pid == 666:
+            raise PermissionError(1, 'Operation not permitted')
+        return True
+
+    def killpg(self, pgid, sig):
+        self.sent.append(('pg', pgid, sig))
+        return True
+
+
+def test_signal_tree_signals_groups_once_and_protected_groups_per_process():
+    system = FakeSystem(own_pgid=50)
+    tree = {101: ProcInfo(101, 100, 100, 'S', 1), 102: ProcInfo(102, 101, 100, 'S', 1),
+            103: ProcInfo(103, 1, 50, 'S', 1), 104: ProcInfo(104, 1, 1, 'S', 1), 666: ProcInfo(666, 1, 0, 'S', 1)}
+    sup.signal_tree(system, tree, signal.SIGTERM)
+    assert sorted(system.sent) == sorted([('pg', 100, signal.SIGTERM), ('pid', 103, signal.SIGTERM),
+                                          ('pid', 104, signal.SIGTERM), ('pid', 666, signal.SIGTERM)])
+
+
+def test_decode_status():
+    assert sup.decode_status(3 << 8) == (3, None)
+    assert sup.decode_status(signal.SIGKILL) == (128 + signal.SIGKILL, 'SIGKILL')
+
+
+def test_write_exit_is_private_json(tmp_path):
+    path = str(tmp_path / 'exit.json')
+    sup.write_exit(path, 127, error='cannot start')
+    record = json.loads(open(path).read())
+    assert record['exit_code'] == 127 and record['signal'] is None and record['error'] == 'cannot start'
+    assert record['ended_at'].endswith('Z') and isinstance(record['ended_at_epoch'], float)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_stopped_before_start(tmp_path):
+    (tmp_path / 'job.json').write_text(json.dumps({'argv': ['true']}))
+    supervisor = sup.Supervisor(str(tmp_path / 'job.json'))
+    assert not supervisor.stopped_before_start()
+    assert supervisor.grace == sup.DEFAULT_CLEANUP_GRACE
+    (tmp_path / 'stop.json').write_text('{}')
+    assert supervisor.stopped_before_start()
+
+
+# --- the real program --------------------------------------------------------------------------
+
+def start(tmp_path, argv, **job):
+    """Write a run directory as the module does and start the supervisor with a Python that cannot import the
+    collection (-E -s: no PYTHONPATH, no user site), as on a node or in a container; return the run directory."""
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    (run_dir / 'job.json').write_text(json.dumps(dict({'argv': argv, 'env': {}, 'chdir': str(tmp_path)}, **job)))
+    program = tr.write_supervisor(str(run_dir))
+    assert sorted(os.listdir(str(run_dir))) == sorted(['job.json'] + list(tr.SUPERVISOR_FILES))
+    with open(str(run_dir / 'supervisor.log'), 'ab') as out:
+        subprocess.run([sys.executable, '-E', '-s', program, str(run_dir / 'job.json')], check=True, timeout=30,
+                       stdout=out, stderr=subprocess.STDOUT, cwd=str(run_dir))
+    return run_dir
+
+
+def wait_for(path, timeout=30):
+    deadline = time.time() + timeout
+    while not os.path.exists(str(path)):
+        assert time.time() < deadline, 'no %s; supervisor.log:\n%s' % (path, (path.parent / 'supervisor.log').read_text())
+        time.sleep(0.05)
+    return json.loads(path.read_text())
+
+
+def alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
+    except OSError:
+        return False
+
+
+def test_program_records_exit_code_and_pids(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import sys; print("hello"); sys.exit(3)'])
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert exit_rec['exit_code'] == 3 and exit_rec['signal'] is None
+    pids = json.loads((run_dir / 'pids.json').read_text())
+    assert pids['pid'] == pids['pgid'] and pids['supervisor_pid'] != pids['pid']
+    assert isinstance(pids['start_time'], int) and isinstance(pids['supervisor_start_time'], int)
+    assert 'hello' in (run_dir / 'node.log').read_text()
+    assert stat.S_IMODE(os.stat(str(run_dir / 'node.log')).st_mode) == 0o600
+
+
+def test_program_cleans_up_orphans_that_ignore_sigterm(tmp_path):
+    # torchrun's stand-in leaves a grandchild behind (its own session, SIGTERM ignored) and exits
+    orphan = ('import os, signal, sys, time\n'
+              'if os.fork() == 0:\n'
+              '    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+              '    open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(300)\n'
+              'else:\n'
+              '    time.sleep(0.5)\n')
+    marker = tmp_path / 'orphan.pid'
+    run_dir = start(tmp_path, [sys.executable, '-c', orphan, str(marker)], cleanup_grace=0.5)
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert exit_rec['exit_code'] == 0
+    pid = int(marker.read_text())
+    assert not alive(pid)
+    log = (run_dir / 'supervisor.log').read_text()
+    assert 'terminating leftover processes [%d]' % pid in log and 'killing leftover processes [%d]' % pid in log
+
+
+def test_program_passes_sigterm_to_torchrun(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import time; time.sleep(300)'])
+    pids = wait_for(run_dir / 'pids.json')
+    os.kill(pids['supervisor_pid'], signal.SIGTERM)
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert exit_rec['exit_code'] == 128 + signal.SIGTERM and exit_rec['signal'] == 'SIGTERM'
+    assert not alive(pids['pid'])
+
+
+def test_program_cannot_start(tmp_path):
+    run_dir = start(tmp_path, [str(tmp_path / 'no-such-torchrun')])
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert exit_rec['exit_code'] == sup.EXIT_CANNOT_START and 'no-such-torchrun' in exit_rec['error']
+    assert not (run_dir / 'pids.json').exists()
+
+
+@pytest.mark.parametrize('name', sorted(tr.SUPERVISOR_FILES))
+def test_shipped_files_import_only_the_standard_library_and_each_other(name):
+    # what the supervisor imports must be in the run directory (mounted in a container): nothing else
+    import ast
+    source = tr.module_source(tr.SUPERVISOR_FILES[name])
+    shipped = set(os.path.splitext(n)[0] for n in tr.SUPERVISOR_FILES)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('ansible_collections.'):
+            assert node.module.rsplit('.', 1)[1] in shipped
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module != '__future__':
+            assert node.module in shipped or node.module in sys.stdlib_module_names, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                assert alias.name.split('.')[0] in sys.stdlib_module_names, alias.name
