@@ -124,18 +124,22 @@ def test_srun_stop_cancels_the_step(allocation, tmp_path):
     extravars = srun_vars(tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=50'])
     proc = allocation.run('playbooks/launch.yml', tmp_path, extravars)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    experiment = proc.summary['artifact_data']['trainops_experiment']
-    run_id = os.path.basename(experiment['path'])
+    (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
+    path = os.path.join(extravars['trainops_experiments_dir'], run_id)
     wait_until(lambda: len(training_processes(allocation.slurm.lab)) == 4, 120, what='ranks on all 4 nodes')
     status = allocation.run('playbooks/status.yml', tmp_path, dict(extravars, run_id=run_id))
     assert status.returncode == 0, status.stdout[-4000:]
-    assert 'RUNNING (from squeue)' in status.stdout, status.stdout[-4000:]
+    step = status.summary['artifact_data']['trainops_slurm_step']
+    assert step['state'] == 'RUNNING' and step['source'] == 'squeue' and step['job_id'] == allocation.job, step
+    assert {job['status'] for job in status.summary['artifact_data']['trainops_status'].values()} == {'running'}
     stop = allocation.run('playbooks/stop.yml', tmp_path, dict(extravars, run_id=run_id))
     assert stop.returncode == 0, stop.stdout[-6000:]
     assert 'scancel' not in stop.failure_text
     assert not training_processes(allocation.slurm.lab)
-    with open(os.path.join(experiment['path'], 'manifest.json')) as handle:
+    with open(os.path.join(path, 'manifest.json')) as handle:
         manifest = json.load(handle)
     assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
+    assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
     name = manifest['launcher']['step_name']
     assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()
