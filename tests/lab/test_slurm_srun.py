@@ -55,8 +55,11 @@ class Allocation:
 
 @pytest.fixture(scope='module')
 def allocation(slurm):  # pylint: disable=redefined-outer-name
-    job = slurm.run('salloc', '--no-shell', '--nodes', '4', '--job-name', 'srun-tests').stderr
-    job_id = next(line.split()[-1] for line in job.splitlines() if 'Granted job allocation' in line)
+    granted = [line.split()[-1] for line in slurm.run('salloc', '--no-shell', '--nodes', '4', '--job-name',
+                                                      'srun-tests').stderr.splitlines()
+               if 'Granted job allocation' in line]
+    assert granted, 'salloc --no-shell granted no allocation'
+    job_id = granted[0]
     slurm.jobs.append(job_id)
     try:
         yield Allocation(slurm, job_id)
