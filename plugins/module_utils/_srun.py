@@ -179,11 +179,13 @@ class Slurm(object):
         return {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
                 'error': '; '.join(e for e in (err if rc != 0 else '', err2) if e) or 'not in squeue or sacct'}
 
-    def cancel(self, job_id, step_id):
-        """``scancel JOB.STEP``: Slurm signals every task of the step (TERM, then KILL after KillWait)."""
-        rc, out, err = self.run(['scancel', '%s.%s' % (job_id, step_id)])
+    def cancel(self, job_id, step_id, signal_name=None):
+        """``scancel JOB.STEP`` cancels the step (Slurm 22.05 sends its tasks SIGKILL at once, and accounts the
+        step CANCELLED); with ``signal_name`` (``TERM``) ``scancel --signal=TERM JOB.STEP`` only signals its tasks."""
+        argv = ['scancel'] + (['--signal=%s' % signal_name] if signal_name else []) + ['%s.%s' % (job_id, step_id)]
+        rc, out, err = self.run(argv)
         if rc != 0:
-            raise SrunError('scancel %s.%s failed (rc %d): %s' % (job_id, step_id, rc, (err or out).strip()))
+            raise SrunError('%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()))
 
 
 def spawn_srun(argv, output_path, env):

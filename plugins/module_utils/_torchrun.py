@@ -59,6 +59,8 @@ STATUS_LOST = 'lost'
 STATUS_ABSENT = 'absent'
 # written by state=prepared, waiting for a Slurm step (plugins/module_utils/_srun.py) to run its supervisor
 STATUS_PREPARED = 'prepared'
+# seconds a stopped step task's supervisor waits for the step's cancel after writing exit.json
+STEP_LINGER = 120
 
 START_WAIT = 10.0
 """Seconds the module waits for the supervisor to record torchrun's pid."""
@@ -322,6 +324,10 @@ def main():
     ended = now()
     write_json(exit_path, {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended})
     log('exit.json written')
+    if foreground and os.path.exists(stop_path):
+        # a Slurm step's task stopped on request (stop.json): stay until the step's scancel ends the task, so
+        # that Slurm accounts the step CANCELLED, not FAILED by this exit code (at most step_linger seconds)
+        time.sleep(float(job.get('step_linger', 0)))
     return exit_code if foreground else 0
 
 
@@ -788,6 +794,7 @@ class TorchrunNode(object):
         }
         if not spawn:
             spec['launcher'] = 'srun'
+            spec['step_linger'] = STEP_LINGER
         if params.get('container'):
             spec['container'] = params['container']
             spec['container_engine'] = params.get('container_engine') or 'docker'

@@ -21,7 +21,11 @@ description:
     C(supervisor.py --foreground job.json), which exits with torchrun's exit code, so one failed node ends the step.
     The step id is looked up by the step name C(trainops-<run_id>) in C(squeue), then C(sacct).
   - With O(state=query), reports the step's state (C(squeue), then C(sacct)).
-  - With O(state=cancelled), cancels the step with C(scancel JOB.STEP); nothing is signalled by pid or name.
+  - With O(state=signalled), sends the step's tasks C(SIGTERM) with C(scancel --signal=TERM JOB.STEP); a node's supervisor
+    then stops torchrun and writes C(exit.json), and when the run was stopped on request (C(stop.json)) waits for the
+    cancel.
+  - With O(state=cancelled), cancels the step with C(scancel JOB.STEP) (Slurm sends the tasks C(SIGKILL) and accounts the
+    step C(CANCELLED)). Nothing is signalled by pid or name.
   - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -29,7 +33,8 @@ attributes:
   check_mode:
     support: full
     details:
-      - With O(state=started) returns the srun command line and starts nothing; with O(state=cancelled) cancels nothing.
+      - With O(state=started) returns the srun command line and starts nothing; with O(state=signalled) and
+        O(state=cancelled) signals and cancels nothing.
   diff_mode:
     support: none
   platform:
@@ -37,9 +42,9 @@ attributes:
 options:
   state:
     description:
-      - V(started), V(query) or V(cancelled).
+      - V(started), V(query), V(signalled) or V(cancelled).
     type: str
-    choices: [started, query, cancelled]
+    choices: [started, query, signalled, cancelled]
     default: started
   job_id:
     description:
@@ -52,7 +57,8 @@ options:
     type: str
   step_id:
     description:
-      - The step, as O(state=started) returned it. Required with O(state=query) and O(state=cancelled).
+      - The step, as O(state=started) returned it. Required with O(state=query), O(state=signalled) and
+        O(state=cancelled).
     type: str
   nodes:
     description:
@@ -154,7 +160,7 @@ started_at:
   type: str
 step:
   description: The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), ...), C(exit_code) and C(source).
-  returned: when O(state=query) or O(state=cancelled)
+  returned: when O(state) is V(query), V(signalled) or V(cancelled)
   type: dict
 """
 
@@ -186,14 +192,15 @@ def run(module):
     if step['state'] not in ('RUNNING', 'PENDING', 'UNKNOWN'):
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
     if not module.check_mode:
-        slurm.cancel(params['job_id'], params['step_id'])
+        slurm.cancel(params['job_id'], params['step_id'],
+                     signal_name='TERM' if params['state'] == 'signalled' else None)
     return dict(changed=True, job_id=params['job_id'], step_id=params['step_id'], step=step)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type='str', default='started', choices=['started', 'query', 'cancelled']),
+            state=dict(type='str', default='started', choices=['started', 'query', 'signalled', 'cancelled']),
             job_id=dict(type='str', required=True),
             run_id=dict(type='str'),
             step_id=dict(type='str'),
@@ -206,6 +213,7 @@ def main():
         ),
         required_if=[('state', 'started', ('run_id', 'output')),
                      ('state', 'query', ('step_id', )),
+                     ('state', 'signalled', ('step_id', )),
                      ('state', 'cancelled', ('step_id', ))],
         supports_check_mode=True,
     )

@@ -144,5 +144,7 @@ def test_srun_stop_cancels_the_step(allocation, tmp_path):
     assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
     assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
     assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
+    # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel
+    assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
     name = manifest['launcher']['step_name']
     assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()

@@ -129,6 +129,9 @@ def test_cancel_is_scancel_of_the_step_only():
     fake = FakeSystem({'scancel': [(0, '', '')]})
     _srun.Slurm(system=fake).cancel('42', '1')
     assert fake.commands == [['scancel', '42.1']]
+    fake = FakeSystem({'scancel': [(0, '', '')]})
+    _srun.Slurm(system=fake).cancel('42', '1', signal_name='TERM')
+    assert fake.commands == [['scancel', '--signal=TERM', '42.1']]
     fake = FakeSystem({'scancel': [(1, '', 'scancel: error: Kill job error on job id 42.1: Invalid job id specified')]})
     with pytest.raises(_srun.SrunError, match='scancel 42.1 failed .rc 1.: scancel: error'):
         _srun.Slurm(system=fake).cancel('42', '1')

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
 
@@ -65,13 +66,14 @@ def test_prepared_check_mode_writes_nothing(tmp_path):
     assert result['changed'] is True and not os.path.exists(str(tmp_path / 'state'))
 
 
-def run_foreground(tmp_path, argv):
+def run_foreground(tmp_path, argv, **job_fields):
     """Prepare a run whose torchrun is ``argv`` and run its supervisor as a Slurm task would."""
     result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
     job_path = result['step_command']['job']
     with open(job_path) as handle:
         job = json.load(handle)
-    job['argv'] = argv
+    assert job['step_linger'] == tr.STEP_LINGER
+    job.update(job_fields, argv=argv)
     with open(job_path, 'w') as handle:
         json.dump(job, handle)
     proc = subprocess.run([sys.executable, result['step_command']['supervisor'], '--foreground', job_path],
@@ -113,3 +115,15 @@ def test_signal_false_records_the_stop_and_signals_nothing(tmp_path):
     with open(str(run_dir / 'stop.json')) as handle:
         stop = json.load(handle)
     assert stop['reason'] == 'user' and stop['detail'] == 'scancel 7.0'
+
+
+def test_supervisor_foreground_of_a_stopped_run_waits_for_the_cancel_after_exit_json(tmp_path):
+    # stop.json written while torchrun runs (the stop's record); torchrun then ends on its own here
+    script = 'import os, time; open(os.environ["STOP"], "w").write("{}"); time.sleep(0.5)'
+    stop = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1' / 'stop.json')
+    started = time.monotonic()
+    proc, run_dir = run_foreground(tmp_path, [sys.executable, '-c', script], step_linger=2,
+                                   env={'STOP': stop})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - started >= 2  # lingered after exit.json, for the step's scancel
+    assert os.path.exists(os.path.join(run_dir, 'exit.json'))
