@@ -208,6 +208,25 @@ def _profile_problems(params):
     return problems
 
 
+def _launcher_problems(params):
+    """launcher (ssh or srun) and what srun needs: an allocation, and the ranks on the host."""
+    launcher = params.get('launcher', 'ssh')
+    if launcher in (None, '', 'ssh'):
+        return []
+    if launcher != 'srun':
+        return ['launcher=%s: how torchrun is started must be ssh or srun (trainops_launcher, e.g. -e launcher=srun)'
+                % (launcher,)]
+    problems = []
+    if not str(params.get('slurm_job_id') or '').isdigit():
+        problems.append('launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set, and the inventory sets no '
+                        'trainops_slurm_job_id): run the playbook in the salloc shell or batch script that holds the '
+                        'nodes, or use launcher=ssh')
+    if params.get('runtime') == 'container':
+        problems.append('launcher=srun with runtime=container: a Slurm step cannot start the ranks in the node\'s '
+                        'training container; use launcher=ssh for containers, or runtime=host')
+    return problems
+
+
 def _controller_problems(params, which):
     """What the controller itself needs: rsync, when it syncs the workspace to the nodes."""
     if params.get('sync_workspace') and not which('rsync'):
@@ -225,7 +244,8 @@ def launch_problems(params, which=shutil.which):
     ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
-    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``),
+    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
+    ``launcher``, ``slurm_job_id``),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
     (booleans) for the file checks and the controller's rsync (looked up with ``which``).
     """
@@ -276,7 +296,7 @@ def launch_problems(params, which=shutil.which):
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
     return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _controller_problems(params, which))
+            + _launcher_problems(params) + _controller_problems(params, which))
 
 
 def merge_problems(by_node):

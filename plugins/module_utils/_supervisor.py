@@ -9,7 +9,9 @@
 
 """Supervisor for one torchrun: the program the trainops.multinode.torchrun module starts on a node.
 
-Usage on the node: ``python supervisor.py /path/to/runs/<run_id>/job.json``. It
+Usage on the node: ``python supervisor.py [--foreground] /path/to/runs/<run_id>/job.json``. With
+``--foreground`` (a Slurm step's task, launcher=srun) it does not fork and exits with torchrun's exit code,
+so that ``srun --kill-on-bad-exit`` sees a failed node. It
 
 - detaches (fork, the first process exits at once),
 - becomes a child subreaper so orphaned workers are re-parented to it,
@@ -241,8 +243,9 @@ class Supervisor(object):
             if pid == self.proc.pid:
                 return wstatus
 
-    def run(self):
-        """Start torchrun, wait for it, clean up its tree and write exit.json; the supervisor's exit status."""
+    def run(self, foreground=False):
+        """Start torchrun, wait for it, clean up its tree and write exit.json; the supervisor's exit status
+        (torchrun's exit code in the foreground, a Slurm step's task)."""
         if self.stopped_before_start():
             msg = 'not starting: the run was stopped before torchrun started (stop.json)'
             log(msg)
@@ -268,19 +271,27 @@ class Supervisor(object):
         cleanup(self.system, self.grace)
         write_exit(self.exit_path, exit_code, signame)
         log('exit.json written')
-        return 0
+        if not foreground:
+            return 0
+        if self.stopped_before_start():
+            # a Slurm step's task stopped on request (stop.json): stay until the step's scancel ends the task, so
+            # that Slurm accounts the step CANCELLED, not FAILED by this exit code (at most step_linger seconds)
+            self.system.sleep(float(self.job.get('step_linger', 0)))
+        return exit_code
 
 
 def main(argv):
-    """Detach, then supervise the run whose job.json is ``argv[1]``."""
-    job_path = os.path.abspath(argv[1])
-    if os.fork() > 0:
+    """Supervise the run whose job.json is the last argument: detached (fork), or with ``--foreground`` in
+    the calling process (a Slurm step's task)."""
+    foreground = len(argv) > 2 and argv[1] == '--foreground'
+    job_path = os.path.abspath(argv[-1])
+    if not foreground and os.fork() > 0:
         os._exit(0)
     become_subreaper()
     supervisor = Supervisor(job_path)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.on_signal)
-    return supervisor.run()
+    return supervisor.run(foreground=foreground)
 
 
 if __name__ == '__main__':

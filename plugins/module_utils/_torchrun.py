@@ -66,6 +66,10 @@ STATUS_RUNNING = 'running'
 STATUS_EXITED = 'exited'
 STATUS_LOST = 'lost'
 STATUS_ABSENT = 'absent'
+# written by state=prepared, waiting for a Slurm step (plugins/module_utils/_srun.py) to run its supervisor
+STATUS_PREPARED = 'prepared'
+# seconds a stopped step task's supervisor waits for the step's cancel after writing exit.json
+STEP_LINGER = 120
 
 START_WAIT = 10.0
 """Seconds the module waits for the supervisor to record torchrun's pid."""
@@ -425,6 +429,8 @@ class TorchrunNode(object):
             result['status'] = STATUS_EXITED
         elif result['supervisor_alive']:
             result['status'] = STATUS_RUNNING
+        elif pids is None and spec.get('launcher') == 'srun':
+            result['status'] = STATUS_PREPARED
         else:
             result['status'] = STATUS_LOST
             result['lost_reason'] = 'its supervisor is gone and no exit.json was written'
@@ -494,7 +500,8 @@ class TorchrunNode(object):
         return self._result(self.state(run_id), False, log_lines)
 
     # --- start --------------------------------------------------------------------------------
-    def start(self, params, check_mode=False):
+    def start(self, params, check_mode=False, spawn=True):
+        """Start the run; with ``spawn=False`` (state=prepared) only write its directory for a Slurm step."""
         validate_start_params(params)
         run_id = params['run_id']
         argv = build_argv(params)
@@ -523,6 +530,9 @@ class TorchrunNode(object):
             'uid': os.getuid(),
             'secret_env_names': sorted(secrets),
         }
+        if not spawn:
+            spec['launcher'] = 'srun'
+            spec['step_linger'] = STEP_LINGER
         if params.get('container'):
             spec['container'] = params['container']
             spec['container_engine'] = params.get('container_engine') or 'docker'
@@ -571,7 +581,10 @@ class TorchrunNode(object):
                 return {'changed': True, 'job': self.job_view(planned, spec=spec), 'log_tail': [],
                         'replaced': replaced, 'stopped_pids': sorted(stopped_pids), 'warnings': warnings}
 
-            self._launch(run_id, spec, secrets)
+            if spawn:
+                self._launch(run_id, spec, secrets)
+            else:
+                self._write_run(run_id, spec, secrets)
             state = self.state(run_id)
             return self._result(state, True, log_lines, replaced=replaced, stopped_pids=sorted(stopped_pids), warnings=warnings)
 
@@ -579,7 +592,8 @@ class TorchrunNode(object):
         return {'run_id': run_id, 'paths': self.paths(run_id), 'spec': None, 'pids': None, 'exit': None,
                 'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
 
-    def _launch(self, run_id, spec, secrets):
+    def _write_run(self, run_id, spec, secrets):
+        """The run directory: supervisor, env file and job.json (the last, it marks the run as existing)."""
         paths = self.paths(run_id)
         ensure_private_dir(paths['run_dir'])
         for stale in (paths['pids'], paths['exit'], paths['stop']):
@@ -589,6 +603,14 @@ class TorchrunNode(object):
         write_supervisor(paths['run_dir'])
         write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets), sync=False)
         write_json_atomic(paths['job'], spec)
+        if not spec.get('launcher'):
+            return spec
+        write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
+        return spec
+
+    def _launch(self, run_id, spec, secrets):
+        paths = self.paths(run_id)
+        spec = self._write_run(run_id, spec, secrets)
         if spec.get('container'):
             check_container(self.system, spec['container_engine'], spec['container'], paths['run_dir'])
             argv = container_argv(spec['container_engine'], spec['container'], spec['container_python'],
@@ -624,7 +646,8 @@ class TorchrunNode(object):
             self.system.sleep(0.05)
 
     # --- stop ---------------------------------------------------------------------------------
-    def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None):
+    def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None,
+             signal_tree=True):
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0, stopped_pids=[], killed_pids=[])
@@ -634,6 +657,10 @@ class TorchrunNode(object):
             if not self.is_active(state):
                 return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
             record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
+            if not signal_tree:
+                # a Slurm step's run: the step's scancel signals it (plugins/module_utils/_srun.py)
+                return self._result(state, not check_mode and reason is not None, log_lines, stopped_pids=[],
+                                    killed_pids=[])
             try:
                 stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
             except PermissionError as exc:
@@ -758,15 +785,21 @@ def run_module(params, check_mode=False, system=None):
     state = params.get('state') or 'started'
     log_lines = params.get('log_lines')
     log_lines = 20 if log_lines is None else max(0, log_lines)
-    if state == 'started':
-        return node.start(dict(params, log_lines=log_lines), check_mode=check_mode)
+    if state in ('started', 'prepared'):
+        result = node.start(dict(params, log_lines=log_lines), check_mode=check_mode, spawn=state == 'started')
+        if state == 'prepared':
+            result['step_command'] = {'python': sys.executable, 'path': os.environ.get('PATH', '/usr/bin:/bin'),
+                                      'supervisor': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'supervisor.py'),
+                                      'job': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'job.json')}
+        return result
     if state == 'stopped':
         stop_timeout = params.get('stop_timeout')
         stop_timeout = 15 if stop_timeout is None else stop_timeout
         if stop_timeout < 0:
             raise TorchrunError('stop_timeout must be >= 0')
         return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode,
-                         reason=params.get('stop_reason'), detail=params.get('stop_detail'))
+                         reason=params.get('stop_reason'), detail=params.get('stop_detail'),
+                         signal_tree=params.get('signal') is not False)
     if state == 'query':
         return node.query(params.get('run_id'), log_lines=log_lines)
     raise TorchrunError('Unsupported state %r' % (state, ))

@@ -46,8 +46,11 @@ options:
       - V(stopped) sends C(SIGTERM) to torchrun's process group and to the process groups of every live descendant of
         the supervisor, waits up to O(stop_timeout) seconds, sends C(SIGKILL) to what is left, then waits for C(exit.json).
       - V(query) only reports the run's status.
+      - V(prepared) writes the run directory (C(job.json), C(env.sh), C(supervisor.py)) as V(started) does but starts
+        nothing; a Slurm step then runs C(supervisor.py --foreground job.json) on the node (the C(srun) launcher, see
+        M(trainops.multinode.srun_step)). Until the step has started it, the run's status is V(prepared).
     type: str
-    choices: [started, stopped, query]
+    choices: [started, stopped, query, prepared]
     default: started
   stop_reason:
     description:
@@ -59,6 +62,12 @@ options:
       - Without it nothing is recorded.
     type: str
     choices: [user, peer, stalled, unreachable, timeout, undo]
+  signal:
+    description:
+      - With O(state=stopped), whether the module signals the run's processes. V(false) only writes the stop record
+        (O(stop_reason)) of a run that a Slurm step runs, before the step is cancelled with C(scancel).
+    type: bool
+    default: true
   stop_detail:
     description:
       - With O(stop_reason), a line saying more (for example which node failed), recorded with it.
@@ -280,7 +289,8 @@ job:
     status:
       description:
         - V(running) while the supervisor is alive, V(exited) once C(exit.json) was written, V(lost) when the supervisor
-          is gone without writing C(exit.json), V(absent) when there is no such run.
+          is gone without writing C(exit.json), V(absent) when there is no such run, V(prepared) when O(state=prepared)
+          wrote it and no Slurm step has started its supervisor yet.
       type: str
       sample: running
     pid:
@@ -393,6 +403,25 @@ killed_pids:
   type: list
   elements: int
   sample: []
+step_command:
+  description: What a Slurm step runs on this node for the prepared run, C(python supervisor --foreground job).
+  returned: when O(state=prepared)
+  type: dict
+  contains:
+    python:
+      description: The node's interpreter that ran the module.
+      type: str
+    path:
+      description: The node's C(PATH) for the supervisor and torchrun.
+      type: str
+    supervisor:
+      description: Path of the run's C(supervisor.py).
+      type: str
+    job:
+      description: Path of the run's C(job.json).
+      type: str
+  sample: {python: /usr/bin/python3, path: /usr/bin:/bin, supervisor: /srv/trainops/state/n1/runs/r1/supervisor.py,
+           job: /srv/trainops/state/n1/runs/r1/job.json}
 replaced:
   description: Run ids stopped because of O(replace=true).
   returned: when O(state=started)
@@ -411,7 +440,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._torchrun impor
 
 def main():
     argument_spec = dict(
-        state=dict(type='str', default='started', choices=['started', 'stopped', 'query']),
+        state=dict(type='str', default='started', choices=['started', 'stopped', 'query', 'prepared']),
+        signal=dict(type='bool', default=True),
         state_dir=dict(type='path', required=True),
         run_id=dict(type='str'),
         nnodes=dict(type='int'),
@@ -445,6 +475,7 @@ def main():
         argument_spec=argument_spec,
         required_if=[
             ('state', 'started', ('run_id', 'nnodes', 'nproc_per_node', 'node_rank', 'master_addr', 'master_port', 'entrypoint')),
+            ('state', 'prepared', ('run_id', 'nnodes', 'nproc_per_node', 'node_rank', 'master_addr', 'master_port', 'entrypoint')),
         ],
         supports_check_mode=True,
     )

@@ -209,3 +209,19 @@ def test_profile_values_that_do_not_fit(good, values, starts):
     good.update(values)
     problems = launch_problems(good)
     assert len(problems) == 1 and problems[0].startswith(starts), problems
+
+
+@pytest.mark.parametrize('values', [{'launcher': 'ssh'}, {'launcher': 'srun', 'slurm_job_id': '42'}])
+def test_launcher_values_that_fit(good, values):
+    assert launch_problems(dict(good, **values)) == []
+
+
+@pytest.mark.parametrize('values, line', [
+    ({'launcher': 'mpirun'}, 'launcher=mpirun: how torchrun is started must be ssh or srun'),
+    ({'launcher': 'srun', 'slurm_job_id': ''}, 'launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set'),
+    ({'launcher': 'srun', 'slurm_job_id': '42', 'runtime': 'container'},
+     'launcher=srun with runtime=container: a Slurm step cannot start the ranks'),
+])
+def test_launcher_values_that_do_not_fit_give_one_line(good, values, line):
+    problems = launch_problems(dict(good, **values))
+    assert len(problems) == 1 and problems[0].startswith(line), problems

@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+DOCUMENTATION = r"""
+module: srun_step
+short_description: Run a job's prepared node supervisors as one Slurm step, query it, cancel it
+version_added: 0.2.0
+author:
+  - trainops maintainers (@trainops)
+description:
+  - The C(srun) launcher of the C(trainops.multinode.job) role. Every node's run directory is written first by
+    M(trainops.multinode.torchrun) with C(state=prepared).
+  - With O(state=started), starts C(srun --jobid=JOB --ntasks-per-node=1 --kill-on-bad-exit=1 --wait=N) in a session of
+    its own on the controller, one task per node in allocation order. Each task finds its node's command by
+    C($SLURMD_NODENAME) inside the step, checks C($SLURM_NODEID) against the node rank, and runs the node's
+    C(supervisor.py --foreground job.json), which exits with torchrun's exit code, so one failed node ends the step.
+    The step id is looked up by the step name C(trainops-<run_id>) in C(squeue), then C(sacct).
+  - With O(state=query), reports the step's state (C(squeue), then C(sacct)).
+  - With O(state=signalled), sends the step's tasks C(SIGTERM) with C(scancel --signal=TERM JOB.STEP); a node's supervisor
+    then stops torchrun and writes C(exit.json), and when the run was stopped on request (C(stop.json)) waits for the
+    cancel.
+  - With O(state=cancelled), cancels the step with C(scancel JOB.STEP) (Slurm sends the tasks C(SIGKILL) and accounts the
+    step C(CANCELLED)). Nothing is signalled by pid or name.
+  - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - With O(state=started) returns the srun command line and starts nothing; with O(state=signalled) and
+        O(state=cancelled) signals and cancels nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  state:
+    description:
+      - V(started), V(query), V(signalled) or V(cancelled).
+    type: str
+    choices: [started, query, signalled, cancelled]
+    default: started
+  job_id:
+    description:
+      - The Slurm job (allocation) the step belongs to, C($SLURM_JOB_ID) of the allocation's shell.
+    type: str
+    required: true
+  run_id:
+    description:
+      - The run, which names the step C(trainops-<run_id>). Required with O(state=started).
+    type: str
+  step_id:
+    description:
+      - The step, as O(state=started) returned it. Required with O(state=query), O(state=signalled) and
+        O(state=cancelled).
+    type: str
+  nodes:
+    description:
+      - The nodes in allocation order, each with C(name) (the Slurm node name), C(rank) (its position),
+        C(python), C(path), C(supervisor) and C(job), as M(trainops.multinode.torchrun) returned them in
+        RV(trainops.multinode.torchrun#module:step_command). Required with O(state=started).
+    type: list
+    elements: dict
+    default: []
+  wait_seconds:
+    description:
+      - C(srun --wait), seconds the step waits for the other tasks once the first one ended with exit code 0
+        (a failed task ends the step at once). V(0) waits forever.
+    type: int
+    default: 300
+  output:
+    description:
+      - File on the controller that gets the srun client's output (created 0600). Required with O(state=started).
+    type: path
+  srun:
+    description:
+      - The srun command.
+    type: str
+    default: srun
+  srun_args:
+    description:
+      - More srun options, put before the command, for example C(--gpus-per-task=8).
+    type: list
+    elements: str
+    default: []
+  secret_env:
+    description:
+      - Secret variables for every rank; they go into the srun client's environment and the step exports them
+        by name (C(--export=NAME,...)). Nothing else of the controller's environment goes with the step.
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Start the step
+  trainops.multinode.srun_step:
+    job_id: "{{ lookup('ansible.builtin.env', 'SLURM_JOB_ID') }}"
+    run_id: run-20260101
+    output: /work/experiments/run-20260101/srun.log
+    nodes:
+      - {name: node01, rank: 0, python: /usr/bin/python3, path: /usr/bin:/bin,
+         supervisor: /srv/trainops/state/node01/runs/run-20260101/supervisor.py,
+         job: /srv/trainops/state/node01/runs/run-20260101/job.json}
+  delegate_to: localhost
+  run_once: true
+  register: step
+
+- name: Cancel it
+  trainops.multinode.srun_step:
+    state: cancelled
+    job_id: "{{ step.job_id }}"
+    step_id: "{{ step.step_id }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+job_id:
+  description: The Slurm job.
+  returned: always
+  type: str
+  sample: "42"
+step_id:
+  description: The step of the job that runs the nodes.
+  returned: when known
+  type: str
+  sample: "0"
+step_name:
+  description: The step's name.
+  returned: when O(state=started)
+  type: str
+  sample: trainops-run-20260101
+pid:
+  description: Pid of the srun client on the controller.
+  returned: when O(state=started) and not in check mode
+  type: int
+  sample: 4242
+argv:
+  description: The srun command line, with the task script shown as C(<task script>).
+  returned: when O(state=started)
+  type: list
+  elements: str
+task_script:
+  description: The shell program each task runs.
+  returned: when O(state=started)
+  type: str
+output:
+  description: The srun client's output file.
+  returned: when O(state=started)
+  type: str
+started_at:
+  description: When the step was started (UTC).
+  returned: when O(state=started) and not in check mode
+  type: str
+step:
+  description: The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), ...), C(exit_code) and C(source).
+  returned: when O(state) is V(query), V(signalled) or V(cancelled)
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.trainops.multinode.plugins.module_utils._srun import (
+    Slurm,
+    SrunError,
+    build_argv,
+    start_step,
+    step_name,
+)
+
+
+def run(module):
+    params = module.params
+    slurm = Slurm()
+    if params['state'] == 'started':
+        if module.check_mode:
+            argv = build_argv(params['job_id'], params['run_id'], params['nodes'], params['wait_seconds'],
+                              srun=params['srun'], secret_names=sorted(params['secret_env']),
+                              extra_args=params['srun_args'])
+            return dict(changed=True, job_id=params['job_id'], step_name=step_name(params['run_id']),
+                        argv=argv[:-2] + ['<task script>', argv[-1]], task_script=argv[-2], output=params['output'])
+        return dict(start_step(params, slurm=slurm), changed=True)
+    step = slurm.step_state(params['job_id'], params['step_id'])
+    if params['state'] == 'query':
+        return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
+    if step['state'] not in ('RUNNING', 'PENDING', 'UNKNOWN'):
+        return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
+    if not module.check_mode:
+        slurm.cancel(params['job_id'], params['step_id'],
+                     signal_name='TERM' if params['state'] == 'signalled' else None)
+    return dict(changed=True, job_id=params['job_id'], step_id=params['step_id'], step=step)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type='str', default='started', choices=['started', 'query', 'signalled', 'cancelled']),
+            job_id=dict(type='str', required=True),
+            run_id=dict(type='str'),
+            step_id=dict(type='str'),
+            nodes=dict(type='list', elements='dict', default=[]),
+            wait_seconds=dict(type='int', default=300),
+            output=dict(type='path'),
+            srun=dict(type='str', default='srun'),
+            srun_args=dict(type='list', elements='str', default=[]),
+            secret_env=dict(type='dict', default={}, no_log=True),
+        ),
+        required_if=[('state', 'started', ('run_id', 'output')),
+                     ('state', 'query', ('step_id', )),
+                     ('state', 'signalled', ('step_id', )),
+                     ('state', 'cancelled', ('step_id', ))],
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except SrunError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The srun launcher's argv, task script, step lookup, state and scancel (Slurm commands mocked)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _srun
+
+
+def nodes(*names):
+    return [{'name': name, 'rank': index, 'python': '/opt/py %d/bin/python' % index, 'path': '/opt/bin:/usr/bin',
+             'supervisor': '/srv/state/%s/runs/r1/supervisor.py' % name, 'job': '/srv/state/%s/runs/r1/job.json' % name}
+            for index, name in enumerate(names)]
+
+
+class FakeSystem(object):
+    """Answers Slurm commands from a table; records every command."""
+
+    def __init__(self, answers):
+        self.answers = answers  # (argv[0], ...) -> list of (rc, out, err), consumed in order (the last one repeats)
+        self.commands = []
+        self.clock = 0.0
+
+    def run(self, argv, timeout=60):
+        self.commands.append(argv)
+        queue = self.answers[argv[0]]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    def monotonic(self):
+        return self.clock
+
+    def sleep(self, seconds):
+        self.clock += seconds
+
+
+def test_build_argv_one_task_per_node_in_allocation_order():
+    argv = _srun.build_argv('42', 'r1', nodes('gpu07', 'gpu03'), 120, extra_args=['--gpus-per-task=8'])
+    assert argv[:12] == ['srun', '--jobid=42', '--job-name=trainops-r1', '--nodes=2', '--ntasks=2', '--ntasks-per-node=1',
+                         '--nodelist=gpu07,gpu03', '--kill-on-bad-exit=1', '--wait=120', '--export=NONE', '--label',
+                         '--gpus-per-task=8']
+    assert argv[12:14] == ['/bin/sh', '-c'] and argv[-1] == 'trainops-task'
+
+
+def test_build_argv_exports_only_the_secrets_by_name():
+    argv = _srun.build_argv('42', 'r1', nodes('a'), 0, secret_names=['WANDB_API_KEY', 'HF_TOKEN'])
+    assert '--export=HF_TOKEN,WANDB_API_KEY' in argv
+
+
+@pytest.mark.parametrize('job_id, node_list, match', [
+    ('', nodes('a'), 'not a Slurm job id'),
+    ('42; rm', nodes('a'), 'not a Slurm job id'),
+    ('42', [], 'No nodes'),
+    ('42', [dict(nodes('a')[0], rank=1)], 'rank 1 but is number 0'),
+    ('42', [dict(nodes('a')[0], name='a b')], 'not a Slurm node name'),
+    ('42', [dict(nodes('a')[0], python='')], 'has no python'),
+])
+def test_build_argv_refuses(job_id, node_list, match):
+    with pytest.raises(_srun.SrunError, match=match):
+        _srun.build_argv(job_id, 'r1', node_list, 0)
+
+
+def run_task(script, nodename, nodeid):
+    """Run the task script as slurmstepd would, with `echo` in place of exec's command."""
+    return subprocess.run(['/bin/sh', '-c', script.replace('exec "$@"', 'echo "PATH=$PATH"; printf "%s\\n" "$@"'),
+                           'trainops-task'], env={'SLURMD_NODENAME': nodename, 'SLURM_NODEID': nodeid},
+                          capture_output=True, text=True, check=False)
+
+
+def test_task_script_picks_the_node_by_its_own_slurmd_nodename():
+    script = _srun.task_script(nodes('gpu07', 'gpu03'))
+    proc = run_task(script, 'gpu03', '1')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ['PATH=/opt/bin:/usr/bin', '/opt/py 1/bin/python',
+                                        '/srv/state/gpu03/runs/r1/supervisor.py', '--foreground',
+                                        '/srv/state/gpu03/runs/r1/job.json']
+
+
+def test_task_script_fails_when_the_step_order_is_not_the_allocation_order():
+    proc = run_task(_srun.task_script(nodes('gpu07', 'gpu03')), 'gpu03', '0')
+    assert proc.returncode == 2 and 'node 0 of the step but rank 1 of the job' in proc.stderr
+
+
+def test_task_script_fails_on_a_node_without_a_run():
+    proc = run_task(_srun.task_script(nodes('gpu07')), 'gpu99', '0')
+    assert proc.returncode == 2 and 'no run prepared for node gpu99' in proc.stderr
+
+
+SACCT = ('42|salloc|RUNNING|0:0\n42.extern|extern|RUNNING|0:0\n42.0|trainops-old|COMPLETED|0:0\n'
+         '42.1|trainops-r1|CANCELLED by 0|0:15\n')
+
+
+def test_parse_squeue_and_sacct():
+    assert _srun.parse_squeue_steps('42.0|other\n42.3|trainops-r1\n', 'trainops-r1') == '3'
+    assert _srun.parse_squeue_steps('42.0|other\n', 'trainops-r1') is None
+    assert _srun.parse_sacct(SACCT, name='trainops-r1') == {'step_id': '1', 'name': 'trainops-r1',
+                                                            'state': 'CANCELLED', 'exit_code': '0:15'}
+    assert _srun.parse_sacct(SACCT, step_id='0')['state'] == 'COMPLETED'
+
+
+def test_find_step_from_squeue_then_sacct():
+    fake = FakeSystem({'squeue': [(0, '', ''), (0, '42.4|trainops-r1\n', '')], 'sacct': [(0, '', '')]})
+    assert _srun.Slurm(system=fake).find_step('42', 'trainops-r1') == '4'
+    assert fake.commands[0] == ['squeue', '--steps', '--jobs', '42', '--noheader', '--format', '%i|%j']
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, SACCT, '')]})
+    assert _srun.Slurm(system=fake).find_step('42', 'trainops-r1') == '1'
+
+
+def test_find_step_gives_up_when_srun_ended_without_a_step():
+    fake = FakeSystem({'squeue': [(1, '', 'slurm_load_jobs error: Invalid job id specified')], 'sacct': [(0, '', '')]})
+    with pytest.raises(_srun.SrunError, match='neither in squeue nor in sacct: slurm_load_jobs error'):
+        _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: False)
+
+
+def test_step_state_running_then_from_sacct():
+    fake = FakeSystem({'squeue': [(0, '42.1\n', '')], 'sacct': [(0, SACCT, '')]})
+    assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'RUNNING', 'exit_code': None, 'source': 'squeue'}
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, SACCT, '')]})
+    assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'CANCELLED', 'exit_code': '0:15',
+                                                              'source': 'sacct'}
+
+
+def test_cancel_is_scancel_of_the_step_only():
+    fake = FakeSystem({'scancel': [(0, '', '')]})
+    _srun.Slurm(system=fake).cancel('42', '1')
+    assert fake.commands == [['scancel', '42.1']]
+    fake = FakeSystem({'scancel': [(0, '', '')]})
+    _srun.Slurm(system=fake).cancel('42', '1', signal_name='TERM')
+    assert fake.commands == [['scancel', '--signal=TERM', '42.1']]
+    fake = FakeSystem({'scancel': [(1, '', 'scancel: error: Kill job error on job id 42.1: Invalid job id specified')]})
+    with pytest.raises(_srun.SrunError, match='scancel 42.1 failed .rc 1.: scancel: error'):
+        _srun.Slurm(system=fake).cancel('42', '1')
+
+
+class FakeProc(object):
+    pid = 777
+
+    @staticmethod
+    def poll():
+        return None
+
+
+def test_start_step_spawns_srun_with_the_secrets_and_no_leftover_slurm_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv('SLURM_NTASKS', '99')
+    monkeypatch.setenv('SLURM_CONF', '/etc/slurm/lab.conf')
+    spawned = []
+
+    def spawn(argv, output, env):
+        spawned.append((argv, output, env))
+        return FakeProc()
+
+    fake = FakeSystem({'squeue': [(0, '42.2|trainops-r1\n', '')]})
+    result = _srun.start_step({'job_id': '42', 'run_id': 'r1', 'nodes': nodes('a', 'b'), 'wait_seconds': 60,
+                               'output': str(tmp_path / 'srun.log'), 'secret_env': {'HF_TOKEN': 's3cret'}},
+                              slurm=_srun.Slurm(system=fake), spawn=spawn)
+    argv, output, env = spawned[0]
+    assert result['step_id'] == '2' and result['pid'] == 777 and result['job_id'] == '42'
+    assert output == str(tmp_path / 'srun.log')
+    assert env['HF_TOKEN'] == 's3cret' and '--export=HF_TOKEN' in argv
+    assert 'SLURM_NTASKS' not in env and env['SLURM_CONF'] == '/etc/slurm/lab.conf'
+    assert 's3cret' not in repr(result)
+    assert result['argv'][-3:] == ['-c', '<task script>', 'trainops-task']

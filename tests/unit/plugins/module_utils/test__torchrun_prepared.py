@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""torchrun state=prepared (the srun launcher's run directory), signal=false stops, supervisor --foreground."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+
+
+class NoSpawn(tr.System):
+    """The real system, except that spawning or signalling anything fails the test."""
+
+    def spawn_detached(self, *args, **kwargs):
+        raise AssertionError('prepared runs spawn nothing')
+
+    def kill(self, pid, sig):
+        raise AssertionError('signal=false signals nothing')
+
+    def killpg(self, pgid, sig):
+        raise AssertionError('signal=false signals nothing')
+
+
+def prepared_params(tmp_path, **overrides):
+    params = dict(
+        state='prepared', state_dir=str(tmp_path / 'state'), node_id='n0', run_id='run1', nnodes=2, nproc_per_node=2,
+        node_rank=1, master_addr='10.0.0.1', master_port=29500, rdzv_backend='static', rdzv_id=None,
+        rdzv_timeout=None, max_restarts=0, entrypoint='train.py', entrypoint_args=[], python='python3', torchrun=None,
+        command_prefix=[], chdir=None, env={'NCCL_SOCKET_IFNAME': '=ens5'}, replace=False, stop_timeout=15,
+        log_lines=20)
+    params.update(overrides)
+    return params
+
+
+def test_prepared_writes_the_run_and_starts_nothing(tmp_path):
+    result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    run_dir = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1')
+    assert result['changed'] is True
+    assert result['job']['status'] == 'prepared' and result['job']['pid'] is None
+    assert result['step_command'] == {'python': sys.executable, 'path': os.environ.get('PATH', '/usr/bin:/bin'),
+                                      'supervisor': os.path.join(run_dir, 'supervisor.py'),
+                                      'job': os.path.join(run_dir, 'job.json')}
+    with open(os.path.join(run_dir, 'job.json')) as handle:
+        job = json.load(handle)
+    assert job['launcher'] == 'srun' and job['node_rank'] == 1 and job['env'] == {'NCCL_SOCKET_IFNAME': '=ens5'}
+    for name, module in tr.SUPERVISOR_FILES.items():
+        with open(os.path.join(run_dir, name)) as handle:
+            assert handle.read() == tr.module_source(module), name
+    with open(str(tmp_path / 'state' / 'n0' / 'current.json')) as handle:
+        assert json.load(handle)['run_id'] == 'run1'
+    # preparing again is idempotent; querying shows it prepared
+    again = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    assert again['changed'] is False and again['job']['status'] == 'prepared'
+    assert tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'},
+                         system=NoSpawn())['job']['status'] == 'prepared'
+
+
+def test_prepared_check_mode_writes_nothing(tmp_path):
+    result = tr.run_module(prepared_params(tmp_path), check_mode=True, system=NoSpawn())
+    assert result['changed'] is True and not os.path.exists(str(tmp_path / 'state'))
+
+
+def run_foreground(tmp_path, argv, **job_fields):
+    """Prepare a run whose torchrun is ``argv`` and run its supervisor as a Slurm task would."""
+    result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    job_path = result['step_command']['job']
+    with open(job_path) as handle:
+        job = json.load(handle)
+    assert job['step_linger'] == tr.STEP_LINGER
+    job.update(job_fields, argv=argv)
+    with open(job_path, 'w') as handle:
+        json.dump(job, handle)
+    proc = subprocess.run([sys.executable, result['step_command']['supervisor'], '--foreground', job_path],
+                          capture_output=True, text=True, timeout=60, check=False)
+    return proc, os.path.dirname(job_path)
+
+
+def test_supervisor_foreground_exits_with_torchruns_exit_code(tmp_path):
+    proc, run_dir = run_foreground(tmp_path, [sys.executable, '-c', 'print("hello"); raise SystemExit(3)'])
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    with open(os.path.join(run_dir, 'exit.json')) as handle:
+        assert json.load(handle)['exit_code'] == 3
+    with open(os.path.join(run_dir, 'node.log')) as handle:
+        assert handle.read() == 'hello\n'
+    with open(os.path.join(run_dir, 'pids.json')) as handle:
+        # no fork: the process the task started is the supervisor that recorded the pids
+        assert json.load(handle)['supervisor_pid'] > 0
+    status = tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'})
+    assert status['job']['status'] == 'exited' and status['job']['exit_code'] == 3
+
+
+def test_supervisor_foreground_exits_0_when_torchrun_succeeds(tmp_path):
+    proc, _run_dir = run_foreground(tmp_path, [sys.executable, '-c', 'pass'])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_signal_false_records_the_stop_and_signals_nothing(tmp_path):
+    tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    run_dir = tmp_path / 'state' / 'n0' / 'runs' / 'run1'
+    # the run as a step's task has it while running: the live test process stands in for its supervisor
+    me = tr.System().read_proc_stat(os.getpid())
+    with open(str(run_dir / 'pids.json'), 'w') as handle:
+        json.dump({'supervisor_pid': os.getpid(), 'supervisor_start_time': me.start_time, 'pid': os.getpid(),
+                   'pgid': os.getpgrp(), 'start_time': me.start_time}, handle)
+    result = tr.run_module({'state': 'stopped', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0',
+                            'run_id': 'run1', 'stop_reason': 'user', 'stop_detail': 'scancel 7.0', 'signal': False},
+                           system=NoSpawn())
+    assert result['changed'] is True and result['stopped_pids'] == []
+    with open(str(run_dir / 'stop.json')) as handle:
+        stop = json.load(handle)
+    assert stop['reason'] == 'user' and stop['detail'] == 'scancel 7.0'
+
+
+def test_supervisor_foreground_of_a_stopped_run_waits_for_the_cancel_after_exit_json(tmp_path):
+    # stop.json written while torchrun runs (the stop's record); torchrun then ends on its own here
+    script = 'import os, time; open(os.environ["STOP"], "w").write("{}"); time.sleep(0.5)'
+    stop = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1' / 'stop.json')
+    started = time.monotonic()
+    proc, run_dir = run_foreground(tmp_path, [sys.executable, '-c', script], step_linger=2,
+                                   env={'STOP': stop})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - started >= 2  # lingered after exit.json, for the step's scancel
+    assert os.path.exists(os.path.join(run_dir, 'exit.json'))
