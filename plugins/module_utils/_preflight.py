@@ -177,6 +177,11 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
             problems.append('rsync is not installed (the workspace is synced with it). Install rsync on the node, or '
                             'set trainops_sync_workspace: false and put the code there yourself.')
 
+    # looked up, not judged: the controller names every node that lacks one (the profiler, checks.yml)
+    executables = params.get('find_executables') or []
+    if executables:
+        result['executables'] = dict((name, shutil.which(name)) for name in executables)
+
     port = params.get('master_port')
     result['master_port_free'] = None
     if port:

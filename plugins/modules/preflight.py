@@ -100,6 +100,14 @@ options:
       - The workspace will be synced to the node with rsync; a problem when C(rsync) is not on the node's C(PATH).
     type: bool
     default: false
+  find_executables:
+    description:
+      - Look these programs up on the node's C(PATH) (the login environment of Ansible's connection) and return
+        where they are in RV(executables). Not judged here, so that the controller can name every node that lacks
+        one at once (the job role does this for the profiler of C(profile=nsys) or C(profile=rocprof)).
+    type: list
+    elements: str
+    default: []
   master_port:
     description:
       - Probe this port on the node (give it on the master only). Not probed when omitted.
@@ -209,6 +217,11 @@ rsync:
   returned: when O(need_rsync=true)
   type: str
   sample: /usr/bin/rsync
+executables:
+  description: Each program of O(find_executables) with its path on the node, C(null) when it is not on the C(PATH).
+  returned: when O(find_executables) is not empty
+  type: dict
+  sample: {nsys: /usr/local/bin/nsys}
 reach:
   description:
     - Whether the master's port was reached (C(ok)) from C(source) on C(ifname) to C(target), after how many C(attempts)
@@ -247,6 +260,7 @@ def main():
             script=dict(type='str'),
             git_path=dict(type='str'),
             need_rsync=dict(type='bool', default=False),
+            find_executables=dict(type='list', elements='str', default=[]),
             master_port=dict(type='int'),
             reach_port=dict(type='int'),
             reach_peers=dict(type='int'),

@@ -153,6 +153,18 @@ def test_missing_rsync_is_a_problem(tmp_path, monkeypatch):
     assert any('rsync is not installed' in p for p in result['problems'])
 
 
+def test_executables_are_looked_up_and_reported_not_judged(tmp_path, monkeypatch):
+    monkeypatch.setattr(pf.shutil, 'which', lambda name: '/opt/bin/nsys' if name == 'nsys' else None)
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(find_executables=['nsys', 'rocprofv3']), root=str(tmp_path))
+    assert result['executables'] == {'nsys': '/opt/bin/nsys', 'rocprofv3': None}
+    assert not any('nsys' in p or 'rocprofv3' in p for p in result['problems'])
+
+
+def test_no_executables_asked_none_reported(tmp_path):
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(), root=str(tmp_path))
+    assert 'executables' not in result
+
+
 def _free_port():
     sock = socket.socket()
     sock.bind(('127.0.0.1', 0))
