@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""rsync from the controller to one node, for the action plugin trainops.multinode.rsync.
+
+The command is built here and run by ``run_rsync``; the action plugin takes the node's connection settings
+(address, port, user, key, the ssh arguments of the inventory and ansible.cfg, the ControlMaster's socket) from
+Ansible's own ssh connection plugin for that host. No option ever turns host-key checking off.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+CHANGED_MARKER = '<<CHANGED>>'
+"""rsync prints every item it transfers or deletes after this marker (--out-format), as ansible.posix.synchronize does."""
+
+
+class RsyncError(Exception):
+    def __init__(self, msg, **result):
+        super().__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+def remote_path(host, user, path):
+    """``[user@]host:path``; an IPv6 address goes in brackets."""
+    if ':' in host and not host.startswith('['):
+        host = '[%s]' % host
+    return '%s%s:%s' % ('%s@' % user if user else '', host, path)
+
+
+def ssh_command(ssh_executable='ssh', port=None, private_key=None, ssh_args=(), control_path=None):
+    """The ``--rsh`` command line: the node's own ssh settings. ``control_path``: reuse that ControlMaster socket
+    (the one Ansible's connection to the node opened); else the one the ssh arguments name, or none at all."""
+    argv = [ssh_executable or 'ssh']
+    if control_path:
+        argv += ['-o', 'ControlPath=%s' % control_path]
+    elif not any('ControlPath' in a for a in ssh_args if a):
+        argv += ['-S', 'none']
+    if private_key:
+        argv += ['-i', private_key]
+    if port:
+        argv += ['-o', 'Port=%s' % port]
+    words = [shlex.quote(a) for a in argv]
+    for args in ssh_args:
+        if args:
+            words += [shlex.quote(a) for a in shlex.split(args)]
+    return ' '.join(words)
+
+
+def rsync_argv(src, dest, rsh=None, create_dest=False, opts=(), archive=True, compress=False, check_mode=False,
+               rsync='rsync'):
+    """The rsync command that copies ``src`` (a directory: a trailing / copies its contents) to ``dest``.
+
+    ``dest`` is a local path, or ``[user@]host:path`` with ``rsh``. ``create_dest``: the node makes the destination
+    directory first (``--rsync-path``), as any rsync version allows; a local one is the caller's to make.
+    """
+    argv = [rsync, '--delay-updates', '-F', '--out-format=' + CHANGED_MARKER + '%i %n%L']
+    if archive:
+        argv.append('--archive')
+    if compress:
+        argv.append('--compress')
+    if check_mode:
+        argv.append('--dry-run')
+    if rsh:
+        argv.append('--rsh=' + rsh)
+    if create_dest and rsh:
+        argv.append('--rsync-path=mkdir -p -- %s && rsync' % shlex.quote(dest.split(':', 1)[1]))
+    argv += list(opts)
+    argv += [src, dest]
+    return argv
+
+
+def changed_items(stdout):
+    """The items rsync transferred or deleted, as ``<itemized changes> <name>`` lines."""
+    return [line.split(CHANGED_MARKER, 1)[1] for line in stdout.splitlines() if CHANGED_MARKER in line]
+
+
+def run_rsync(argv, runner=subprocess.run):
+    """Run the command; ``{'changed', 'items', 'rc'}``, or RsyncError with rsync's own message."""
+    proc = runner(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  universal_newlines=True, check=False)
+    if proc.returncode != 0:
+        raise RsyncError('rsync failed (exit code %d): %s' % (proc.returncode, (proc.stderr or proc.stdout or '').strip()),
+                         rc=proc.returncode, stderr_lines=(proc.stderr or '').splitlines())
+    items = changed_items(proc.stdout or '')
+    return {'changed': bool(items), 'items': items, 'rc': proc.returncode}

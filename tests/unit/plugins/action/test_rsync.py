@@ -1,0 +1,116 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the rsync action plugin: rsync runs on the controller with the host's own ssh settings."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from unittest.mock import MagicMock
+
+import pytest
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.trainops.multinode.plugins.action.rsync import ActionModule
+
+SSH_OPTIONS = {
+    'host': '10.77.0.11', 'port': 2222, 'remote_user': 'train', 'private_key_file': '/keys/id_ed25519',
+    'ssh_executable': 'ssh', 'ssh_args': '-o ControlMaster=auto -o ControlPersist=120s',
+    'ssh_common_args': '-o UserKnownHostsFile=/keys/known_hosts -o StrictHostKeyChecking=yes',
+    'ssh_extra_args': '', 'timeout': 10, 'control_path': None, 'control_path_dir': '/cp',
+}
+
+
+class FakeRun:
+    def __init__(self, rc=0, stdout='', stderr=''):
+        self.rc, self.stdout, self.stderr, self.argv = rc, stdout, stderr, None
+
+    def __call__(self, argv, **kwargs):
+        self.argv = argv
+        return subprocess.CompletedProcess(argv, self.rc, self.stdout, self.stderr)
+
+
+def make_action(args, transport='ssh', options=None, check_mode=False, run=None):
+    task = MagicMock()
+    task.args = dict(args)
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.action = 'trainops.multinode.rsync'
+    connection = MagicMock()
+    connection.transport = transport
+    opts = dict(SSH_OPTIONS, **(options or {}))
+    connection.get_option.side_effect = opts.get
+    connection._create_control_path.side_effect = lambda host, port, user: '%(directory)s/' + '%s-%s-%s' % (host, port, user)
+    action = ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    action._execute_module = MagicMock(side_effect=AssertionError('rsync must not run a module'))
+    action._runner = run or FakeRun(stdout='<<CHANGED>>>f+++++++++ train.py\n')
+    return action, connection
+
+
+def rsh_words(argv):
+    return shlex.split([a for a in argv if a.startswith('--rsh=')][0][len('--rsh='):])
+
+
+def test_ssh_host_copy_uses_the_hosts_settings_and_ansibles_control_master():
+    action, connection = make_action({'src': '/ws/', 'dest': '/srv/w/', 'create_dest': True, 'rsync_opts': ['--delete']})
+    result = action.run(task_vars={})
+    argv = action._runner.argv
+    assert result['changed'] and result['stdout_lines'] == ['>f+++++++++ train.py'] and result['cmd'] == argv
+    assert argv[-2:] == ['/ws/', 'train@10.77.0.11:/srv/w/'] and '--delete' in argv
+    assert '--rsync-path=mkdir -p -- /srv/w/ && rsync' in argv
+    words = rsh_words(argv)
+    assert words[:3] == ['ssh', '-o', 'ControlPath=/cp/10.77.0.11-2222-train']
+    assert ['-i', '/keys/id_ed25519'] == words[3:5]
+    for want in ('Port=2222', 'ControlPersist=120s', 'UserKnownHostsFile=/keys/known_hosts', 'StrictHostKeyChecking=yes',
+                 'ConnectTimeout=10'):
+        assert want in words
+    assert not connection.exec_command.called and not connection.put_file.called
+
+
+def test_no_persisted_master_means_no_socket_and_never_a_host_key_bypass():
+    action, dummy = make_action({'src': '/ws/', 'dest': '/w/'}, options={'ssh_args': '', 'ssh_common_args': None})
+    action.run(task_vars={})
+    words = rsh_words(action._runner.argv)
+    assert words[:3] == ['ssh', '-S', 'none']
+    assert not any('StrictHostKeyChecking=no' in w or '/dev/null' in w for w in words)
+
+
+def test_a_control_path_named_in_the_ssh_arguments_is_left_to_ssh():
+    action, dummy = make_action({'src': '/ws/', 'dest': '/w/'},
+                                options={'ssh_common_args': '-o ControlPath=/mine/%C -o ControlPersist=5s'})
+    action.run(task_vars={})
+    words = rsh_words(action._runner.argv)
+    assert 'ControlPath=/mine/%C' in words and '-S' not in words
+    assert not any(w.startswith('ControlPath=/cp/') for w in words)
+
+
+def test_local_connection_copies_locally_and_creates_the_directory(tmp_path):
+    dest = tmp_path / 'a' / 'b'
+    action, dummy = make_action({'src': '/ws/', 'dest': str(dest) + '/', 'create_dest': True}, transport='local')
+    action.run(task_vars={})
+    argv = action._runner.argv
+    assert argv[-1] == str(dest) + '/' and not any(a.startswith('--rsh') or a.startswith('--rsync-path') for a in argv)
+    assert dest.is_dir()
+
+
+def test_check_mode_is_a_dry_run_and_creates_nothing(tmp_path):
+    dest = tmp_path / 'new'
+    action, dummy = make_action({'src': '/ws/', 'dest': str(dest), 'create_dest': True}, transport='local', check_mode=True)
+    result = action.run(task_vars={})
+    assert '--dry-run' in action._runner.argv and result['changed'] and not dest.exists()
+
+
+def test_rsync_failure_fails_the_task_with_its_message():
+    action, dummy = make_action({'src': '/ws/', 'dest': '/w/'},
+                                run=FakeRun(rc=255, stderr='Host key verification failed.\n'))
+    result = action.run(task_vars={})
+    assert result['failed'] and result['rc'] == 255 and 'Host key verification failed' in result['msg']
+
+
+def test_other_connections_are_refused_by_name():
+    action, dummy = make_action({'src': '/ws/', 'dest': '/w/'}, transport='community.docker.docker')
+    with pytest.raises(AnsibleActionFail, match='community.docker.docker'):
+        action.run(task_vars={})
