@@ -15,12 +15,14 @@ description:
     it forked and reaped (module runs on a local connection, ssh clients, rsync) while the task ran, and
     counts the hosts the task ran for. At the end of the play it writes them as JSON to the file named
     by E(TRAINOPS_CONTROLLER_CPU_OUT), or prints a table.
-  - The ssh ControlPersist masters run detached and are not counted.
+  - The ssh ControlPersist masters run detached and are not counted. A worker's CPU counts once it is joined,
+    which the callback does when the next task starts; the linear strategy has every worker of a task ended by then.
 requirements:
   - enabled in callbacks_enabled (or ANSIBLE_CALLBACKS_ENABLED)
 """
 
 import json
+import multiprocessing
 import os
 import time
 
@@ -28,6 +30,9 @@ from ansible.plugins.callback import CallbackBase
 
 
 def _cpu():
+    # join the workers that have ended (multiprocessing reaps them only when it starts the next one), so that
+    # their CPU counts for the task they ran
+    multiprocessing.active_children()
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
