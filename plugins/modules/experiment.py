@@ -314,43 +314,21 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.trainops.multinode.plugins.module_utils._experiment import (
-    ExperimentError,
-    create_experiment_dir,
-    report_experiment,
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import ExperimentError
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment_task import (
+    ARGUMENT_SPEC,
+    REQUIRED_IF,
+    run,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', default='created', choices=['created', 'reported']),
-            root=dict(type='path'),
-            name=dict(type='str'),
-            path=dict(type='path'),
-            manifest=dict(type='dict', default={}),
-            results=dict(type='dict'),
-            verdicts=dict(type='dict', default={}),
-            missing_nodes=dict(type='list', elements='str', default=[]),
-        ),
-        required_if=[
-            ('state', 'created', ['root', 'name']),
-            ('state', 'reported', ['path']),
-        ],
-        supports_check_mode=True,
-    )
-
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     try:
-        if module.params['state'] == 'created':
-            result = create_experiment_dir(module.params['root'], module.params['name'], check_mode=module.check_mode)
-            module.exit_json(changed=True, **result)
-        else:
-            result = report_experiment(module.params['path'], module.params['manifest'], check_mode=module.check_mode,
-                                       results=module.params['results'], verdicts=module.params['verdicts'],
-                                       missing_nodes=module.params['missing_nodes'])
-            module.exit_json(**result)
+        result = run(module.params, check_mode=module.check_mode)
     except ExperimentError as exc:
         module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

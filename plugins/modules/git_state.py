@@ -237,46 +237,23 @@ git:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
-    STATE_ERROR,
-    GitStateError,
-    Runner,
-    collect,
-    empty_state,
-)
+from ansible_collections.trainops.multinode.plugins.module_utils._git_state import GitStateError, Runner
+from ansible_collections.trainops.multinode.plugins.module_utils._git_state_task import ARGUMENT_SPEC, run
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type='path', required=True),
-            remote=dict(type='str', default='origin'),
-            max_files=dict(type='int', default=50),
-            untracked=dict(type='bool', default=True),
-            scope=dict(type='bool', default=False),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    if params['max_files'] < 0:
-        module.fail_json(msg='max_files must be 0 or more, not {0}'.format(params['max_files']))
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     git = module.get_bin_path('git')
-    if not git:
-        msg = 'git is not installed on this node (no git in PATH)'
-        state = empty_state(params['path'], params['remote'], params['untracked'])
-        state.update(state=STATE_ERROR, message=msg)
-        module.fail_json(msg=msg, git=state)
 
     def run_command(argv, environ_update):
         # expand_user_and_vars=False: a path with "$" or "~" in it is passed to git as it is
         return module.run_command(argv, environ_update=environ_update, expand_user_and_vars=False, errors='replace')
 
     try:
-        state = collect(Runner(run_command, git=git), params['path'], remote=params['remote'],
-                        max_files=params['max_files'], untracked=params['untracked'], scope=params['scope'])
+        result = run(module.params, Runner(run_command, git=git) if git else None)
     except GitStateError as exc:
-        module.fail_json(msg=exc.msg, git=exc.state)
-    module.exit_json(changed=False, git=state)
+        module.fail_json(msg=exc.msg, **({'git': exc.state} if exc.state is not None else {}))
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

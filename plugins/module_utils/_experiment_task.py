@@ -1,0 +1,45 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The task of ``trainops.multinode.experiment``: its options, declared once, and what it does with them.
+
+The module runs it on a node; the action plugin of the same name runs it in the task's worker when the task
+targets the controller (how the job role uses it), without shipping a module there.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import (
+    create_experiment_dir,
+    report_experiment,
+)
+
+ARGUMENT_SPEC = dict(
+    state=dict(type='str', default='created', choices=['created', 'reported']),
+    root=dict(type='path'),
+    name=dict(type='str'),
+    path=dict(type='path'),
+    manifest=dict(type='dict', default={}),
+    results=dict(type='dict'),
+    verdicts=dict(type='dict', default={}),
+    missing_nodes=dict(type='list', elements='str', default=[]),
+)
+
+REQUIRED_IF = [
+    ('state', 'created', ['root', 'name']),
+    ('state', 'reported', ['path']),
+]
+
+
+def run(params, check_mode=False):
+    """The task's result; raises ExperimentError (module_utils._experiment) with the message to fail with."""
+    if params['state'] == 'created':
+        result = create_experiment_dir(params['root'], params['name'], check_mode=check_mode)
+        result['changed'] = True
+        return result
+    return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
+                             verdicts=params['verdicts'], missing_nodes=params['missing_nodes'])
