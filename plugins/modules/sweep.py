@@ -149,60 +149,17 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
-    RESULTS_CSV, RESULTS_MD, SWEEP_FILE, SweepError, finish_sweep, plan_sweep, record_point)
-from ansible_collections.trainops.multinode.plugins.module_utils._sweep_results import (
-    import_pyplot, render_table, write_plots, write_results)
-
-
-def _planned(params):
-    import_pyplot()
-    if not params['sweep_dir'] and not params['root']:
-        raise SweepError('root or sweep_dir is required with state=planned')
-    path, record, resumed = plan_sweep(params['root'], params['name'], params['sweep'] or {}, params['workload'],
-                                       sweep_dir=params['sweep_dir'])
-    return dict(changed=True, path=path, resumed=resumed, points=record['points'])
-
-
-def _reported(params):
-    record = finish_sweep(params['sweep_dir'], stopped=params['stopped'])
-    columns, rows, benches = write_results(params['sweep_dir'], record)
-    plots = write_plots(params['sweep_dir'], record, rows, benches)
-    return dict(changed=True, path=params['sweep_dir'], outcome=record['outcome'], points=record['points'],
-                table=render_table(columns, rows), files=[SWEEP_FILE, RESULTS_CSV, RESULTS_MD, 'results.json'] + plots)
+from ansible_collections.trainops.multinode.plugins.module_utils._sweep import SweepError
+from ansible_collections.trainops.multinode.plugins.module_utils._sweep_task import ARGUMENT_SPEC, REQUIRED_IF, run
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', required=True, choices=['planned', 'recorded', 'reported']),
-            root=dict(type='path'),
-            name=dict(type='str', default='sweep'),
-            sweep=dict(type='dict'),
-            workload=dict(type='str', default='train'),
-            sweep_dir=dict(type='path'),
-            index=dict(type='int'),
-            update=dict(type='dict'),
-            stopped=dict(type='bool', default=False),
-        ),
-        required_if=[
-            ('state', 'planned', ['sweep']),
-            ('state', 'recorded', ['sweep_dir', 'index', 'update']),
-            ('state', 'reported', ['sweep_dir']),
-        ],
-        supports_check_mode=False,
-    )
-    params = module.params
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=False)
     try:
-        if params['state'] == 'planned':
-            module.exit_json(**_planned(params))
-        elif params['state'] == 'recorded':
-            point = record_point(params['sweep_dir'], params['index'], params['update'])
-            module.exit_json(changed=True, path=params['sweep_dir'], point=point)
-        else:
-            module.exit_json(**_reported(params))
+        result = run(module.params)
     except SweepError as exc:
         module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

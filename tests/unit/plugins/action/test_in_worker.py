@@ -18,6 +18,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.trainops.multinode.plugins.action.experiment import ActionModule as ExperimentAction
 from ansible_collections.trainops.multinode.plugins.action.git_state import ActionModule as GitStateAction
+from ansible_collections.trainops.multinode.plugins.action.sweep import ActionModule as SweepAction
 
 
 def make_action(cls, args, transport='local', check_mode=False, name='trainops.multinode.experiment'):
@@ -95,3 +96,20 @@ def test_git_state_bad_option_fails_without_running_git(tmp_path):
     result = make_action(GitStateAction, {'path': str(tmp_path), 'max_files': -1},
                          name='trainops.multinode.git_state').run(task_vars={})
     assert result['failed'] and 'max_files' in result['msg'] and 'git' not in result
+
+
+def test_sweep_on_the_controller_plans_and_records_in_the_worker(tmp_path):
+    action = make_action(SweepAction, {'state': 'planned', 'root': str(tmp_path), 'name': 's',
+                                       'sweep': {'channels': [16, 32]}}, name='trainops.multinode.sweep')
+    planned = action.run(task_vars={})
+    assert not action._execute_module.called and not planned.get('failed')
+    assert len(planned['points']) == 2 and os.path.isdir(planned['path'])
+    recorded = make_action(SweepAction, {'state': 'recorded', 'sweep_dir': planned['path'], 'index': 1,
+                                         'update': {'status': 'running'}}, name='trainops.multinode.sweep').run(task_vars={})
+    assert recorded['changed'] and recorded['point']['status'] == 'running'
+
+
+def test_sweep_error_fails_the_task_with_its_message(tmp_path):
+    result = make_action(SweepAction, {'state': 'planned', 'sweep': {'channels': [16]}},
+                         name='trainops.multinode.sweep').run(task_vars={})
+    assert result['failed'] and 'root or sweep_dir is required' in result['msg']
