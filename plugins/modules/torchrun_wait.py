@@ -236,7 +236,8 @@ verdict:
     state:
       description:
         - V(succeeded), V(failed) (the job ended badly here), V(stalled), V(gone) (unreachable past O(unreachable_grace)),
-          V(stopped) (because of a peer, or ended by Slurm because of one), V(timed_out), V(error) (queries failed), or V(running) (check mode).
+          V(stopped) (because of a peer, or ended by Slurm because of one), V(timed_out), V(error) (queries failed), or
+          V(running) (check mode).
       type: str
     detail:
       description: One line saying more (how long without output, since when unreachable, which peer).
