@@ -17,7 +17,8 @@ the status files of the other hosts. What it judges (docs/failures.md):
   and so on every other host;
 - a peer that failed, stalled or is gone stops the job here;
 - a Slurm step's run (launcher=srun) that Slurm ended (killed, or signalled without a stop request) while
-  another node failed was stopped because of that node (``--kill-on-bad-exit``), not a failure of its own.
+  another node failed was stopped because of that node (``--kill-on-bad-exit``), not a failure of its own;
+  when a peer of the step failed, Slurm gets a few seconds to end this node's run before the wait stops it.
 
 With ``manifest``, the first host also starts a watcher that marks the experiment ``interrupted`` when
 the controller goes away (Ctrl-C) before the job was collected.
@@ -315,6 +316,7 @@ class _Wait(object):
         self.node = _Node(args.get('node_rank'))
         self.started = action._clock()
         self.next_progress = self.started + args['progress_interval']
+        self.step_end_expected_since = None  # launcher=srun: when a failed peer was first seen (step_ends_it)
 
     # --- the host's published state ------------------------------------------------------------
     @property
@@ -468,7 +470,7 @@ class _Wait(object):
 
     def stopped_for_peers(self):
         peers = self.failed_peers()
-        if not peers:
+        if not peers or self.step_ends_it(peers):
             return None
         line = self.peers_line(peers)
         stop_res = self.stop('peer', line)
@@ -477,6 +479,17 @@ class _Wait(object):
         if stop_res.get('failed') or stop_res.get('unreachable'):
             msg += '; stopping the local run failed too: %s' % to_text(stop_res.get('msg', 'unknown error'))
         return self.finish(True, msg, 'stopped', line, peer_failures=peers, stopped_pids=stop_res.get('stopped_pids') or [])
+
+    def step_ends_it(self, peers):
+        """launcher=srun: a peer whose run ended badly ends the step, this node's run with it (--kill-on-bad-exit).
+        True while Slurm gets STEP_PEER_WAIT seconds to do that (the node then counts as stopped by the step);
+        after that, or for a peer that stalled or is gone (Slurm ends nothing for those), the wait stops it here."""
+        if (self.node.job.get('launcher') or {}).get('name') != 'srun' or any(p['state'] != 'failed' for p in peers):
+            return False
+        now = self.action._clock()
+        if self.step_end_expected_since is None:
+            self.step_end_expected_since = now
+        return now - self.step_end_expected_since < STEP_PEER_WAIT
 
     def stopped_by_step(self):
         """launcher=srun, this node's run ended by Slurm (_srun.ended_by_step): when a peer failed (looked for during

@@ -33,7 +33,8 @@ description:
     V(stopped), not V(failed), and the task fails with RV(verdict.state=stopped) and the message
     C(ended by Slurm with step <job>.<step> (srun --kill-on-bad-exit) because <host> failed). The host that failed may
     publish its failure a little later, so such a host looks for it for up to 10 seconds before it counts as failed
-    itself.
+    itself. For the same reason a run of a Slurm step whose peer failed is left to Slurm for up to 10 seconds before
+    the wait stops it (a peer that stalled or is gone is acted on at once).
   - After O(timeout) seconds the task fails with RV(timed_out=true) without stopping anything (leave that to the
     playbook's C(rescue)).
   - "Every O(progress_interval) seconds one line C(<host> rank <node_rank>: running  <last progress>) is displayed."

@@ -439,3 +439,31 @@ def test_a_node_that_failed_by_itself_or_over_ssh_stays_a_failure(tmp_path, ende
     h = Harness(tmp_path, script=lambda h, n, args: {'job': ended, 'log_tail': []})
     res = h.run()
     assert res['verdict']['state'] == 'failed' and h.own_status()['state'] == 'failed'
+
+
+def test_srun_a_failed_peer_leaves_the_end_to_slurm_first(tmp_path):
+    write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+
+    def script(h, n, args):  # Slurm kills this node's task 3 s after the peer failed
+        return {'job': srun_job('running' if h.clock < 3 else 'lost'), 'log_tail': [PROGRESS]}
+    h = Harness(tmp_path, args={'poll_interval': 1}, script=script)
+    res = h.run()
+    assert res['verdict']['state'] == 'stopped' and 'ended by Slurm with step 7.2' in res['msg']
+    assert not [c for c in h.calls if c['state'] == 'stopped']
+
+
+def test_srun_when_slurm_does_not_end_the_node_the_wait_stops_it(tmp_path):
+    write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+    h = Harness(tmp_path, args={'poll_interval': 1},
+                script=lambda h, n, args: {'job': srun_job('running'), 'log_tail': [PROGRESS]})
+    res = h.run()
+    assert res['verdict']['state'] == 'stopped' and 'stopped because hostC (rank 2) failed' in res['msg']
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer']
+    assert h.clock >= wait_mod.STEP_PEER_WAIT
+
+
+def test_srun_a_stalled_peer_is_stopped_for_at_once(tmp_path):
+    write_peer(tmp_path, 'hostC', 'stalled', node_rank=2)
+    h = Harness(tmp_path, script=lambda h, n, args: {'job': srun_job('running'), 'log_tail': [PROGRESS]})
+    res = h.run()
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer'] and h.clock == 0
