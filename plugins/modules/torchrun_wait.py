@@ -29,7 +29,7 @@ description:
     V(stalled), V(gone)), this host's run is stopped with O(trainops.multinode.torchrun#module:stop_reason=peer) and the
     task fails with the message C(stopped because <host> failed).
   - A run of a Slurm step (launcher=srun) that Slurm ended (its supervisor killed, or signalled without a stop request)
-    while another host failed was ended because of that host (C(srun --kill-on-bad-exit)): its status file says
+    while another host failed was ended because of that host (C(srun --kill-on-bad-exit)). Its status file says
     V(stopped), not V(failed), and the task fails with RV(verdict.state=stopped) and the message
     C(ended by Slurm with step <job>.<step> (srun --kill-on-bad-exit) because <host> failed). The host that failed may
     publish its failure a little later, so such a host looks for it for up to 10 seconds before it counts as failed
