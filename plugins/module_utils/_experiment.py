@@ -534,10 +534,10 @@ def judge_results(results, verdicts=None, missing_nodes=None):
     - ``stalled``: the wait stopped the job because a node showed no new output for too long;
     - ``unreachable``: a node could not be reached for longer than the grace, or at the end;
     - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
+    - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
 
     Under launcher=srun the nodes Slurm ended because another node failed or was stopped (``step_stops``) count as
     stopped by that node (reason ``peer``), not as failures.
-    - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
     """
     # a Slurm step's nodes that Slurm ended because of another node are stopped, as if the wait had stopped them
     jobs = dict((node, job or {}) for node, job in with_step_stops(results or {}).items())
