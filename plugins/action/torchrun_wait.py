@@ -15,7 +15,10 @@ the status files of the other hosts. What it judges (docs/failures.md):
   seconds have passed without an answer, then ``gone``, which fails the job;
 - a running job whose log has not grown for ``stall_timeout`` seconds is ``stalled``: stopped here,
   and so on every other host;
-- a peer that failed, stalled or is gone stops the job here.
+- a peer that failed, stalled or is gone stops the job here;
+- a Slurm step's run (launcher=srun) that Slurm ended (killed, or signalled without a stop request) while
+  another node failed was stopped because of that node (``--kill-on-bad-exit``), not a failure of its own;
+  when a peer of the step failed, Slurm gets a few seconds to end this node's run before the wait stops it.
 
 With ``manifest``, the first host also starts a watcher that marks the experiment ``interrupted`` when
 the controller goes away (Ctrl-C) before the job was collected.
@@ -35,6 +38,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import mark_interrupted
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
+from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -45,6 +49,10 @@ MAX_QUERY_FAILURES = 3
 
 FAILED_STATES = frozenset(('failed', 'error', 'stalled', 'gone'))
 """States in a host's status file that end the job everywhere (``unreachable`` alone does not)."""
+
+STEP_PEER_WAIT = 10.0
+"""Seconds a node that Slurm ended (launcher=srun) looks for the peer whose failure ended the step: that peer's
+wait may publish a poll later than this one saw its own node end."""
 
 WATCHER_FILE = 'watcher.json'
 WATCH_INTERVAL = 1.0
@@ -308,6 +316,7 @@ class _Wait(object):
         self.node = _Node(args.get('node_rank'))
         self.started = action._clock()
         self.next_progress = self.started + args['progress_interval']
+        self.step_end_expected_since = None  # launcher=srun: when a failed peer was first seen (step_ends_it)
 
     # --- the host's published state ------------------------------------------------------------
     @property
@@ -418,6 +427,10 @@ class _Wait(object):
 
     def ended_badly(self, status):
         job, node = self.node.job, self.node
+        if ended_by_step(job):
+            stopped = self.stopped_by_step()
+            if stopped is not None:
+                return stopped
         self.publish('failed')
         if status == 'exited':
             what = 'exited with code %s%s' % (job.get('exit_code'), ' (%s)' % job['signal'] if job.get('signal') else '')
@@ -457,7 +470,7 @@ class _Wait(object):
 
     def stopped_for_peers(self):
         peers = self.failed_peers()
-        if not peers:
+        if not peers or self.step_ends_it(peers):
             return None
         line = self.peers_line(peers)
         stop_res = self.stop('peer', line)
@@ -466,6 +479,33 @@ class _Wait(object):
         if stop_res.get('failed') or stop_res.get('unreachable'):
             msg += '; stopping the local run failed too: %s' % to_text(stop_res.get('msg', 'unknown error'))
         return self.finish(True, msg, 'stopped', line, peer_failures=peers, stopped_pids=stop_res.get('stopped_pids') or [])
+
+    def step_ends_it(self, peers):
+        """launcher=srun: a peer whose run ended badly ends the step, this node's run with it (--kill-on-bad-exit).
+        True while Slurm gets STEP_PEER_WAIT seconds to do that (the node then counts as stopped by the step);
+        after that, or for a peer that stalled or is gone (Slurm ends nothing for those), the wait stops it here."""
+        if (self.node.job.get('launcher') or {}).get('name') != 'srun' or any(p['state'] != 'failed' for p in peers):
+            return False
+        now = self.action._clock()
+        if self.step_end_expected_since is None:
+            self.step_end_expected_since = now
+        return now - self.step_end_expected_since < STEP_PEER_WAIT
+
+    def stopped_by_step(self):
+        """launcher=srun, this node's run ended by Slurm (_srun.ended_by_step): when a peer failed (looked for during
+        STEP_PEER_WAIT, its wait may not have published yet), Slurm ended the step because of it; the node counts as
+        stopped, as one the wait stops for a failed peer. None when no peer failed."""
+        deadline = self.action._clock() + max(STEP_PEER_WAIT, 3 * self.args['poll_interval'])
+        while True:
+            peers = self.failed_peers()
+            if peers or self.check_mode or self.action._clock() >= deadline:
+                break
+            self.action._sleep(min(1.0, self.args['poll_interval']))
+        if not peers:
+            return None
+        line = step_detail(self.node.job, self.peers_line(peers)[len('stopped because '):])
+        self.publish('stopped', detail=line)
+        return self.finish(True, '%s: %s' % (self.label, line), 'stopped', line, peer_failures=peers)
 
     def stop(self, reason, detail):
         stop_res = self.action._stop(self.args, self.run_id, self.task_vars, reason, detail)

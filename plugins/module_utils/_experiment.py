@@ -19,6 +19,7 @@ import re
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
+from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
 
 
 LOG_DIR = 'logs'
@@ -477,6 +478,49 @@ def _with_followers(line, failed_nodes, also_failed, stopped):
     return line
 
 
+def step_stops(results):
+    """A job launched as one Slurm step (launcher=srun): the nodes Slurm ended because of another node, as stop records.
+
+    Returns ``{node: {'reason': 'peer', 'detail', 'requested_at', 'requested_at_epoch', 'by': 'slurm'}}``: every node
+    that ``_srun.ended_by_step`` says Slurm ended (killed, or signalled without a stop request) when another node of the
+    step is a cause: one whose run failed on its own (the first to end of those), else one that was stopped for a reason
+    of its own (stalled, by the user, ...; its stop made its task exit non-zero). The record is what the wait writes on
+    a node that it stops because a peer failed (reason ``peer``), with the cause's end as the moment; so the nodes Slurm
+    ended count as stopped, never as failures. Empty for a job over SSH, or when no other node is a cause.
+    """
+    jobs = dict((node, job or {}) for node, job in (results or {}).items())
+    ended = sorted(node for node, job in jobs.items() if ended_by_step(job))
+    if not ended:
+        return {}
+    others = dict((node, job) for node, job in jobs.items() if node not in ended)
+    own = [node for node, job in sorted(others.items()) if job.get('exit_code') != 0 and not job.get('stop')]
+    if own:
+        culprits = _first_ended(own, others)
+        cause = ', '.join('%s failed (%s)' % (node, _how_it_ended(others[node])) for node in culprits)
+        when = _ended_epoch(others[culprits[0]])
+    else:
+        first_stop = _first_stop(others)
+        if first_stop is None:
+            return {}
+        node = next(n for n, job in sorted(others.items()) if job.get('stop') is first_stop)
+        cause = '%s was stopped (%s)' % (node, first_stop.get('reason'))
+        when = _ended_epoch(others[node]) or _stop_epoch(others[node])
+    stops = {}
+    for node in ended:
+        stops[node] = {'reason': 'peer', 'detail': step_detail(jobs[node], cause), 'by': 'slurm',
+                       'requested_at_epoch': when,
+                       'requested_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when)) if when is not None else None}
+    return stops
+
+
+def with_step_stops(results):
+    """``results`` with the stop records of ``step_stops`` added to the nodes Slurm ended (a new dict)."""
+    stops = step_stops(results)
+    if not stops:
+        return results
+    return dict((node, dict(job or {}, stop=stops[node]) if node in stops else job) for node, job in results.items())
+
+
 def judge_results(results, verdicts=None, missing_nodes=None):
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
@@ -491,8 +535,12 @@ def judge_results(results, verdicts=None, missing_nodes=None):
     - ``unreachable``: a node could not be reached for longer than the grace, or at the end;
     - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
     - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
+
+    Under launcher=srun the nodes Slurm ended because another node failed or was stopped (``step_stops``) count as
+    stopped by that node (reason ``peer``), not as failures.
     """
-    jobs = dict((node, job or {}) for node, job in (results or {}).items())
+    # a Slurm step's nodes that Slurm ended because of another node are stopped, as if the wait had stopped them
+    jobs = dict((node, job or {}) for node, job in with_step_stops(results or {}).items())
     missing = sorted(set(missing_nodes or []))
     failed = sorted(node for node, job in jobs.items() if job.get('exit_code') != 0)
     first_stop = _first_stop(jobs)
@@ -579,6 +627,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     table = summary_table(summary)
     verdict = None
     if results is not None:
+        # the records say which nodes Slurm ended because of another (launcher=srun): the manifest keeps that
+        results = with_step_stops(results)
         verdict = judge_results(results, verdicts, missing_nodes)
         manifest = dict(manifest or {})
         manifest.update(verdict)

@@ -125,6 +125,48 @@ def parse_sacct(text, name=None, step_id=None):
     return None
 
 
+def run_launcher(jobs):
+    """What launched a run, from its nodes' own records (``jobs``: each node's ``job`` as the torchrun module's query
+    returns it, in node order): the one rule by which ``stop`` and ``status`` choose the Slurm step's path.
+
+    Returns ``{'name', 'run_id', 'job_id', 'step_id', 'step', 'step_name'}``: for a Slurm step's run name ``srun`` and
+    the step the nodes' supervisors recorded from inside it (``step`` None when no node has run in the step yet), else
+    name ``ssh`` and None for the step's keys. The run is the first node's that has one; nodes that name the same run in different steps
+    are refused (their records contradict each other).
+    """
+    jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
+    run_id = jobs[0]['run_id'] if jobs else None
+    launchers = [job.get('launcher') or {} for job in jobs if job['run_id'] == run_id]
+    if not any(launcher.get('name') == 'srun' for launcher in launchers):
+        return {'name': 'ssh', 'run_id': run_id, 'job_id': None, 'step_id': None, 'step': None, 'step_name': None}
+    steps = sorted(set((str(launcher['job_id']), str(launcher['step_id'])) for launcher in launchers
+                       if launcher.get('job_id') and launcher.get('step_id')))
+    if len(steps) > 1:
+        raise SrunError('The nodes of run %s recorded different Slurm steps (%s): their records contradict each other.'
+                        % (run_id, ', '.join('%s.%s' % step for step in steps)))
+    job_id, step_id = steps[0] if steps else (None, None)
+    return {'name': 'srun', 'run_id': run_id, 'job_id': job_id, 'step_id': step_id,
+            'step': '%s.%s' % (job_id, step_id) if steps else None, 'step_name': step_name(run_id)}
+
+
+def ended_by_step(job):
+    """Whether a node's run of a Slurm step (launcher=srun; ``job`` as the torchrun module returns it) was ended by
+    Slurm rather than by itself: no stop was asked for (no stop record), it did not succeed, and its supervisor was
+    killed (SIGKILL cannot be caught: the run is ``lost``, without exit.json) or received a signal (exit.json's
+    ``signals``). That is how slurmstepd ends the step's other tasks when one exits non-zero (``--kill-on-bad-exit``);
+    which node that was is for the judgment (plugins/module_utils/_experiment.py) and the wait to find out."""
+    job = job or {}
+    if (job.get('launcher') or {}).get('name') != 'srun' or job.get('stop') or job.get('exit_code') == 0:
+        return False
+    return job.get('status') == 'lost' or bool(job.get('supervisor_signals'))
+
+
+def step_detail(job, cause):
+    """The line that says a node was ended by the step because of ``cause`` (``lab-node03 failed (...)``)."""
+    step = (job.get('launcher') or {}).get('step')
+    return 'ended by Slurm%s (srun --kill-on-bad-exit) because %s' % (' with step %s' % step if step else '', cause)
+
+
 class Slurm(object):
     """The Slurm client commands the launcher uses (squeue, sacct, scancel), through one runner."""
 

@@ -16,9 +16,11 @@ so that ``srun --kill-on-bad-exit`` sees a failed node. It
 - detaches (fork, the first process exits at once),
 - becomes a child subreaper so orphaned workers are re-parented to it,
 - starts torchrun in a new session with stdout+stderr appended to node.log,
-- records pids.json (its own and torchrun's pid, pgid, /proc start time) atomically,
+- records pids.json (its own and torchrun's pid, pgid, /proc start time, and in a Slurm step the step it
+  runs in: ``slurm`` {job_id, step_id, node, task}) atomically,
 - waits for torchrun, then terminates and reaps whatever is left of the process tree,
-- writes exit.json {exit_code, signal, ended_at} and exits.
+- writes exit.json {exit_code, signal, ended_at, signals} and exits (``signals``: the signals the supervisor
+  itself received, e.g. a SIGTERM from slurmstepd).
 
 How it reaches the node: the torchrun module imports this file (so AnsiballZ packs it), and writes it
 into the run directory as ``supervisor.py`` together with ``_proc.py`` and ``_files.py``, which it
@@ -166,10 +168,23 @@ def decode_status(status):
     return os.WEXITSTATUS(status), None
 
 
-def write_exit(path, exit_code, signame=None, error=None):
-    """exit.json: how torchrun ended (or why it never ran)."""
+SLURM_STEP_VARS = (('job_id', 'SLURM_JOB_ID'), ('step_id', 'SLURM_STEP_ID'), ('node', 'SLURMD_NODENAME'),
+                   ('task', 'SLURM_PROCID'))
+"""What pids.json's ``slurm`` records of the step a task runs in, from the variables slurmstepd sets for it."""
+
+
+def slurm_step(environ):
+    """``{job_id, step_id, node, task}`` of the Slurm step this process is a task of, None outside a step."""
+    if not environ.get('SLURM_JOB_ID') or not environ.get('SLURM_STEP_ID'):
+        return None
+    return dict((key, environ.get(name)) for key, name in SLURM_STEP_VARS)
+
+
+def write_exit(path, exit_code, signame=None, error=None, signals=()):
+    """exit.json: how torchrun ended (or why it never ran), and the signals the supervisor received."""
     ended = time.time()
-    record = {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended}
+    record = {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended,
+              'signals': [signal_name(sig) for sig in signals]}
     if error is not None:
         record['error'] = error
     write_json_atomic(path, record)
@@ -218,11 +233,13 @@ class Supervisor(object):
                     os.umask(0o077)
 
     def record_pids(self):
-        """pids.json: the supervisor's and torchrun's pid, process group and /proc start time."""
+        """pids.json: the supervisor's and torchrun's pid, process group and /proc start time; in a Slurm step
+        (launcher=srun) the step too, so that stop and status find it from the node's records."""
         started = time.time()
         mine = self.system.read_proc_stat(os.getpid())
         child = self.system.read_proc_stat(self.proc.pid)
         write_json_atomic(self.pids_path, {
+            'slurm': slurm_step(os.environ) if self.job.get('launcher') == 'srun' else None,
             'supervisor_pid': os.getpid(),
             'supervisor_start_time': mine.start_time if mine else None,
             'pid': self.proc.pid,
@@ -249,7 +266,7 @@ class Supervisor(object):
         if self.stopped_before_start():
             msg = 'not starting: the run was stopped before torchrun started (stop.json)'
             log(msg)
-            write_exit(self.exit_path, EXIT_NOT_STARTED, error=msg)
+            write_exit(self.exit_path, EXIT_NOT_STARTED, error=msg, signals=self.signals)
             return 0
         # the run's records and logs are the user's alone (0600); the ranks get the umask they came with
         job_umask = os.umask(0o077)
@@ -269,7 +286,7 @@ class Supervisor(object):
         exit_code, signame = (EXIT_UNKNOWN, None) if status is None else decode_status(status)
         log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
         cleanup(self.system, self.grace)
-        write_exit(self.exit_path, exit_code, signame)
+        write_exit(self.exit_path, exit_code, signame, signals=self.signals)
         log('exit.json written')
         if not foreground:
             return 0

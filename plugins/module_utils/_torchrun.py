@@ -20,7 +20,8 @@ share a file; directories 0700, files 0600)::
     <state_dir>/runs/<run_id>/supervisor.py  the supervisor program (_supervisor.py), with the _proc.py and
                                            _files.py it imports from there (see SUPERVISOR_FILES)
     <state_dir>/runs/<run_id>/supervisor.log
-    <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time
+    <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time,
+                                           and (launcher=srun) the Slurm step it runs in (see launcher_view)
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
     <state_dir>/runs/<run_id>/exit.json    written by the supervisor once torchrun and its tree are gone
 
@@ -333,6 +334,18 @@ def tail_lines(path, count, max_bytes=1024 * 1024):
     return data.decode('utf-8', 'replace').splitlines()[-count:]
 
 
+def launcher_view(spec, pids):
+    """What started the run, from the node's own records: ``{'name': 'ssh'}``, or for a Slurm step's run
+    (launcher=srun) ``{'name': 'srun', 'job_id', 'step_id', 'step'}`` as its supervisor recorded them from inside
+    the step (pids.json ``slurm``; ``None`` while the step has not run it yet)."""
+    if (spec or {}).get('launcher') != 'srun':
+        return {'name': 'ssh'}
+    step = (pids or {}).get('slurm') or {}
+    job_id, step_id = step.get('job_id'), step.get('step_id')
+    return {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+            'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}
+
+
 # --------------------------------------------------------------------------------------------------
 # one node
 # --------------------------------------------------------------------------------------------------
@@ -470,6 +483,9 @@ class TorchrunNode(object):
             'ended_at_epoch': exit_rec.get('ended_at_epoch'),
             'exit_code': exit_rec.get('exit_code'),
             'signal': exit_rec.get('signal'),
+            # the signals the supervisor itself received (a SIGTERM from slurmstepd, from a stop)
+            'supervisor_signals': exit_rec.get('signals') or [],
+            'launcher': launcher_view(spec, pids),
             'lost_reason': state.get('lost_reason'),
             'host': spec.get('host'),
             'secret_env_names': spec.get('secret_env_names') or [],

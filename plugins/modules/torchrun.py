@@ -343,6 +343,20 @@ job:
       description: Name of the signal that ended torchrun, V(null) if it exited normally.
       type: str
       sample: SIGTERM
+    supervisor_signals:
+      description:
+        - The signals the supervisor itself received (C(exit.json)), for example V(SIGTERM) from a stop or from
+          C(slurmstepd); empty when none, or while running.
+      type: list
+      elements: str
+      sample: [SIGTERM]
+    launcher:
+      description:
+        - What started the run, from the node's own records. C(name) is V(ssh) (the supervisor was started over SSH), or
+          V(srun) for a run of a Slurm step (launcher=srun), with C(job_id), C(step_id) and C(step) (C(JOB.STEP)) as the
+          supervisor recorded them inside the step (V(null) until the step has started it).
+      type: dict
+      sample: {name: srun, job_id: '42', step_id: '0', step: '42.0'}
     lost_reason:
       description: Why a V(lost) run is lost (its supervisor vanished, or the node rebooted since it started); else V(null).
       type: str

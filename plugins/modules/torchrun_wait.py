@@ -28,6 +28,13 @@ description:
   - When another host's status file says it failed, stalled or was unreachable too long (states V(failed), V(error),
     V(stalled), V(gone)), this host's run is stopped with O(trainops.multinode.torchrun#module:stop_reason=peer) and the
     task fails with the message C(stopped because <host> failed).
+  - A run of a Slurm step (launcher=srun) that Slurm ended (its supervisor killed, or signalled without a stop request)
+    while another host failed was ended because of that host (C(srun --kill-on-bad-exit)). Its status file says
+    V(stopped), not V(failed), and the task fails with RV(verdict.state=stopped) and the message
+    C(ended by Slurm with step <job>.<step> (srun --kill-on-bad-exit) because <host> failed). The host that failed may
+    publish its failure a little later, so such a host looks for it for up to 10 seconds before it counts as failed
+    itself. For the same reason a run of a Slurm step whose peer failed is left to Slurm for up to 10 seconds before
+    the wait stops it (a peer that stalled or is gone is acted on at once).
   - After O(timeout) seconds the task fails with RV(timed_out=true) without stopping anything (leave that to the
     playbook's C(rescue)).
   - "Every O(progress_interval) seconds one line C(<host> rank <node_rank>: running  <last progress>) is displayed."
@@ -230,7 +237,8 @@ verdict:
     state:
       description:
         - V(succeeded), V(failed) (the job ended badly here), V(stalled), V(gone) (unreachable past O(unreachable_grace)),
-          V(stopped) (because of a peer), V(timed_out), V(error) (queries failed), or V(running) (check mode).
+          V(stopped) (because of a peer, or ended by Slurm because of one), V(timed_out), V(error) (queries failed), or
+          V(running) (check mode).
       type: str
     detail:
       description: One line saying more (how long without output, since when unreachable, which peer).

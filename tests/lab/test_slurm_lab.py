@@ -408,8 +408,22 @@ def test_srun_a_failed_rank_ends_the_step_and_the_failure_names_its_node(allocat
     culprit = allocation.nodes[2]
     experiment, manifest = manifest_of(proc)
     assert experiment['outcome'] == 'failed', experiment
-    assert manifest['outcome_detail'].startswith('failed on %s' % culprit), manifest['outcome_detail']
+    # the culprit alone failed; Slurm ended the others because of it (--kill-on-bad-exit): stopped, not failures
+    others = [node for node in allocation.nodes if node != culprit]
+    detail = manifest['outcome_detail']
+    assert detail.startswith('failed on %s (node rank 2: ' % culprit), detail
+    assert 'then failed' not in detail and detail.endswith('; stopped: ' + ', '.join(sorted(others))), detail
+    assert manifest['failed_nodes'] == [culprit] and manifest['also_failed'] == [], manifest
+    assert sorted(manifest['stopped_nodes']) == sorted(others), manifest
+    step = manifest['launcher']['step']
+    for node in others:
+        stop = manifest['results'][node]['stop']
+        assert stop['reason'] == 'peer' and stop['by'] == 'slurm', (node, manifest['results'][node])
+        assert stop['detail'].startswith('ended by Slurm with step %s (srun --kill-on-bad-exit) because %s' % (
+            step, culprit)), stop
+    assert manifest['results'][culprit].get('stop') is None, manifest['results'][culprit]
     assert culprit in proc.failure_text, proc.failure_text
+    assert not any(node in proc.failure_text.split('Logs and outputs')[-1] for node in others), proc.failure_text
     name = manifest['launcher']['step_name']
     assert wait_until(lambda: allocation.steps().get(name, (None, 'RUNNING'))[1] not in ('RUNNING', 'COMPLETING'),
                       60), allocation.steps()
@@ -440,5 +454,36 @@ def test_srun_stop_cancels_the_step(allocation, tmp_path):
     assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
     # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel
     assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
+    name = manifest['launcher']['step_name']
+    assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()
+
+
+def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(allocation, tmp_path):
+    extravars = srun_vars(tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=50'])
+    proc = allocation.run('playbooks/launch.yml', tmp_path, extravars)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
+    path = os.path.join(extravars['trainops_experiments_dir'], run_id)
+    wait_until(lambda: len(training_processes(allocation.slurm.lab)) == 4, 120, what='ranks on all 4 nodes')
+    with open(os.path.join(path, 'manifest.json')) as handle:
+        launcher = json.load(handle)['launcher']
+    # neither run_id nor the experiments directory: the nodes' records name the run and its step
+    bare = {key: value for key, value in extravars.items() if key != 'trainops_experiments_dir'}
+    status = allocation.run('playbooks/status.yml', tmp_path, dict(bare, collect=False))
+    assert status.returncode == 0, status.stdout[-4000:]
+    step = status.summary['artifact_data']['trainops_slurm_step']
+    assert step['state'] == 'RUNNING' and (step['job_id'], step['step_id']) == (launcher['job_id'], launcher['step_id']), step
+    stop = allocation.run('playbooks/stop.yml', tmp_path, extravars)
+    assert stop.returncode == 0, stop.stdout[-6000:]
+    assert not training_processes(allocation.slurm.lab)
+    with open(os.path.join(path, 'manifest.json')) as handle:
+        manifest = json.load(handle)
+    assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
+    assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
+    # the SSH stop (pids signalled) would have left torchrun's SIGTERM exit: the supervisors ended on the step's TERM
+    assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
+    # stop_srun.yml recorded the stop (its detail names the scancel), not the SSH stop
+    assert all('(scancel %s)' % launcher['step'] in r['stop']['detail'] for r in manifest['results'].values()), \
+        manifest['results']
     name = manifest['launcher']['step_name']
     assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()

@@ -391,3 +391,79 @@ def test_a_connection_failure_raised_by_ansible_is_unreachable_not_the_end_of_th
     res = h.run()
     assert not res.get('failed'), res['msg']
     assert any('unreachable' in line for line in h.displayed())
+
+
+# --- launcher=srun: a node Slurm ended because a peer failed is stopped, not failed ---------------
+
+def srun_job(status, exit_code=None, signals=(), node_rank=0):
+    return dict(job(status, exit_code, node_rank=node_rank), supervisor_signals=list(signals),
+                launcher={'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'})
+
+
+@pytest.mark.parametrize('ended', [srun_job('lost'), srun_job('exited', 143, signals=['SIGTERM'])])
+def test_srun_node_ended_by_slurm_after_a_peer_failed_is_stopped_by_the_step(tmp_path, ended):
+    def script(h, n, args):
+        return {'job': srun_job('running') if n < 3 else ended, 'log_tail': [PROGRESS]}
+    h = Harness(tmp_path, args={'poll_interval': 1}, script=script)
+    sleep = h._sleep
+
+    def later(seconds):  # the culprit's wait publishes seconds after this one saw its node killed
+        sleep(seconds)
+        if h.clock >= 5:
+            write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+    h.action._sleep = later
+    res = h.run()
+    assert res['failed'] is True and res['verdict']['state'] == 'stopped'
+    assert res['msg'] == ('hostA rank 0: ended by Slurm with step 7.2 (srun --kill-on-bad-exit) because hostC (rank 2) '
+                          'failed')
+    assert res['peer_failures'][0]['host'] == 'hostC'
+    assert h.own_status()['state'] == 'stopped'
+    # nothing to stop: Slurm ended it; the stop record comes from the judgment (_experiment.step_stops)
+    assert not [c for c in h.calls if c['state'] == 'stopped']
+
+
+def test_srun_node_ended_by_slurm_without_a_failed_peer_is_a_failure(tmp_path):
+    write_peer(tmp_path, 'hostB', 'stopped')  # another node Slurm ended: no cause
+    h = Harness(tmp_path, args={'poll_interval': 1},
+                script=lambda h, n, args: {'job': srun_job('lost' if n > 1 else 'running'), 'log_tail': []})
+    res = h.run()
+    assert res['failed'] is True and res['verdict']['state'] == 'failed' and 'is lost' in res['msg']
+    assert h.own_status()['state'] == 'failed'
+    assert h.clock >= wait_mod.STEP_PEER_WAIT  # it looked for the peer that failed for that long
+
+
+@pytest.mark.parametrize('ended', [srun_job('exited', 1), dict(srun_job('lost'), stop={'reason': 'user'}),
+                                   dict(job('lost'), launcher={'name': 'ssh'})])
+def test_a_node_that_failed_by_itself_or_over_ssh_stays_a_failure(tmp_path, ended):
+    write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+    h = Harness(tmp_path, script=lambda h, n, args: {'job': ended, 'log_tail': []})
+    res = h.run()
+    assert res['verdict']['state'] == 'failed' and h.own_status()['state'] == 'failed'
+
+
+def test_srun_a_failed_peer_leaves_the_end_to_slurm_first(tmp_path):
+    write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+
+    def script(h, n, args):  # Slurm kills this node's task 3 s after the peer failed
+        return {'job': srun_job('running' if h.clock < 3 else 'lost'), 'log_tail': [PROGRESS]}
+    h = Harness(tmp_path, args={'poll_interval': 1}, script=script)
+    res = h.run()
+    assert res['verdict']['state'] == 'stopped' and 'ended by Slurm with step 7.2' in res['msg']
+    assert not [c for c in h.calls if c['state'] == 'stopped']
+
+
+def test_srun_when_slurm_does_not_end_the_node_the_wait_stops_it(tmp_path):
+    write_peer(tmp_path, 'hostC', 'failed', node_rank=2)
+    h = Harness(tmp_path, args={'poll_interval': 1},
+                script=lambda h, n, args: {'job': srun_job('running'), 'log_tail': [PROGRESS]})
+    res = h.run()
+    assert res['verdict']['state'] == 'stopped' and 'stopped because hostC (rank 2) failed' in res['msg']
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer']
+    assert h.clock >= wait_mod.STEP_PEER_WAIT
+
+
+def test_srun_a_stalled_peer_is_stopped_for_at_once(tmp_path):
+    write_peer(tmp_path, 'hostC', 'stalled', node_rank=2)
+    h = Harness(tmp_path, script=lambda h, n, args: {'job': srun_job('running'), 'log_tail': [PROGRESS]})
+    res = h.run()
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer'] and h.clock == 0

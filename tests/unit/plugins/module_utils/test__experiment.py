@@ -358,3 +358,64 @@ def test_files_written_on_the_controller_follow_the_users_umask(tmp_path):
     assert stat.S_IMODE(os.stat(str(tmp_path / 'manifest.json')).st_mode) == 0o600
     exp._write_atomic(str(tmp_path / 'summary.txt'), 'x')
     assert stat.S_IMODE(os.stat(str(tmp_path / 'summary.txt')).st_mode) == 0o666 & ~old
+
+
+# --- launcher=srun: the nodes Slurm ended because of another node are stopped (reason peer) ----------
+
+def _step_job(exit_code, ended=None, status='exited', signals=(), stop=None, node_rank=None):
+    job = _job(exit_code, ended, status=status, stop=stop, node_rank=node_rank)
+    job.update(supervisor_signals=list(signals), launcher={'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'})
+    return job
+
+
+def test_judge_results_srun_nodes_killed_after_the_culprit_are_stopped_by_the_step():
+    results = {'n0': _step_job(None, status='lost', node_rank=0), 'n1': _step_job(None, status='lost', node_rank=1),
+               'n2': _step_job(1, 100.5, node_rank=2), 'n3': _step_job(143, 100.9, signals=['SIGTERM'], node_rank=3)}
+    verdict = exp.judge_results(results)
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n2'] and verdict['also_failed'] == []
+    assert verdict['stopped_nodes'] == ['n0', 'n1', 'n3']
+    assert verdict['outcome_detail'] == 'failed on n2 (node rank 2: exit code 1); stopped: n0, n1, n3'
+    stops = exp.step_stops(results)
+    assert sorted(stops) == ['n0', 'n1', 'n3']
+    assert stops['n0'] == {'reason': 'peer', 'by': 'slurm', 'requested_at_epoch': 100.5,
+                           'requested_at': '1970-01-01T00:01:40Z',
+                           'detail': 'ended by Slurm with step 7.2 (srun --kill-on-bad-exit) because n2 failed '
+                                     '(node rank 2: exit code 1)'}
+
+
+def test_judge_results_srun_a_node_that_failed_by_itself_later_still_followed():
+    results = {'n0': _step_job(1, 100.0, node_rank=0), 'n1': _step_job(1, 100.4), 'n2': _step_job(None, status='lost')}
+    verdict = exp.judge_results(results)
+    assert verdict['outcome_detail'] == 'failed on n0 (node rank 0: exit code 1); then failed: n1; stopped: n2'
+
+
+def test_judge_results_srun_without_a_cause_the_killed_nodes_are_the_failure():
+    # the whole step was killed (a time limit, a cancelled job): nobody else is a cause, nobody is excused
+    results = {'n0': _step_job(None, status='lost'), 'n1': _step_job(None, status='lost')}
+    assert exp.step_stops(results) == {}
+    verdict = exp.judge_results(results)
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n0', 'n1']
+
+
+def test_judge_results_srun_a_stall_the_wait_stopped_is_the_cause():
+    results = {'n0': _step_job(143, 60.0, stop=('stalled', 59.0)), 'n1': _step_job(None, status='lost')}
+    verdict = exp.judge_results(results, verdicts={'n0': {'state': 'stalled', 'detail': 'no new output for 20 s'}})
+    assert verdict['outcome_detail'] == 'stalled on n0 (no new output for 20 s); stopped: n1'
+    assert exp.step_stops(results)['n1']['detail'].endswith('because n0 was stopped (stalled)')
+
+
+def test_judge_results_over_ssh_a_lost_node_stays_a_failure():
+    results = {'n0': _job(1, 100.0, node_rank=0), 'n1': _job(None, None, status='lost')}
+    assert exp.step_stops(results) == {}
+    assert exp.judge_results(results)['also_failed'] == ['n1']
+
+
+def test_report_records_the_stop_of_the_nodes_slurm_ended(tmp_path):
+    experiment = tmp_path / 'exp'
+    experiment.mkdir()
+    results = {'n0': _step_job(None, status='lost'), 'n1': _step_job(1, 100.5, node_rank=1)}
+    result = exp.report_experiment(str(experiment), {'run_id': 'r'}, results=results)
+    assert result['outcome_detail'] == 'failed on n1 (node rank 1: exit code 1); stopped: n0'
+    manifest = json.loads((experiment / 'manifest.json').read_text())
+    assert manifest['results']['n0']['stop']['reason'] == 'peer' and manifest['results']['n0']['stop']['by'] == 'slurm'
+    assert 'stop' not in manifest['results']['n1'] and 'stop' not in results['n0']  # the input is left alone

@@ -165,3 +165,50 @@ def test_start_step_spawns_srun_with_the_secrets_and_no_leftover_slurm_variables
     assert 'SLURM_NTASKS' not in env and env['SLURM_CONF'] == '/etc/slurm/lab.conf'
     assert 's3cret' not in repr(result)
     assert result['argv'][-3:] == ['-c', '<task script>', 'trainops-task']
+
+
+# --- the run's launcher and the nodes Slurm ended, from the nodes' own records ---------------------
+
+def step_job(run_id='r1', job_id='7', step_id='2', **fields):
+    job = {'run_id': run_id, 'status': 'running', 'exit_code': None, 'stop': None, 'supervisor_signals': [],
+           'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+                        'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}}
+    job.update(fields)
+    return job
+
+
+def test_run_launcher_reads_the_step_from_the_nodes_records():
+    assert _srun.run_launcher([{}, step_job(), step_job(job_id=None, step_id=None)]) == {
+        'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2', 'step_name': 'trainops-r1'}
+
+
+def test_run_launcher_of_a_run_over_ssh_or_of_no_run():
+    none = {'job_id': None, 'step_id': None, 'step': None, 'step_name': None}
+    assert _srun.run_launcher([{'run_id': 'r1', 'launcher': {'name': 'ssh'}}]) == dict(none, name='ssh', run_id='r1')
+    assert _srun.run_launcher([{'run_id': None}, {}]) == dict(none, name='ssh', run_id=None)
+    assert _srun.run_launcher([]) == dict(none, name='ssh', run_id=None)
+
+
+def test_run_launcher_before_the_step_ran_knows_no_step():
+    launcher = _srun.run_launcher([step_job(job_id=None, step_id=None)])
+    assert launcher['name'] == 'srun' and launcher['step'] is None and launcher['step_name'] == 'trainops-r1'
+
+
+def test_run_launcher_follows_the_first_nodes_run_and_refuses_contradicting_steps():
+    # a node whose current run is another one does not count
+    assert _srun.run_launcher([step_job(), step_job(run_id='r0', step_id='1')])['step'] == '7.2'
+    with pytest.raises(_srun.SrunError, match=r'different Slurm steps \(7.1, 7.2\)'):
+        _srun.run_launcher([step_job(), step_job(step_id='1')])
+
+
+@pytest.mark.parametrize('fields, ended', [
+    ({'status': 'lost'}, True),                                              # SIGKILL: no exit.json
+    ({'status': 'exited', 'exit_code': 143, 'supervisor_signals': ['SIGTERM']}, True),
+    ({'status': 'exited', 'exit_code': 1}, False),                           # failed by itself
+    ({'status': 'exited', 'exit_code': 0, 'supervisor_signals': ['SIGTERM']}, False),
+    ({'status': 'lost', 'stop': {'reason': 'user'}}, False),                 # a stop was asked for
+    ({'status': 'running'}, False),
+    ({'status': 'lost', 'launcher': {'name': 'ssh'}}, False),
+])
+def test_ended_by_step(fields, ended):
+    assert _srun.ended_by_step(step_job(**fields)) is ended

@@ -64,6 +64,21 @@ def test_write_exit_is_private_json(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
+def test_write_exit_names_the_signals_the_supervisor_received(tmp_path):
+    path = str(tmp_path / 'exit.json')
+    sup.write_exit(path, 143, 'SIGTERM', signals=[signal.SIGTERM])
+    assert json.loads(open(path).read())['signals'] == ['SIGTERM']
+    sup.write_exit(path, 0)
+    assert json.loads(open(path).read())['signals'] == []
+
+
+def test_slurm_step_from_the_variables_slurmstepd_sets():
+    environ = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '2', 'SLURMD_NODENAME': 'lab-node01', 'SLURM_PROCID': '0'}
+    assert sup.slurm_step(environ) == {'job_id': '7', 'step_id': '2', 'node': 'lab-node01', 'task': '0'}
+    # an allocation's shell has a job but no step
+    assert sup.slurm_step({'SLURM_JOB_ID': '7'}) is None and sup.slurm_step({}) is None
+
+
 def test_stopped_before_start(tmp_path):
     (tmp_path / 'job.json').write_text(json.dumps({'argv': ['true']}))
     supervisor = sup.Supervisor(str(tmp_path / 'job.json'))

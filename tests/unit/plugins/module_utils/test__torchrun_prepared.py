@@ -67,8 +67,9 @@ def test_prepared_check_mode_writes_nothing(tmp_path):
     assert result['changed'] is True and not os.path.exists(str(tmp_path / 'state'))
 
 
-def run_foreground(tmp_path, argv, **job_fields):
-    """Prepare a run whose torchrun is ``argv`` and run its supervisor as a Slurm task would."""
+def run_foreground(tmp_path, argv, environ=None, **job_fields):
+    """Prepare a run whose torchrun is ``argv`` and run its supervisor as a Slurm task would (``environ``: the
+    variables slurmstepd sets for the task, on top of this process's)."""
     result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
     job_path = result['step_command']['job']
     with open(job_path) as handle:
@@ -77,8 +78,10 @@ def run_foreground(tmp_path, argv, **job_fields):
     job.update(job_fields, argv=argv)
     with open(job_path, 'w') as handle:
         json.dump(job, handle)
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith('SLURM'))
+    env.update(environ or {})
     proc = subprocess.run([sys.executable, result['step_command']['supervisor'], '--foreground', job_path],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=60, check=False, env=env)
     return proc, os.path.dirname(job_path)
 
 
@@ -128,3 +131,45 @@ def test_supervisor_foreground_of_a_stopped_run_waits_for_the_cancel_after_exit_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert time.monotonic() - started >= 2  # lingered after exit.json, for the step's scancel
     assert os.path.exists(os.path.join(run_dir, 'exit.json'))
+
+
+STEP_ENV = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '2', 'SLURMD_NODENAME': 'lab-node02', 'SLURM_PROCID': '1'}
+
+
+def test_the_supervisor_records_the_step_it_runs_in_and_the_query_reports_it(tmp_path):
+    proc, run_dir = run_foreground(tmp_path, [sys.executable, '-c', 'pass'], environ=STEP_ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(os.path.join(run_dir, 'pids.json')) as handle:
+        assert json.load(handle)['slurm'] == {'job_id': '7', 'step_id': '2', 'node': 'lab-node02', 'task': '1'}
+    # without run_id: the node's current run, and the step it ran in, from the node's own records
+    job = tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'})['job']
+    assert job['run_id'] == 'run1'
+    assert job['launcher'] == {'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'}
+    assert job['supervisor_signals'] == []
+
+
+def test_a_prepared_run_names_srun_before_the_step_ran_it_and_ssh_runs_name_ssh():
+    assert tr.launcher_view({'launcher': 'srun'}, None) == {'name': 'srun', 'job_id': None, 'step_id': None, 'step': None}
+    assert tr.launcher_view({}, {'slurm': {'job_id': '7', 'step_id': '2'}}) == {'name': 'ssh'}
+
+
+def test_a_signal_the_foreground_supervisor_receives_is_in_exit_json(tmp_path):
+    result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    job_path = result['step_command']['job']
+    with open(job_path) as handle:
+        job = json.load(handle)
+    job['argv'] = [sys.executable, '-c', 'import time; time.sleep(60)']
+    with open(job_path, 'w') as handle:
+        json.dump(job, handle)
+    env = dict(os.environ, **STEP_ENV)
+    proc = subprocess.Popen([sys.executable, result['step_command']['supervisor'], '--foreground', job_path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    run_dir = os.path.dirname(job_path)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(run_dir, 'pids.json')):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(15)  # as slurmstepd signals a step's task
+    assert proc.wait(timeout=30) == 128 + 15
+    job = tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'})['job']
+    assert job['supervisor_signals'] == ['SIGTERM'] and job['signal'] == 'SIGTERM' and job['stop'] is None
