@@ -19,19 +19,11 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.trainops.multinode.plugins.action.experiment import ActionModule as ExperimentAction
 from ansible_collections.trainops.multinode.plugins.action.git_state import ActionModule as GitStateAction
 from ansible_collections.trainops.multinode.plugins.action.sweep import ActionModule as SweepAction
+from ansible_collections.trainops.multinode.tests.unit.plugins.action import fake_task
 
 
 def make_action(cls, args, transport='local', check_mode=False, name='trainops.multinode.experiment'):
-    task = MagicMock()
-    task.args = dict(args)
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.diff = False
-    task.action = name
-    connection = MagicMock()
-    connection.transport = transport
-    connection._shell.tmpdir = None
-    action = cls(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    action, dummy = fake_task.make_action(cls, name, args, transport=transport, check_mode=check_mode)
     action._execute_module = MagicMock(return_value={'changed': False, 'ran': 'module'})
     return action
 

@@ -12,6 +12,7 @@ from unittest.mock import MagicMock
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.trainops.multinode.plugins.action.nccl_env import ActionModule
+from ansible_collections.trainops.multinode.tests.unit.plugins.action import fake_task
 from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.test__nccl_env import (
     h100_ib,
     h100_sriov,
@@ -22,13 +23,7 @@ from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.test
 
 
 def make_action(args, check_mode=False):
-    task = MagicMock()
-    task.args = dict(args)
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = 'trainops.multinode.nccl_env'
-    connection = MagicMock()
-    action = ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    action, connection = fake_task.make_action(ActionModule, 'trainops.multinode.nccl_env', args, check_mode=check_mode)
     action._execute_module = MagicMock(side_effect=AssertionError('nccl_env must not run a module on the node'))
     action._low_level_execute_command = MagicMock(side_effect=AssertionError('nccl_env must not run a command'))
     return action, connection

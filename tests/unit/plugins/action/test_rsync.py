@@ -15,6 +15,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.trainops.multinode.plugins.action.rsync import ActionModule
+from ansible_collections.trainops.multinode.tests.unit.plugins.action import fake_task
 
 SSH_OPTIONS = {
     'host': '10.77.0.11', 'port': 2222, 'remote_user': 'train', 'private_key_file': '/keys/id_ed25519',
@@ -34,17 +35,11 @@ class FakeRun:
 
 
 def make_action(args, transport='ssh', options=None, check_mode=False, run=None):
-    task = MagicMock()
-    task.args = dict(args)
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = 'trainops.multinode.rsync'
-    connection = MagicMock()
-    connection.transport = transport
+    action, connection = fake_task.make_action(ActionModule, 'trainops.multinode.rsync', args, transport=transport,
+                                               check_mode=check_mode)
     opts = dict(SSH_OPTIONS, **(options or {}))
     connection.get_option.side_effect = opts.get
     connection._create_control_path.side_effect = lambda host, port, user: '%(directory)s/' + '%s-%s-%s' % (host, port, user)
-    action = ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
     action._execute_module = MagicMock(side_effect=AssertionError('rsync must not run a module'))
     action._runner = run or FakeRun(stdout='<<CHANGED>>>f+++++++++ train.py\n')
     return action, connection

@@ -65,11 +65,18 @@ def test_changed_items_reads_only_the_marked_lines():
 needs_rsync = pytest.mark.skipif(shutil.which('rsync') is None, reason='rsync is not installed')
 
 
-@needs_rsync
-def test_a_real_copy_reports_changes_then_none(tmp_path):
+@pytest.fixture
+def dirs(tmp_path):
+    """A source and a destination directory."""
     src, dest = tmp_path / 'src', tmp_path / 'dest'
     src.mkdir()
     dest.mkdir()
+    return src, dest
+
+
+@needs_rsync
+def test_a_real_copy_reports_changes_then_none(dirs):
+    src, dest = dirs
     (src / 'train.py').write_text('print(1)\n')
     first = rs.run_rsync(rs.rsync_argv(str(src) + '/', str(dest) + '/'))
     assert first['changed'] and any(item.endswith('train.py') for item in first['items'])
@@ -79,10 +86,8 @@ def test_a_real_copy_reports_changes_then_none(tmp_path):
 
 
 @needs_rsync
-def test_check_mode_changes_nothing(tmp_path):
-    src, dest = tmp_path / 'src', tmp_path / 'dest'
-    src.mkdir()
-    dest.mkdir()
+def test_check_mode_changes_nothing(dirs):
+    src, dest = dirs
     (src / 'a.py').write_text('x')
     result = rs.run_rsync(rs.rsync_argv(str(src) + '/', str(dest) + '/', check_mode=True))
     assert result['changed'] and not os.path.exists(dest / 'a.py')
