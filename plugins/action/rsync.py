@@ -27,6 +27,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
     run_rsync,
     ssh_command,
 )
+from ansible_collections.trainops.multinode.plugins.plugin_utils._in_worker import LOCAL
 
 ARGUMENT_SPEC = dict(
     src=dict(type='path', required=True),
@@ -37,7 +38,6 @@ ARGUMENT_SPEC = dict(
     rsync_opts=dict(type='list', elements='str', default=[]),
 )
 
-LOCAL = ('local', 'ansible.builtin.local')
 SSH = ('ssh', 'ansible.builtin.ssh')
 
 
@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
                           archive=args['archive'], compress=args['compress'], check_mode=check_mode)
         result['cmd'] = argv
         try:
-            outcome = run_rsync(argv, **({'runner': self._runner} if self._runner else {}))
+            outcome = run_rsync(argv, runner=self._runner)
         except RsyncError as exc:
             result.update(exc.result, failed=True, msg=exc.msg)
             return result

@@ -79,10 +79,12 @@ def changed_items(stdout):
     return [line.split(CHANGED_MARKER, 1)[1] for line in stdout.splitlines() if CHANGED_MARKER in line]
 
 
-def run_rsync(argv, runner=subprocess.run):
-    """Run the command; ``{'changed', 'items', 'rc'}``, or RsyncError with rsync's own message."""
-    proc = runner(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                  universal_newlines=True, check=False)
+def run_rsync(argv, runner=None):
+    """Run the command (with ``runner``, ``subprocess.run`` unless a test gives another); ``{'changed', 'items',
+    'rc'}``, or RsyncError with rsync's own message."""
+    run = runner or subprocess.run
+    proc = run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+               check=False)
     if proc.returncode != 0:
         raise RsyncError('rsync failed (exit code %d): %s' % (proc.returncode, (proc.stderr or proc.stdout or '').strip()),
                          rc=proc.returncode, stderr_lines=(proc.stderr or '').splitlines())

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.plugins.action.normal import ActionModule as NormalAction
 
+# The connections that run on the controller itself (also used by the rsync action).
 LOCAL = ('local', 'ansible.builtin.local')
 
 
