@@ -431,13 +431,29 @@ def test_srun_a_failed_rank_ends_the_step_and_the_failure_names_its_node(allocat
     assert not training_processes(allocation.slurm.lab)
 
 
-def test_srun_stop_cancels_the_step(allocation, tmp_path):
+def start_a_long_srun_job(allocation, tmp_path):
+    """``(extravars, run_id, experiment path)`` of a launcher=srun job started with wait=false, its ranks running on all
+    4 nodes."""
     extravars = srun_vars(tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=50'])
     proc = allocation.run('playbooks/launch.yml', tmp_path, extravars)
     assert proc.returncode == 0, proc.stdout[-6000:]
     (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
-    path = os.path.join(extravars['trainops_experiments_dir'], run_id)
     wait_until(lambda: len(training_processes(allocation.slurm.lab)) == 4, 120, what='ranks on all 4 nodes')
+    return extravars, run_id, os.path.join(extravars['trainops_experiments_dir'], run_id)
+
+
+def stopped_by_the_user(allocation, path):
+    """The manifest of a job stop.yml ended: nothing runs, the outcome is stopped by the user, no node failed."""
+    assert not training_processes(allocation.slurm.lab)
+    with open(os.path.join(path, 'manifest.json')) as handle:
+        manifest = json.load(handle)
+    assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
+    assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
+    return manifest
+
+
+def test_srun_stop_cancels_the_step(allocation, tmp_path):
+    extravars, run_id, path = start_a_long_srun_job(allocation, tmp_path)
     status = allocation.run('playbooks/status.yml', tmp_path, dict(extravars, run_id=run_id))
     assert status.returncode == 0, status.stdout[-4000:]
     step = status.summary['artifact_data']['trainops_slurm_step']
@@ -446,11 +462,7 @@ def test_srun_stop_cancels_the_step(allocation, tmp_path):
     stop = allocation.run('playbooks/stop.yml', tmp_path, dict(extravars, run_id=run_id))
     assert stop.returncode == 0, stop.stdout[-6000:]
     assert 'scancel' not in stop.failure_text
-    assert not training_processes(allocation.slurm.lab)
-    with open(os.path.join(path, 'manifest.json')) as handle:
-        manifest = json.load(handle)
-    assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
-    assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
+    manifest = stopped_by_the_user(allocation, path)
     assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
     # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel
     assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
@@ -459,12 +471,7 @@ def test_srun_stop_cancels_the_step(allocation, tmp_path):
 
 
 def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(allocation, tmp_path):
-    extravars = srun_vars(tmp_path, wait=False, overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=50'])
-    proc = allocation.run('playbooks/launch.yml', tmp_path, extravars)
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
-    path = os.path.join(extravars['trainops_experiments_dir'], run_id)
-    wait_until(lambda: len(training_processes(allocation.slurm.lab)) == 4, 120, what='ranks on all 4 nodes')
+    extravars, dummy, path = start_a_long_srun_job(allocation, tmp_path)
     with open(os.path.join(path, 'manifest.json')) as handle:
         launcher = json.load(handle)['launcher']
     # neither run_id nor the experiments directory: the nodes' records name the run and its step
@@ -475,11 +482,7 @@ def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(all
     assert step['state'] == 'RUNNING' and (step['job_id'], step['step_id']) == (launcher['job_id'], launcher['step_id']), step
     stop = allocation.run('playbooks/stop.yml', tmp_path, extravars)
     assert stop.returncode == 0, stop.stdout[-6000:]
-    assert not training_processes(allocation.slurm.lab)
-    with open(os.path.join(path, 'manifest.json')) as handle:
-        manifest = json.load(handle)
-    assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
-    assert manifest['stop']['reason'] == 'user' and manifest['failed_nodes'] == [], manifest.get('stop')
+    manifest = stopped_by_the_user(allocation, path)
     # the SSH stop (pids signalled) would have left torchrun's SIGTERM exit: the supervisors ended on the step's TERM
     assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
     # stop_srun.yml recorded the stop (its detail names the scancel), not the SSH stop
