@@ -29,6 +29,7 @@ the owner could not.
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -188,16 +189,35 @@ def others_run(system, owner):
                 owner.run_id, user_name(owner.uid), owner.run_dir, user_name(euid), user_name(owner.uid)))
 
 
+def _unreadable_message(system, path, uid):
+    return ('%s belongs to another user, %s, and cannot be read by this user (%s): the run there (if any) is theirs. '
+            'Query or stop it as that user, or with become (root signals its processes as that user).'
+            % (path, user_name(uid), user_name(system.euid())))
+
+
+def _unreadable_ancestor(system, path):
+    """The message for the closest ancestor of ``path`` that this user can see but not enter, else None."""
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        try:
+            st = system.lstat(parent)
+        except OSError:
+            path, parent = parent, os.path.dirname(parent)
+            continue
+        if not os.access(parent, os.X_OK):
+            return _unreadable_message(system, parent, st.st_uid)
+        return None
+    return None
+
+
 def unreadable_dir(system, paths):
-    """A message naming the owner of the first of ``paths`` (outermost first) that exists but this user cannot
-    read: a directory of another user, which is not to be reported as absent. None when all can be read."""
+    """A message naming the owner of the first of ``paths`` (outermost first), or of a directory above them,
+    that exists but this user cannot read: another user's, not to be reported as absent. None when none."""
     for path in paths:
         try:
             st = system.lstat(path)
-        except OSError:
-            return None
+        except OSError as exc:
+            return _unreadable_ancestor(system, path) if exc.errno == errno.EACCES else None
         if not os.access(path, os.R_OK | os.X_OK):
-            return ('%s belongs to another user, %s, and cannot be read by this user (%s): the run there (if any) is '
-                    'theirs. Query or stop it as that user, or with become (root signals its processes as that user).'
-                    % (path, user_name(st.st_uid), user_name(system.euid())))
+            return _unreadable_message(system, path, st.st_uid)
     return None

@@ -7,8 +7,10 @@ real /proc (the refusals through TorchrunNode, with /proc mocked, are in test__t
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -114,3 +116,24 @@ def test_signal_as_has_exactly_the_rights_of_that_uid(sleeper):
     assert UserSignals(NOBODY, NOBODY).kill(nobodys.pid, signal.SIGTERM) is True
     assert nobodys.wait(timeout=10) == -signal.SIGTERM
     assert UserSignals(NOBODY, NOBODY).kill(nobodys.pid, 0) is False  # reaped: gone
+
+
+class Hidden(Euid):
+    """``/home/alice`` (uid 1000, 0700) as another user sees it: it exists, what is below cannot be looked at."""
+
+    def lstat(self, path):
+        if path.startswith('/home/alice/'):
+            raise PermissionError(errno.EACCES, 'Permission denied', path)
+        if path == '/home/alice':
+            return os.stat_result((stat.S_IFDIR | 0o700, 1, 1, 1, 1000, 1000, 0, 0, 0, 0))
+        raise FileNotFoundError(errno.ENOENT, 'No such file or directory', path)
+
+
+def test_a_directory_above_the_state_that_cannot_be_entered_names_its_owner(monkeypatch):
+    monkeypatch.setattr(rr.os, 'access', lambda path, mode: path != '/home/alice')
+    state = '/home/alice/.trainops/state/n0'
+    msg = rr.unreadable_dir(Hidden(1234), [os.path.dirname(state), state])
+    assert msg.startswith('/home/alice belongs to another user, %s, and cannot be read by this user (%s)'
+                          % (rr.user_name(1000), rr.user_name(1234)))
+    # a state directory that does not exist, below directories this user can enter, is just absent
+    assert rr.unreadable_dir(Hidden(1234), ['/srv/trainops/state', '/srv/trainops/state/n0']) is None
