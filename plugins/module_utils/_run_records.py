@@ -210,14 +210,15 @@ def _unreadable_ancestor(system, path):
     return None
 
 
-def unreadable_dir(system, paths):
-    """A message naming the owner of the first of ``paths`` (outermost first), or of a directory above them,
-    that exists but this user cannot read: another user's, not to be reported as absent. None when none."""
-    for path in paths:
+def unreadable_dir(system, dirs):
+    """A message naming the owner of the first of ``dirs`` (``(path, os.access mode)``, outermost first), or of a
+    directory above them, that exists but this user cannot use: another user's, not to be reported as absent.
+    None when there is none."""
+    for path, mode in dirs:
         try:
             st = system.lstat(path)
         except OSError as exc:
             return _unreadable_ancestor(system, path) if exc.errno == errno.EACCES else None
-        if not os.access(path, os.R_OK | os.X_OK):
+        if not os.access(path, mode):
             return _unreadable_message(system, path, st.st_uid)
     return None

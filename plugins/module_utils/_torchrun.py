@@ -471,9 +471,11 @@ class TorchrunNode(object):
     def _check_readable(self, run_id=None):
         """A state or run directory this user cannot read belongs to someone else: say so (and whose it is)
         rather than call the run absent (or the node without a current run)."""
-        dirs = [os.path.dirname(self.state_dir), self.state_dir, self.runs_dir]
+        readable = os.R_OK | os.X_OK
+        # the state root is only passed through; the node's directories are read
+        dirs = [(os.path.dirname(self.state_dir), os.X_OK), (self.state_dir, readable), (self.runs_dir, readable)]
         if run_id:
-            dirs.append(self.run_dir(run_id))
+            dirs.append((self.run_dir(run_id), readable))
         msg = unreadable_dir(self.system, dirs)
         if msg:
             raise TorchrunError(msg)

@@ -132,8 +132,17 @@ class Hidden(Euid):
 def test_a_directory_above_the_state_that_cannot_be_entered_names_its_owner(monkeypatch):
     monkeypatch.setattr(rr.os, 'access', lambda path, mode: path != '/home/alice')
     state = '/home/alice/.trainops/state/n0'
-    msg = rr.unreadable_dir(Hidden(1234), [os.path.dirname(state), state])
+    msg = rr.unreadable_dir(Hidden(1234), [(os.path.dirname(state), os.X_OK), (state, os.R_OK | os.X_OK)])
     assert msg.startswith('/home/alice belongs to another user, %s, and cannot be read by this user (%s)'
                           % (rr.user_name(1000), rr.user_name(1234)))
     # a state directory that does not exist, below directories this user can enter, is just absent
-    assert rr.unreadable_dir(Hidden(1234), ['/srv/trainops/state', '/srv/trainops/state/n0']) is None
+    assert rr.unreadable_dir(Hidden(1234), [('/srv/trainops/state', os.X_OK), ('/srv/trainops/state/n0', os.X_OK)]) is None
+
+
+def test_a_directory_is_checked_for_what_it_is_used_for(monkeypatch, tmp_path):
+    # the state root is only passed through (0711 will do); the node's own directories are read
+    (tmp_path / 'state' / 'n0').mkdir(parents=True)
+    monkeypatch.setattr(rr.os, 'access', lambda path, mode: mode == os.X_OK)
+    dirs = [(str(tmp_path / 'state'), os.X_OK), (str(tmp_path / 'state' / 'n0'), os.R_OK | os.X_OK)]
+    assert rr.unreadable_dir(Euid(1234), dirs[:1]) is None
+    assert rr.unreadable_dir(Euid(1234), dirs).startswith('%s belongs to another user' % dirs[1][0])
