@@ -12,7 +12,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 
 import pytest
 
