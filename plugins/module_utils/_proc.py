@@ -47,6 +47,26 @@ def parse_stat(pid, data):
         return None
 
 
+def parse_cmdline(data):
+    """The argv list of ``/proc/<pid>/cmdline`` (NUL separated, bytes); ``[]`` for a kernel thread or a zombie."""
+    words = data.split(b'\0')
+    if words and words[-1] == b'':
+        words.pop()
+    return [word.decode('utf-8', 'surrogateescape') for word in words]
+
+
+def parse_real_uid(data):
+    """The real uid (first value of the ``Uid:`` line) in the text of ``/proc/<pid>/status``, ``None`` if absent."""
+    for line in data.splitlines():
+        if line.startswith('Uid:'):
+            values = line.split()[1:]
+            try:
+                return int(values[0])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def signal_name(signum):
     """Return ``SIGTERM`` style names for signal numbers, ``None`` for ``None``."""
     if signum is None:
@@ -89,6 +109,23 @@ class System(object):
             return None
         return parse_stat(pid, data.decode('utf-8', 'replace'))
 
+    def _read_proc(self, pid, name):
+        try:
+            with open(os.path.join(self.proc_root, str(int(pid)), name), 'rb') as f:
+                return f.read()
+        except (IOError, OSError, ValueError):
+            return None
+
+    def read_proc_cmdline(self, pid):
+        """The argv of ``pid`` as the kernel shows it, ``None`` when there is no such process."""
+        data = self._read_proc(pid, 'cmdline')
+        return None if data is None else parse_cmdline(data)
+
+    def read_proc_uid(self, pid):
+        """The real uid of ``pid``, ``None`` when there is no such process."""
+        data = self._read_proc(pid, 'status')
+        return None if data is None else parse_real_uid(data.decode('utf-8', 'replace'))
+
     def list_processes(self):
         """Return ``{pid: ProcInfo}`` for every process visible in /proc."""
         result = {}
@@ -107,6 +144,20 @@ class System(object):
     def own_pgid(self):
         """Process group of the calling process (never signalled)."""
         return os.getpgrp()
+
+    # --- users --------------------------------------------------------------------------------
+    def euid(self):
+        """Effective uid of the calling process (0: root, which signals as a run's owner, see :meth:`as_user`)."""
+        return os.geteuid()
+
+    def lstat(self, path):
+        """``os.lstat``: the owner of a path itself, never of what a symlink points to."""
+        return os.lstat(path)
+
+    def as_user(self, uid, gid):
+        """Something with this class's ``kill``/``killpg`` that signals with ``uid``'s rights only
+        (:class:`UserSignals`): root signals a run's processes as the run's owner."""
+        return UserSignals(uid, gid)
 
     # --- signals ------------------------------------------------------------------------------
     def kill(self, pid, sig):
@@ -172,6 +223,54 @@ class System(object):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+
+SIGNAL_AS_OK, SIGNAL_AS_GONE, SIGNAL_AS_EPERM, SIGNAL_AS_FAILED = 0, 1, 2, 3
+"""Exit codes of the child that :func:`signal_as` forks."""
+
+
+def signal_as(uid, gid, send, target, sig):
+    """``send(target, sig)`` (``os.kill`` or ``os.killpg``) in a forked child that first drops every group and
+    sets its real, effective and saved uid and gid to ``uid``/``gid``, so the kernel grants the signal exactly
+    when ``uid`` itself could send it. False when the target is gone; PermissionError when ``uid`` may not."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child, whose coverage is not collected)
+        code = SIGNAL_AS_FAILED
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            send(target, sig)
+            code = SIGNAL_AS_OK
+        except OSError as exc:
+            code = {errno.ESRCH: SIGNAL_AS_GONE, errno.EPERM: SIGNAL_AS_EPERM}.get(exc.errno, SIGNAL_AS_FAILED)
+        finally:
+            os._exit(code)
+    dummy, status = os.waitpid(child, 0)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else SIGNAL_AS_FAILED
+    if code == SIGNAL_AS_GONE:
+        return False
+    if code == SIGNAL_AS_EPERM:
+        raise PermissionError(errno.EPERM, 'uid %d may not signal %d' % (uid, target))
+    if code != SIGNAL_AS_OK:
+        raise OSError(errno.EPERM, 'cannot signal %d as uid %d (dropping to it failed)' % (target, uid))
+    return True
+
+
+class UserSignals(object):
+    """``kill``/``killpg`` with the rights of ``uid`` (see :func:`signal_as`), for root acting on a user's run."""
+
+    def __init__(self, uid, gid):
+        self.uid = uid
+        self.gid = gid
+
+    def kill(self, pid, sig):
+        """Send ``sig`` to ``pid`` as ``uid``; False when it does not exist (any more)."""
+        return signal_as(self.uid, self.gid, os.kill, pid, sig)
+
+    def killpg(self, pgid, sig):
+        """Send ``sig`` to process group ``pgid`` as ``uid``; False when the group does not exist."""
+        return signal_as(self.uid, self.gid, os.killpg, pgid, sig)
 
 
 def is_alive(info, start_time=None):

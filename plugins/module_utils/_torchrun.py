@@ -62,6 +62,13 @@ from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     descendants,
     is_alive,
 )
+from ansible_collections.trainops.multinode.plugins.module_utils._run_records import (
+    RecordRefused,
+    others_run,
+    signaller,
+    unreadable_dir,
+    verify_run,
+)
 
 STATUS_RUNNING = 'running'
 STATUS_EXITED = 'exited'
@@ -82,8 +89,9 @@ SUPERVISOR_EXIT_WAIT = 10.0
 """Extra seconds (on top of CLEANUP_GRACE) to wait for the supervisor to write exit.json after a stop."""
 POLL = 0.2
 
-RUN_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}$')
-ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+# names are checked with fullmatch: ``$`` would let a trailing newline through
+RUN_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}')
+ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
 
@@ -121,7 +129,7 @@ def iso_time(epoch):
 
 def validate_run_id(run_id):
     """Run ids become directory names: allow ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*`` (at most 200 characters)."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or '..' in run_id:
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id) or '..' in run_id:
         raise TorchrunError('Invalid run_id %r: use letters, digits and _ . @ + = - (starting with a letter or digit).' % (run_id, ))
     return run_id
 
@@ -154,11 +162,11 @@ def validate_start_params(params):
         raise TorchrunError('entrypoint must not be empty')
     if (params.get('stop_timeout') or 0) < 0:
         raise TorchrunError('stop_timeout must be >= 0')
-    if params.get('container') is not None and not CONTAINER_RE.match(params['container']):
+    if params.get('container') is not None and not CONTAINER_RE.fullmatch(params['container']):
         raise TorchrunError('container must be a container name or id, got %r' % (params['container'], ))
 
 
-CONTAINER_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+CONTAINER_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')
 
 
 def container_argv(engine, container, python, run_dir, supervisor, job, user=None, pass_env=()):
@@ -240,7 +248,7 @@ def normalize_env(env, what='env'):
     """Return the job environment as ``{str: str}``; ``None`` values are refused."""
     result = {}
     for key, value in (env or {}).items():
-        if not ENV_NAME_RE.match(str(key)):
+        if not ENV_NAME_RE.fullmatch(str(key)):
             raise TorchrunError('%s: %r is not a valid environment variable name' % (what, key))
         if value is None:
             raise TorchrunError('%s: the value of %s must not be null' % (what, key))
@@ -388,7 +396,7 @@ class TorchrunNode(object):
             names = sorted(os.listdir(self.runs_dir))
         except OSError:
             return []
-        return [n for n in names if RUN_ID_RE.match(n) and os.path.isfile(os.path.join(self.runs_dir, n, 'job.json'))]
+        return [n for n in names if RUN_ID_RE.fullmatch(n) and os.path.isfile(os.path.join(self.runs_dir, n, 'job.json'))]
 
     def _lock(self, check_mode, create=False):
         """Serialise start/stop on this node; check mode neither creates nor locks anything."""
@@ -403,12 +411,12 @@ class TorchrunNode(object):
 
     def state(self, run_id):
         """Return everything known about ``run_id``: spec (job.json), pids, exit record and status."""
+        self._check_readable(run_id)
         paths = self.paths(run_id)
         spec = read_json(paths['job'])
-        result = {'run_id': run_id, 'paths': paths, 'spec': spec, 'pids': None, 'exit': None,
-                  'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
+        result = self._empty_state(run_id)
+        result['spec'] = spec
         if spec is None:
-            self._check_readable(paths)
             return result
         host = same_host(spec.get('host'), self.identity)
         if host == 'other':
@@ -428,13 +436,12 @@ class TorchrunNode(object):
             result['status'] = STATUS_EXITED if result['exit'] is not None else STATUS_LOST
             result['lost_reason'] = None if result['exit'] is not None else 'the node rebooted after the run started'
             return result
-        if pids:
-            result['supervisor_alive'] = is_alive(self.system.read_proc_stat(pids.get('supervisor_pid')), pids.get('supervisor_start_time')) \
-                if pids.get('supervisor_pid') else False
-            result['torchrun_alive'] = is_alive(self.system.read_proc_stat(pids.get('pid')), pids.get('start_time')) \
-                if pids.get('pid') else False
+        refused = self._verify(result) if pids else None
         # exit.json is read after the liveness check: the supervisor writes it before exiting
         exit_rec = read_json(paths['exit'])
+        if refused is not None and exit_rec is None:
+            # a run that ended is never acted on: its records may say what they like
+            raise TorchrunError(str(refused), job=self.job_view(result), refused=refused.reason)
         result['stop'] = read_json(paths['stop'])
         result['log_bytes'] = file_size(paths['log'])
         result['exit'] = exit_rec
@@ -449,13 +456,29 @@ class TorchrunNode(object):
             result['lost_reason'] = 'its supervisor is gone and no exit.json was written'
         return result
 
-    @staticmethod
-    def _check_readable(paths):
-        """A run directory this user cannot read belongs to someone else: say so rather than call it absent."""
-        run_dir = paths['run_dir']
-        if os.path.isdir(run_dir) and not os.access(run_dir, os.R_OK | os.X_OK):
-            raise TorchrunError('%s cannot be read by this user (uid %d; it belongs to uid %d): query or stop the run as '
-                                'the user who started it, or with become.' % (run_dir, os.getuid(), os.stat(run_dir).st_uid))
+    def _verify(self, result):
+        """Fill in the verified supervisor and torchrun of ``result`` (a state with pids); the
+        :class:`RecordRefused` when its records do not verify (see _run_records)."""
+        try:
+            verified = verify_run(self.system, result['run_id'], result['paths']['run_dir'], result['spec'], result['pids'])
+        except RecordRefused as exc:
+            return exc
+        result['verified'] = verified
+        result['supervisor_alive'] = verified.supervisor is not None
+        result['torchrun_alive'] = verified.torchrun is not None
+        return None
+
+    def _check_readable(self, run_id=None):
+        """A state or run directory this user cannot read belongs to someone else: say so (and whose it is)
+        rather than call the run absent (or the node without a current run)."""
+        readable = os.R_OK | os.X_OK
+        # the state root is only passed through; the node's directories are read
+        dirs = [(os.path.dirname(self.state_dir), os.X_OK), (self.state_dir, readable), (self.runs_dir, readable)]
+        if run_id:
+            dirs.append((self.run_dir(run_id), readable))
+        msg = unreadable_dir(self.system, dirs)
+        if msg:
+            raise TorchrunError(msg)
 
     @staticmethod
     def is_active(state):
@@ -504,11 +527,11 @@ class TorchrunNode(object):
         return result
 
     def _absent_state(self):
-        return {'run_id': None, 'paths': self.paths('_'), 'spec': None, 'pids': None, 'exit': None,
-                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
+        return self._empty_state(None, paths=self.paths('_'))
 
     # --- query --------------------------------------------------------------------------------
     def query(self, run_id=None, log_lines=20):
+        self._check_readable()
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0)
@@ -604,9 +627,10 @@ class TorchrunNode(object):
             state = self.state(run_id)
             return self._result(state, True, log_lines, replaced=replaced, stopped_pids=sorted(stopped_pids), warnings=warnings)
 
-    def _empty_state(self, run_id):
-        return {'run_id': run_id, 'paths': self.paths(run_id), 'spec': None, 'pids': None, 'exit': None,
-                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None}
+    def _empty_state(self, run_id, paths=None):
+        return {'run_id': run_id, 'paths': paths or self.paths(run_id), 'spec': None, 'pids': None, 'exit': None,
+                'status': STATUS_ABSENT, 'supervisor_alive': False, 'torchrun_alive': False, 'lost_reason': None,
+                'verified': None}
 
     def _write_run(self, run_id, spec, secrets):
         """The run directory: supervisor, env file and job.json (the last, it marks the run as existing)."""
@@ -664,6 +688,7 @@ class TorchrunNode(object):
     # --- stop ---------------------------------------------------------------------------------
     def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None,
              signal_tree=True):
+        self._check_readable()
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0, stopped_pids=[], killed_pids=[])
@@ -672,6 +697,9 @@ class TorchrunNode(object):
             state = self.state(run_id)
             if not self.is_active(state):
                 return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
+            others = others_run(self.system, state['verified'].owner)
+            if others:
+                raise TorchrunError(others, job=self.job_view(state))
             record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
             if not signal_tree:
                 # a Slurm step's run: the step's scancel signals it (plugins/module_utils/_srun.py)
@@ -681,51 +709,49 @@ class TorchrunNode(object):
                 stopped, killed, warnings = self._terminate(state, stop_timeout, check_mode)
             except PermissionError as exc:
                 raise TorchrunError(
-                    'Cannot stop run %s: this user (uid %d) may not signal its processes (%s; the run was started by uid %s). '
-                    'Stop it as the user who started it (ansible_user/become_user), or with become.' % (
-                        run_id, os.getuid(), exc.strerror, (state['spec'] or {}).get('uid', '?')),
+                    'Cannot stop run %s: its owner (uid %d) may not signal all of its processes (%s); the processes '
+                    'stopped so far are gone, the others are left as they are.' % (
+                        run_id, state['verified'].owner.uid, exc.strerror),
                     job=self.job_view(state))
             if not check_mode:
                 state = self.state(run_id)
             return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings)
 
-    def _targets(self, state, processes):
-        """Live processes of the run's tree: all descendants of a verified supervisor, or (supervisor gone)
-        torchrun and its descendants if torchrun itself is verified alive."""
-        pids = state['pids'] or {}
-        sup = pids.get('supervisor_pid')
-        if sup and is_alive(processes.get(sup), pids.get('supervisor_start_time')):
-            return descendants(processes, sup)
-        torchrun = pids.get('pid')
-        if torchrun and is_alive(processes.get(torchrun), pids.get('start_time')):
-            tree = descendants(processes, torchrun)
-            tree[torchrun] = processes[torchrun]
+    @staticmethod
+    def _targets(state, processes):
+        """Live processes of the run's tree in the snapshot ``processes``: all descendants of its verified
+        supervisor, or (supervisor gone) its verified torchrun and torchrun's descendants; never a process the
+        records name that was not verified (see _run_records)."""
+        sup, torchrun = state['verified'].supervisor, state['verified'].torchrun
+        if sup is not None and is_alive(processes.get(sup.pid), sup.start_time):
+            return descendants(processes, sup.pid)
+        if torchrun is not None and is_alive(processes.get(torchrun.pid), torchrun.start_time):
+            tree = descendants(processes, torchrun.pid)
+            tree[torchrun.pid] = processes[torchrun.pid]
             return tree
         return {}
 
-    def _protected_pgids(self, state, processes):
+    def _protected_pgids(self, state):
         protected = set([0, 1, self.system.own_pgid()])
-        pids = state['pids'] or {}
-        sup = pids.get('supervisor_pid')
-        if sup:
-            protected.add(sup)
-            if sup in processes:
-                protected.add(processes[sup].pgid)
+        sup = state['verified'].supervisor
+        if sup is not None:
+            protected.update((sup.pid, sup.pgid))
         return protected
 
-    def _signal(self, tree, sig, protected, first_group=None):
-        """Signal the process group of every process in ``tree`` (``first_group``, torchrun's, first);
-        processes whose group is protected are signalled one by one."""
+    @staticmethod
+    def _signal(sender, tree, sig, protected, first_group=None):
+        """Signal, with ``sender`` (see _run_records.signaller), the process group of every process in ``tree``
+        (``first_group``, torchrun's, first); processes whose group is protected are signalled one by one."""
         groups = []
         if first_group is not None and first_group not in protected and any(i.pgid == first_group for i in tree.values()):
             groups.append(first_group)
         for info in sorted(tree.values()):
             if info.pgid in protected:
-                self.system.kill(info.pid, sig)
+                sender.kill(info.pid, sig)
             elif info.pgid not in groups:
                 groups.append(info.pgid)
         for pgid in groups:
-            self.system.killpg(pgid, sig)
+            sender.killpg(pgid, sig)
 
     def _terminate(self, state, stop_timeout, check_mode):
         """SIGTERM the run's process tree, SIGKILL what is left after ``stop_timeout``, wait for the supervisor.
@@ -737,10 +763,12 @@ class TorchrunNode(object):
         tree = self._targets(state, processes)
         if check_mode:
             return sorted(tree), [], []
-        pids = state['pids'] or {}
-        protected = self._protected_pgids(state, processes)
+        verified = state['verified']
+        sender = signaller(self.system, verified.owner)
+        first_group = verified.torchrun.pgid if verified.torchrun is not None else None
+        protected = self._protected_pgids(state)
         seen = dict((pid, info.start_time) for pid, info in tree.items())
-        self._signal(tree, signal.SIGTERM, protected, first_group=pids.get('pgid'))
+        self._signal(sender, tree, signal.SIGTERM, protected, first_group=first_group)
 
         deadline = self.system.monotonic() + stop_timeout
         while True:
@@ -757,14 +785,14 @@ class TorchrunNode(object):
             tree = self._targets(state, processes)
             tree.update(remaining)
             killed = sorted(tree)
-            self._signal(tree, signal.SIGKILL, protected, first_group=pids.get('pgid'))
+            self._signal(sender, tree, signal.SIGKILL, protected, first_group=first_group)
             deadline = self.system.monotonic() + KILL_WAIT
             while True:
                 processes = self.system.list_processes()
                 for pid, info in self._targets(state, processes).items():
                     if pid not in seen:
                         seen[pid] = info.start_time
-                        self.system.kill(pid, signal.SIGKILL)
+                        sender.kill(pid, signal.SIGKILL)
                 remaining = dict((pid, processes[pid]) for pid, start in seen.items() if is_alive(processes.get(pid), start))
                 if not remaining or self.system.monotonic() >= deadline:
                     break
@@ -775,16 +803,16 @@ class TorchrunNode(object):
             warnings.append('Processes %s of run %s are still alive after SIGKILL' % (sorted(remaining), state['run_id']))
 
         # let the supervisor reap, clean up and write exit.json
-        sup = pids.get('supervisor_pid')
-        if sup:
+        sup = verified.supervisor
+        if sup is not None:
             deadline = self.system.monotonic() + CLEANUP_GRACE + SUPERVISOR_EXIT_WAIT
             while True:
                 if read_json(state['paths']['exit']) is not None:
                     break
-                if not is_alive(self.system.read_proc_stat(sup), pids.get('supervisor_start_time')):
+                if not is_alive(self.system.read_proc_stat(sup.pid), sup.start_time):
                     break
                 if self.system.monotonic() >= deadline:
-                    warnings.append('The supervisor (pid %d) of run %s did not write exit.json in time' % (sup, state['run_id']))
+                    warnings.append('The supervisor (pid %d) of run %s did not write exit.json in time' % (sup.pid, state['run_id']))
                     break
                 self.system.sleep(POLL)
         stopped = sorted(pid for pid in seen if pid not in remaining)

@@ -20,8 +20,17 @@ description:
     C(node.log), records the pids and C(/proc) start times, and writes C(exit.json) once torchrun and every process
     left in its tree have ended.
   - Stopping covers the whole process tree under the supervisor, because torch's elastic agent starts every worker in
-    a session of its own. Processes are never looked up by name or command line, and recorded pids are verified by
-    their C(/proc) start time before they are signalled.
+    a session of its own. Processes are never looked up by name or command line.
+  - The run's records (C(pids.json), C(job.json)) are written where the job's own code could rewrite them, so O(state=stopped)
+    and O(state=query) verify them against C(/proc) first. The recorded supervisor must be alive with the recorded start time,
+    have the command line that runs this run's C(supervisor.py) and C(job.json), and run as the owner of the run directory,
+    which must be the uid C(job.json) records. Torchrun (signalled only when its supervisor is gone) must lead its own
+    process group and run as that owner. A pid that is not a number above 1, a missing start time or any mismatch fails
+    the task with a message naming the run and the failed check (RV(refused)), and nothing is signalled. A pid whose
+    process has another start time is gone (the run is lost). A run that wrote C(exit.json) is never checked or signalled.
+  - Root stopping another user's run signals with that user's uid and gid (a forked child drops to them first), so it
+    never signals what the owner could not. Any other user acting on another user's run, or on a state or run directory
+    it cannot read, fails naming the owner instead of reporting the run as absent.
   - Starting is idempotent per O(run_id) through a fingerprint (sha256 of argv, environment and working directory).
 author:
   - trainops maintainers (@trainops)
@@ -403,6 +412,12 @@ log_tail:
   type: list
   elements: str
   sample: ["[trainops] node=gpu1 rank=0/4 epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5"]
+refused:
+  description:
+    - Why the run's records were refused (which check failed); the task fails and nothing is signalled.
+  returned: when the records of a run that has not ended do not verify
+  type: str
+  sample: "supervisor_pid is 1, which is never a run's process"
 stopped_pids:
   description:
     - Pids of the run's process tree that were stopped (would be stopped in check mode).

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import textwrap
 import time
 
@@ -61,6 +65,11 @@ WORKER = textwrap.dedent('''
         # a grandchild in a session of its own: only the supervisor's subreaper tree walk can find it
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
         record("grandchild.pid", child.pid)
+    if mode == "uid-probe" and rank == "0":
+        # a grandchild in a session of its own that records who sent it the first SIGTERM (probe.py next to worker.py)
+        probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
+        child = subprocess.Popen([sys.executable, probe, out], start_new_session=True)
+        record("probe.pid", child.pid)
     for step in range(3000):
         print("[trainops] node=test rank=%s/2 epoch=0 step=%d/3000 loss=1.0 samples_per_s=10.0" % (rank, step), flush=True)
         time.sleep(0.1)
@@ -383,3 +392,175 @@ def test_wait_fails_fast_across_two_nodes(workdir, tracker):
     for f in (workdir / 'out').glob('worker*.pid'):
         pid = int(f.read_text())
         assert not alive(pid), 'worker %d is still alive' % pid
+
+
+# ------------------------------------------------------------------------------------------------
+# records are verified before anyone acts on them (issue 24)
+# ------------------------------------------------------------------------------------------------
+
+PROBE = textwrap.dedent('''
+    import json, os, signal, sys
+    out = sys.argv[1]
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+    open(os.path.join(out, "probe.ready"), "w").close()
+    info = signal.sigwaitinfo([signal.SIGTERM])
+    tmp = os.path.join(out, ".sigterm.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"uid": info.si_uid, "pid": info.si_pid}, f)
+    os.replace(tmp, os.path.join(out, "sigterm.json"))
+''')
+NOBODY = 65534
+COLLECTIONS = os.path.join(REPO, '.collections')
+AS_USER = textwrap.dedent('''
+    import json, sys
+    from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+    try:
+        print(json.dumps(tr.run_module(json.loads(sys.argv[1]))))
+    except tr.TorchrunError as exc:
+        print(json.dumps({"failed": True, "msg": exc.msg}))
+''')
+
+
+def as_user(uid, argv):
+    return ['setpriv', '--reuid=%d' % uid, '--regid=%d' % uid, '--clear-groups'] + argv
+
+
+def python_for(uid):
+    """An interpreter of this Python version that ``uid`` can start from a program of its own (this venv's may
+    sit below a directory only root can enter), and the PYTHONPATH that gives it the collection and torch."""
+    path = os.pathsep.join([COLLECTIONS, sysconfig.get_paths()['purelib']])
+    version = 'python%d.%d' % sys.version_info[:2]
+    for python in [sys.executable] + [os.path.join(d, version) for d in ('/usr/local/bin', '/usr/bin') if os.path.exists(os.path.join(d, version))]:
+        probe = subprocess.run(as_user(uid, [python, '-c', 'import subprocess, sys; subprocess.run([sys.executable, '
+                                             '"-c", "import torch"], check=True)']),
+                               env=dict(os.environ, PYTHONPATH=path), cwd='/', capture_output=True, timeout=60, check=False)
+        if probe.returncode == 0:
+            return python, path
+    pytest.skip('uid %d can start no Python with torch here' % uid)
+    return None
+
+
+def run_module_as(uid, p, cwd):
+    """The module's logic run by ``uid`` (setpriv drops every group too); its result, or {failed, msg}."""
+    python, path = python_for(uid)
+    proc = subprocess.run(as_user(uid, [python, '-c', AS_USER, json.dumps(p)]), env=dict(os.environ, PYTHONPATH=path),
+                          cwd=str(cwd), capture_output=True, text=True, timeout=90, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def shared_workdir(tracker):
+    """A work directory other users can enter (pytest's tmp_path is root's alone), removed at the end."""
+    path = tempfile.mkdtemp(prefix='trainops-i24-')
+    os.chmod(path, 0o755)
+    try:
+        workdir = pathlib.Path(path)
+        (workdir / 'worker.py').write_text(WORKER)
+        (workdir / 'probe.py').write_text(PROBE)
+        (workdir / 'out').mkdir()
+        yield workdir
+    finally:
+        tracker.cleanup()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def unrelated_sleep_tree(tracker):
+    """``sh`` with two ``sleep`` children in a session of their own, started by the test: nothing of any run."""
+    sh = subprocess.Popen(['sh', '-c', 'sleep 300 & sleep 300 & wait'], start_new_session=True)
+    tracker.children.append(sh)
+    tracker.add(sh.pid)
+    kids = wait_for(lambda: [pid for pid, info in SYSTEM.list_processes().items() if info.ppid == sh.pid][1:] and
+                    sorted(pid for pid, info in SYSTEM.list_processes().items() if info.ppid == sh.pid), 10,
+                    what='the sleep children')
+    for pid in kids:
+        tracker.add(pid)
+    return [sh.pid] + kids
+
+
+def forge(run_dir, pids):
+    tr.write_json_atomic(os.path.join(run_dir, 'pids.json'), pids)
+
+
+def test_a_forged_pids_json_never_stops_an_unrelated_tree(workdir, tracker):
+    p = params(workdir, 'real-forged', 'normal', free_port())
+    job = tr.run_module(p)['job']
+    track_job(tracker, job)
+    for pid in worker_pids(workdir):
+        tracker.add(pid)
+    run_dir = job['run_dir']
+    genuine = tr.read_json(os.path.join(run_dir, 'pids.json'))
+    tree = unrelated_sleep_tree(tracker)
+    starts = dict((pid, tracker.procs[pid]) for pid in tree)
+
+    forgeries = [
+        # the job's own code points its records at a process tree that is not the run's
+        (dict(genuine, supervisor_pid=tree[0], supervisor_start_time=starts[tree[0]], pid=tree[1], pgid=tree[0],
+              start_time=starts[tree[1]]),
+         'supervisor_pid %d is not its supervisor: its command line' % tree[0]),
+        (dict(genuine, supervisor_pid=1, supervisor_start_time=SYSTEM.read_proc_stat(1).start_time),
+         "supervisor_pid is 1, which is never a run's process"),
+        (dict((k, v) for k, v in genuine.items() if k != 'supervisor_start_time'),
+         'supervisor_start_time is missing'),
+    ]
+    for forged, words in forgeries:
+        forge(run_dir, forged)
+        with pytest.raises(tr.TorchrunError) as excinfo:
+            tr.run_module(dict(p, state='stopped', run_id=None))
+        assert excinfo.value.msg.startswith('Run real-forged: refusing to act on its records'), excinfo.value.msg
+        assert words in excinfo.value.msg and 'Nothing was signalled' in excinfo.value.msg
+        for pid in tree:
+            assert alive(pid, starts[pid]), 'pid %d of the unrelated tree was signalled' % pid
+        assert alive(job['supervisor_pid'], tracker.procs[job['supervisor_pid']])
+        with pytest.raises(tr.TorchrunError, match='refusing to act on its records'):
+            tr.run_module(dict(p, state='query'))
+
+    forge(run_dir, genuine)
+    stopped = tr.run_module(dict(p, state='stopped', run_id=None))
+    assert stopped['changed'] is True and job['pid'] in stopped['stopped_pids']
+    assert stopped['job']['status'] == 'exited'
+    assert not alive(job['pid'], tracker.procs[job['pid']])
+    for pid in tree:
+        assert alive(pid, starts[pid])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root: starts a run as nobody (uid 65534)')
+def test_root_stops_another_users_run_with_that_users_uid(shared_workdir, tracker):
+    workdir = shared_workdir
+    for path in [workdir] + list(workdir.rglob('*')):
+        os.chown(str(path), NOBODY, NOBODY)
+    python, path = python_for(NOBODY)
+    p = params(workdir, 'real-nobody', 'uid-probe', free_port(), python=python, env={'PYTHONPATH': path})
+    started = run_module_as(NOBODY, p, workdir)
+    assert not started.get('failed'), started
+    job = started['job']
+    track_job(tracker, job)
+    assert SYSTEM.read_proc_uid(job['supervisor_pid']) == NOBODY
+    for pid in worker_pids(workdir):
+        tracker.add(pid)
+    probe = int(wait_for(lambda: (workdir / 'out' / 'probe.ready').exists() and (workdir / 'out' / 'probe.pid').read_text(),
+                         60, what='the probe'))
+    tracker.add(probe)
+
+    stopped = tr.run_module(dict(p, state='stopped', run_id=None))  # as root (become)
+    assert stopped['changed'] is True and probe in stopped['stopped_pids']
+    assert stopped['job']['status'] == 'exited'
+    sent = json.loads(wait_for(lambda: (workdir / 'out' / 'sigterm.json').exists() and
+                               (workdir / 'out' / 'sigterm.json').read_text(), 10, what="the probe's record"))
+    # the SIGTERM came from the stop (not the run's own supervisor), with nobody's uid rather than root's
+    assert sent['uid'] == NOBODY, sent
+    assert sent['pid'] not in (job['supervisor_pid'], job['pid'], os.getpid()), sent
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root: queries and stops root\'s run as nobody (uid 65534)')
+def test_another_user_is_told_whose_run_it_is_not_that_it_is_absent(shared_workdir, tracker):
+    workdir = shared_workdir
+    p = params(workdir, 'real-roots', 'normal', free_port())
+    job = tr.run_module(p)['job']
+    track_job(tracker, job)
+    for state in ('query', 'stopped'):
+        for run_id in ('real-roots', None):
+            result = run_module_as(NOBODY, dict(p, state=state, run_id=run_id), '/')
+            assert result.get('failed') and 'belongs to another user, uid 0 (root)' in result['msg'], result
+    assert alive(job['supervisor_pid'], tracker.procs[job['supervisor_pid']])
+    assert tr.run_module(dict(p, state='stopped'))['changed'] is True

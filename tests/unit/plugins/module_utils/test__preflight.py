@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -12,9 +13,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
 from ansible_collections.trainops.multinode.plugins.module_utils import _preflight as pf
-from ansible_collections.trainops.multinode.plugins.module_utils._proc import System
+from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.stand_in import stand_in_supervisor
 
 LINKS = [{'ifname': 'lo', 'mtu': 65536, 'operstate': 'UNKNOWN', 'addr_info': [
     {'family': 'inet', 'local': '127.0.0.1', 'prefixlen': 8}]},
@@ -83,17 +86,23 @@ def test_every_problem_is_reported_at_once(tmp_path):
     assert result['ansible_facts'] == {}
 
 
-def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch):
+@pytest.fixture
+def stand_in():
+    with contextlib.ExitStack() as stack:
+        yield lambda run_dir: stack.enter_context(stand_in_supervisor(run_dir))
+
+
+def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch, stand_in):
     state_root = tmp_path / 'state'
     state_dir = state_root / 'n0'  # the node's own directory below the root (node_id n0)
     run_dir = state_dir / 'runs' / 'old-run'
     run_dir.mkdir(parents=True)
     (state_dir / 'current.json').write_text(json.dumps({'run_id': 'old-run'}))
-    (run_dir / 'job.json').write_text(json.dumps({'run_id': 'old-run', 'argv': ['torchrun']}))
-    # this very process stands in for the running supervisor
-    me = System().read_proc_stat(os.getpid())
-    (run_dir / 'pids.json').write_text(json.dumps({'supervisor_pid': os.getpid(), 'supervisor_start_time': me.start_time,
-                                                   'pid': os.getpid(), 'start_time': me.start_time,
+    (run_dir / 'job.json').write_text(json.dumps({'run_id': 'old-run', 'argv': ['torchrun'], 'uid': os.getuid()}))
+    # a sleeping process stands in for the running supervisor (and its torchrun)
+    pid, start_time = stand_in(run_dir)
+    (run_dir / 'pids.json').write_text(json.dumps({'supervisor_pid': pid, 'supervisor_start_time': start_time,
+                                                   'pid': pid, 'start_time': start_time,
                                                    'started_at': '2026-11-22T10:00:00Z'}))
     running = pf.preflight(FakeRunner(torch=TORCH_OK), params(state_dir=str(state_root), node_id='n0', master_port=29500),
                            root=str(tmp_path), port_check=lambda port: True)

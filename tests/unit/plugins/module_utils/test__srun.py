@@ -55,9 +55,11 @@ def test_build_argv_exports_only_the_secrets_by_name():
 @pytest.mark.parametrize('job_id, node_list, match', [
     ('', nodes('a'), 'not a Slurm job id'),
     ('42; rm', nodes('a'), 'not a Slurm job id'),
+    ('42\n', nodes('a'), 'not a Slurm job id'),
     ('42', [], 'No nodes'),
     ('42', [dict(nodes('a')[0], rank=1)], 'rank 1 but is number 0'),
     ('42', [dict(nodes('a')[0], name='a b')], 'not a Slurm node name'),
+    ('42', [dict(nodes('a')[0], name='a\n')], 'not a Slurm node name'),
     ('42', [dict(nodes('a')[0], python='')], 'has no python'),
 ])
 def test_build_argv_refuses(job_id, node_list, match):
@@ -212,3 +214,8 @@ def test_run_launcher_follows_the_first_nodes_run_and_refuses_contradicting_step
 ])
 def test_ended_by_step(fields, ended):
     assert _srun.ended_by_step(step_job(**fields)) is ended
+
+
+def test_build_argv_refuses_a_secret_name_with_a_trailing_newline():
+    with pytest.raises(_srun.SrunError, match='Not environment variable names'):
+        _srun.build_argv('42', 'r1', nodes('a'), 0, secret_names=['HF_TOKEN\n'])

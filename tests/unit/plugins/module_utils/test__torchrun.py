@@ -12,6 +12,8 @@ import contextlib
 import glob
 import json
 import os
+import pathlib
+import re
 import signal
 import stat
 import subprocess
@@ -21,6 +23,7 @@ import time
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils import _run_records as rr
 from ansible_collections.trainops.multinode.plugins.module_utils import _supervisor as sup
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     ProcInfo,
@@ -35,13 +38,21 @@ from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
 # ------------------------------------------------------------------------------------------------
 
 class FakeProc(object):
-    def __init__(self, pid, ppid, pgid=None, start_time=None, ignore_term=False):
+    def __init__(self, pid, ppid, pgid=None, start_time=None, ignore_term=False, cmdline=None, uid=None):
         self.pid = pid
         self.ppid = ppid
         self.pgid = pgid if pgid is not None else pid
         self.start_time = start_time if start_time is not None else pid * 10
         self.ignore_term = ignore_term
         self.state = 'S'
+        self.cmdline = cmdline if cmdline is not None else ['python3', 'train.py']
+        self.uid = uid if uid is not None else os.getuid()
+
+
+def supervisor_cmdline(run_dir, foreground=False):
+    """The command line the start (or a Slurm step's task) gives the supervisor of the run in ``run_dir``."""
+    return [sys.executable, os.path.join(run_dir, 'supervisor.py')] + (['--foreground'] if foreground else []) + \
+        [os.path.join(run_dir, 'job.json')]
 
 
 class FakeSystem(object):
@@ -51,6 +62,9 @@ class FakeSystem(object):
 
     def __init__(self):
         self.procs = {}
+        self.euid_value = os.geteuid()
+        self.owners = {}  # path -> uid lstat reports (default: the real owner)
+        self.signalled_as = []  # (uid, gid) of every as_user
         self.clock = 1000.0
         self.signals = []  # (kind, id, sig)
         self.spawned = []
@@ -60,8 +74,8 @@ class FakeSystem(object):
         self.on_spawn = None
 
     # process table -----------------------------------------------------------------------------
-    def add(self, pid, ppid, pgid=None, start_time=None, ignore_term=False):
-        self.procs[pid] = FakeProc(pid, ppid, pgid, start_time, ignore_term)
+    def add(self, pid, ppid, pgid=None, start_time=None, ignore_term=False, cmdline=None, uid=None):
+        self.procs[pid] = FakeProc(pid, ppid, pgid, start_time, ignore_term, cmdline, uid)
         return self.procs[pid]
 
     def _die(self, pid):
@@ -102,8 +116,30 @@ class FakeSystem(object):
             return None
         return ProcInfo(proc.pid, proc.ppid, proc.pgid, proc.state, proc.start_time)
 
+    def read_proc_cmdline(self, pid):
+        proc = self.procs.get(pid)
+        return None if proc is None else list(proc.cmdline)
+
+    def read_proc_uid(self, pid):
+        proc = self.procs.get(pid)
+        return None if proc is None else proc.uid
+
     def list_processes(self):
         return dict((pid, self.read_proc_stat(pid)) for pid in self.procs)
+
+    def euid(self):
+        return self.euid_value
+
+    def lstat(self, path):
+        st = os.lstat(path)
+        if path not in self.owners:
+            return st
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, self.owners[path], st.st_gid, st.st_size,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+
+    def as_user(self, uid, gid):
+        self.signalled_as.append((uid, gid))
+        return self
 
     def own_pgid(self):
         return self.OWN_PGID
@@ -150,7 +186,7 @@ def recording_spawn(fake, sup_pid=500, torchrun_pid=501, workers=(502, 503)):
     def on_spawn(argv, cwd, output_path):
         job_path = argv[2]
         run_dir = os.path.dirname(job_path)
-        fake.add(sup_pid, 1, pgid=sup_pid - 1)
+        fake.add(sup_pid, 1, pgid=sup_pid - 1, cmdline=[argv[0]] + argv[1:])
         fake.subreaper = sup_pid
         fake.add(torchrun_pid, sup_pid)
         for w in workers:
@@ -174,7 +210,7 @@ def make_run(node, fake, run_id, params=None, sup_pid=None, torchrun_pid=None, w
     argv = tr.build_argv(base)
     env = tr.normalize_env(base.get('env'))
     spec = {'run_id': run_id, 'argv': argv, 'env': env, 'chdir': base.get('chdir'),
-            'fingerprint': tr.compute_fingerprint(argv, env, base.get('chdir')), 'node_rank': 0}
+            'fingerprint': tr.compute_fingerprint(argv, env, base.get('chdir')), 'node_rank': 0, 'uid': os.getuid()}
     paths = node.paths(run_id)
     os.makedirs(paths['run_dir'])
     tr.write_json_atomic(paths['job'], spec)
@@ -187,7 +223,7 @@ def make_run(node, fake, run_id, params=None, sup_pid=None, torchrun_pid=None, w
     if exit_rec is not None:
         tr.write_json_atomic(paths['exit'], exit_rec)
     if alive:
-        fake.add(sup_pid, 1, pgid=sup_pid - 1)
+        fake.add(sup_pid, 1, pgid=sup_pid - 1, cmdline=supervisor_cmdline(paths['run_dir']))
         fake.subreaper = sup_pid
         fake.add(torchrun_pid, sup_pid)
         for w in workers:
@@ -876,7 +912,7 @@ def test_a_stop_without_permission_says_so(tmp_path, fake, node):
     def denied(pgid, sig):
         raise PermissionError(1, 'Operation not permitted')
     fake.killpg = denied
-    with pytest.raises(tr.TorchrunError, match='may not signal its processes .* Stop it as the user who started it'):
+    with pytest.raises(tr.TorchrunError, match=r'Cannot stop run run1: its owner \(uid \d+\) may not signal all of its processes'):
         tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=1, log_lines=0), system=fake)
 
 
@@ -889,3 +925,211 @@ def test_a_run_directory_of_another_user_is_not_reported_absent(tmp_path, fake, 
             node.query('run1')
     finally:
         os.chmod(node.paths('run1')['run_dir'], 0o700)
+
+
+# ------------------------------------------------------------------------------------------------
+# records are verified before anyone acts on them (plugins/module_utils/_run_records.py)
+# ------------------------------------------------------------------------------------------------
+
+def unrelated_tree(fake, uid=None):
+    """A process tree that has nothing to do with any run: 900 (a login shell, say) and its children."""
+    fake.add(900, 1, cmdline=['/usr/sbin/sshd', '-D'], uid=uid)
+    fake.add(901, 900, pgid=900, cmdline=['sleep', '1000'], uid=uid)
+    fake.add(902, 901, pgid=900, cmdline=['sleep', '1000'], uid=uid)
+    return (900, 901, 902)
+
+
+def forge_pids(node, run_id, **fields):
+    """Rewrite the run's pids.json as the job's own code could: ``fields`` replace (None: remove) entries."""
+    path = node.paths(run_id)['pids']
+    pids = tr.read_json(path)
+    for key, value in fields.items():
+        if value is None:
+            pids.pop(key, None)
+        else:
+            pids[key] = value
+    tr.write_json_atomic(path, pids)
+
+
+def forge_job(node, run_id, **fields):
+    path = node.paths(run_id)['job']
+    spec = tr.read_json(path)
+    for key, value in fields.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    tr.write_json_atomic(path, spec)
+
+
+def stop_refused(node, fake, run_id, match):
+    with pytest.raises(tr.TorchrunError, match=match) as excinfo:
+        tr.run_module(dict(state='stopped', **at(node), run_id=run_id, stop_timeout=5, log_lines=0), system=fake)
+    assert excinfo.value.msg.startswith('Run %s: refusing to act on its records' % run_id)
+    assert 'Nothing was signalled' in excinfo.value.msg
+    assert fake.signals == []
+    return excinfo.value
+
+
+def test_a_forged_pids_json_pointing_at_an_unrelated_tree_is_refused_and_the_tree_left_alone(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, ))
+    tree = unrelated_tree(fake)
+    forge_pids(node, 'run1', supervisor_pid=900, supervisor_start_time=9000, pid=901, pgid=900, start_time=9010)
+    error = stop_refused(node, fake, 'run1', r"supervisor_pid 900 is not its supervisor: its command line \['/usr/sbin/sshd', '-D'\]")
+    assert error.details['refused'].startswith('supervisor_pid 900 is not its supervisor')
+    assert all(pid in fake.procs for pid in tree + (600, 601, 602))
+    # the status says the same instead of calling the run running or lost
+    with pytest.raises(tr.TorchrunError, match='Run run1: refusing .* supervisor_pid 900 is not its supervisor'):
+        query(node, fake, 'run1')
+
+
+@pytest.mark.parametrize('value, words', [
+    (1, "supervisor_pid is 1, which is never a run's process"),
+    (0, "supervisor_pid is 0, which is never a run's process"),
+    (-600, "supervisor_pid is -600, which is never a run's process"),
+    ('600', "supervisor_pid '600' is not a number"),
+    (True, 'supervisor_pid True is not a number'),
+    (600.0, 'supervisor_pid 600.0 is not a number'),
+])
+def test_a_supervisor_pid_that_is_no_process_id_above_1_is_refused(tmp_path, fake, node, value, words):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    fake.add(1, 0, cmdline=['/sbin/init'], start_time=1)
+    forge_pids(node, 'run1', supervisor_pid=value, supervisor_start_time=1)
+    stop_refused(node, fake, 'run1', re_escape(words))
+    assert 1 in fake.procs and 600 in fake.procs
+
+
+def re_escape(text):
+    return re.escape(text)
+
+
+@pytest.mark.parametrize('key', ['supervisor_start_time', 'start_time'])
+def test_a_missing_start_time_is_refused(tmp_path, fake, node, key):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    forge_pids(node, 'run1', **{key: None})
+    stop_refused(node, fake, 'run1', '%s is missing, so the process cannot be told from one that reused its pid' % key)
+
+
+def test_a_supervisor_of_another_uid_is_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    fake.procs[600].uid = os.getuid() + 4242
+    stop_refused(node, fake, 'run1', r'supervisor_pid 600 runs as uid %d.*, not as the run\'s owner uid %d'
+                 % (os.getuid() + 4242, os.getuid()))
+
+
+def test_the_supervisor_of_another_run_is_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, current=False)
+    make_run(node, fake, 'run2', sup_pid=700, torchrun_pid=701)
+    forge_pids(node, 'run2', supervisor_pid=600, supervisor_start_time=6000)
+    stop_refused(node, fake, 'run2', 'supervisor_pid 600 is not its supervisor: .* does not run .*/runs/run2/supervisor.py')
+
+
+def test_a_job_json_uid_that_is_not_the_run_directory_owner_is_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    forge_job(node, 'run1', uid=0 if os.getuid() else 1)
+    stop_refused(node, fake, 'run1', 'job.json records uid %d.* but the run directory .* belongs to uid %d'
+                 % (0 if os.getuid() else 1, os.getuid()))
+    forge_job(node, 'run1', uid=None)
+    stop_refused(node, fake, 'run1', 'job.json records no uid')
+
+
+def test_a_run_directory_replaced_by_a_symlink_is_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    run_dir = node.paths('run1')['run_dir']
+    os.rename(run_dir, run_dir + '.real')
+    os.symlink(run_dir + '.real', run_dir)
+    stop_refused(node, fake, 'run1', 'its run directory .*/runs/run1 is not a directory')
+
+
+def test_a_forged_torchrun_record_of_a_lost_run_is_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
+    unrelated_tree(fake)
+    forge_pids(node, 'run1', pid=901, pgid=901, start_time=9010)  # 901 is in 900's process group
+    stop_refused(node, fake, 'run1', 'pid 901 is not its torchrun: it does not lead a process group of its own')
+    assert 901 in fake.procs
+
+
+def test_a_recorded_pid_that_was_reused_is_gone_not_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, alive=False)
+    fake.add(600, 1, start_time=1, cmdline=['sleep', '1'])  # another process, another start time
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is False and result['job']['status'] == 'lost'
+    assert fake.signals == []
+
+
+def test_the_records_of_a_run_that_ended_are_never_acted_on_nor_refused(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'}, alive=False)
+    forge_pids(node, 'run1', supervisor_pid=1, supervisor_start_time=None)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is False and result['job']['status'] == 'exited'
+    assert fake.signals == []
+
+
+def test_a_supervisor_started_by_a_slurm_step_verifies(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, ))
+    fake.procs[600].cmdline = supervisor_cmdline(node.paths('run1')['run_dir'], foreground=True)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is True and result['stopped_pids'] == [601, 602]
+
+
+def test_root_stopping_another_users_run_signals_as_that_user(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, ))
+    run_dir = node.paths('run1')['run_dir']
+    fake.euid_value = 0
+    fake.owners[run_dir] = 1234
+    forge_job(node, 'run1', uid=1234)
+    for pid in (600, 601, 602):
+        fake.procs[pid].uid = 1234
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert result['changed'] is True and result['stopped_pids'] == [601, 602]
+    assert fake.signalled_as == [(1234, os.lstat(run_dir).st_gid)]
+
+
+def test_root_stopping_its_own_run_signals_as_root(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    run_dir = node.paths('run1')['run_dir']
+    fake.euid_value = 0
+    fake.owners[run_dir] = 0
+    forge_job(node, 'run1', uid=0)
+    for pid in (600, 601):
+        fake.procs[pid].uid = 0
+    tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert fake.signalled_as == [] and 601 not in fake.procs
+
+
+def test_a_user_stopping_another_users_run_is_told_whose_it_is(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    fake.euid_value = os.getuid() + 1
+    with pytest.raises(tr.TorchrunError, match=r'Run run1 belongs to another user, uid %d.*not to this user \(uid %d'
+                       % (os.getuid(), os.getuid() + 1)):
+        tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0), system=fake)
+    assert fake.signals == []
+    # a query reads what it may read
+    assert query(node, fake, 'run1')['job']['status'] == 'running'
+
+
+@pytest.mark.parametrize('name', ['state', 'n0', 'runs', 'run1'])
+def test_a_directory_of_another_user_is_reported_with_its_owner_not_as_absent(tmp_path, fake, node, monkeypatch, name):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    unreadable = dict(state=os.path.dirname(node.state_dir), n0=node.state_dir, runs=node.runs_dir,
+                      run1=node.paths('run1')['run_dir'])[name]
+    real_access = os.access
+    monkeypatch.setattr(rr.os, 'access', lambda path, mode: path != unreadable and real_access(path, mode))
+    fake.euid_value = os.getuid() + 1
+    for run_id in ('run1', None):
+        for call in (lambda: node.query(run_id), lambda: node.stop(run_id)):
+            with pytest.raises(tr.TorchrunError, match=r'^%s belongs to another user, uid %d.*cannot be read by this user'
+                               % (re_escape(unreadable), os.getuid())):
+                call()
+    assert fake.signals == []
+
+
+@pytest.mark.parametrize('check, value', [
+    (tr.validate_run_id, 'run1\n'),
+    (lambda v: tr.normalize_env({v: '1'}), 'NAME\n'),
+    (lambda v: tr.validate_start_params(dict(start_params(pathlib.Path('/nonexistent')), container=v)), 'trainer\n'),
+])
+def test_a_name_with_a_trailing_newline_is_refused(check, value):
+    with pytest.raises(tr.TorchrunError):
+        check(value)
+    check(value.rstrip('\n'))

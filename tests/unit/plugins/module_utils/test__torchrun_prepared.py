@@ -13,6 +13,7 @@ import sys
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.stand_in import stand_in_supervisor
 
 
 class NoSpawn(tr.System):
@@ -107,14 +108,14 @@ def test_supervisor_foreground_exits_0_when_torchrun_succeeds(tmp_path):
 def test_signal_false_records_the_stop_and_signals_nothing(tmp_path):
     tr.run_module(prepared_params(tmp_path), system=NoSpawn())
     run_dir = tmp_path / 'state' / 'n0' / 'runs' / 'run1'
-    # the run as a step's task has it while running: the live test process stands in for its supervisor
-    me = tr.System().read_proc_stat(os.getpid())
-    with open(str(run_dir / 'pids.json'), 'w') as handle:
-        json.dump({'supervisor_pid': os.getpid(), 'supervisor_start_time': me.start_time, 'pid': os.getpid(),
-                   'pgid': os.getpgrp(), 'start_time': me.start_time}, handle)
-    result = tr.run_module({'state': 'stopped', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0',
-                            'run_id': 'run1', 'stop_reason': 'user', 'stop_detail': 'scancel 7.0', 'signal': False},
-                           system=NoSpawn())
+    # the run as a step's task has it while running: a stand-in for its supervisor (and torchrun)
+    with stand_in_supervisor(run_dir, foreground=True) as (pid, start_time):
+        with open(str(run_dir / 'pids.json'), 'w') as handle:
+            json.dump({'supervisor_pid': pid, 'supervisor_start_time': start_time, 'pid': pid,
+                       'pgid': pid, 'start_time': start_time}, handle)
+        result = tr.run_module({'state': 'stopped', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0',
+                                'run_id': 'run1', 'stop_reason': 'user', 'stop_detail': 'scancel 7.0', 'signal': False},
+                               system=NoSpawn())
     assert result['changed'] is True and result['stopped_pids'] == []
     with open(str(run_dir / 'stop.json')) as handle:
         stop = json.load(handle)
