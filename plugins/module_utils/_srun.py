@@ -211,14 +211,16 @@ class Slurm(object):
             self.system.sleep(0.5)
 
     def step_state(self, job_id, step_id):
-        """``{'state': RUNNING|COMPLETED|FAILED|CANCELLED|..., 'exit_code': 'N:S' or None, 'source': ...}``."""
-        rc, out, err = self.run(['squeue', '--steps', '%s.%s' % (job_id, step_id), '--noheader', '--format', '%i'])
+        """``{'state': RUNNING|COMPLETED|FAILED|CANCELLED|..., 'exit_code': 'N:S' or None, 'name': the step's name
+        as Slurm knows it (None when neither squeue nor sacct shows the step), 'source': ...}``."""
+        rc, out, err = self.run(['squeue', '--steps', '%s.%s' % (job_id, step_id), '--noheader', '--format', '%i|%j'])
         if rc == 0 and out.strip():
-            return {'state': 'RUNNING', 'exit_code': None, 'source': 'squeue'}
+            name = out.strip().splitlines()[0].split('|', 1)[-1]
+            return {'state': 'RUNNING', 'exit_code': None, 'name': name, 'source': 'squeue'}
         record, err2 = self.sacct_step(job_id, step_id=step_id)
         if record is not None:
-            return {'state': record['state'], 'exit_code': record['exit_code'], 'source': 'sacct'}
-        return {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
+            return {'state': record['state'], 'exit_code': record['exit_code'], 'name': record['name'], 'source': 'sacct'}
+        return {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None,
                 'error': '; '.join(e for e in (err if rc != 0 else '', err2) if e) or 'not in squeue or sacct'}
 
     def cancel(self, job_id, step_id, signal_name=None):
@@ -228,6 +230,22 @@ class Slurm(object):
         rc, out, err = self.run(argv)
         if rc != 0:
             raise SrunError('%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()))
+
+
+def check_step_of_run(job_id, step_id, run_id, step):
+    """Refuse to act on step ``job_id.step_id`` unless Slurm names it run ``run_id``'s step (``step``: its
+    :meth:`Slurm.step_state`). The step id comes from the nodes' records (pids.json), which the job's own code can
+    rewrite; the step's name is the one the launch gave it, and only Slurm's view of it is trusted."""
+    expected = step_name(run_id)
+    if step.get('name') == expected:
+        return
+    if step.get('name') is None:
+        found = 'Slurm does not show that step (%s)' % (step.get('error') or 'not in squeue or sacct')
+    else:
+        found = 'Slurm names that step %r' % step['name']
+    raise SrunError('Step %s.%s is not the step of run %s (%s): %s, so its records (pids.json) are not trusted. Nothing '
+                    'was signalled or cancelled.' % (job_id, step_id, run_id, expected, found),
+                    job_id=str(job_id), step_id=str(step_id), step=step)
 
 
 def spawn_srun(argv, output_path, env):

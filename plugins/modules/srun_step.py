@@ -26,6 +26,7 @@ description:
     cancel.
   - With O(state=cancelled), cancels the step with C(scancel JOB.STEP) (Slurm sends the tasks C(SIGKILL) and accounts the
     step C(CANCELLED)). Nothing is signalled by pid or name.
+  - A step that Slurm does not name C(trainops-<run_id>) is neither signalled nor cancelled (the module fails saying so).
   - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -53,7 +54,11 @@ options:
     required: true
   run_id:
     description:
-      - The run, which names the step C(trainops-<run_id>). Required with O(state=started).
+      - The run, which names the step C(trainops-<run_id>). Required with O(state=started), O(state=signalled) and
+        O(state=cancelled).
+      - With O(state=signalled) and O(state=cancelled) the step is signalled or cancelled only when Slurm (C(squeue),
+        then C(sacct)) names it C(trainops-<run_id>), since O(step_id) comes from the nodes' records, which the job
+        itself can rewrite.
     type: str
   step_id:
     description:
@@ -116,6 +121,7 @@ EXAMPLES = r"""
     state: cancelled
     job_id: "{{ step.job_id }}"
     step_id: "{{ step.step_id }}"
+    run_id: run-20260101
   delegate_to: localhost
   run_once: true
 """
@@ -159,7 +165,9 @@ started_at:
   returned: when O(state=started) and not in check mode
   type: str
 step:
-  description: The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), ...), C(exit_code) and C(source).
+  description:
+    - The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), ...), C(exit_code),
+      C(name) (the step's name as Slurm shows it) and C(source).
   returned: when O(state) is V(query), V(signalled) or V(cancelled)
   type: dict
 """
@@ -170,6 +178,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._srun import (
     Slurm,
     SrunError,
     build_argv,
+    check_step_of_run,
     start_step,
     step_name,
 )
@@ -191,6 +200,7 @@ def run(module):
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
     if step['state'] not in ('RUNNING', 'PENDING', 'UNKNOWN'):
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
+    check_step_of_run(params['job_id'], params['step_id'], params['run_id'], step)
     if not module.check_mode:
         slurm.cancel(params['job_id'], params['step_id'],
                      signal_name='TERM' if params['state'] == 'signalled' else None)
@@ -213,8 +223,8 @@ def main():
         ),
         required_if=[('state', 'started', ('run_id', 'output')),
                      ('state', 'query', ('step_id', )),
-                     ('state', 'signalled', ('step_id', )),
-                     ('state', 'cancelled', ('step_id', ))],
+                     ('state', 'signalled', ('step_id', 'run_id')),
+                     ('state', 'cancelled', ('step_id', 'run_id'))],
         supports_check_mode=True,
     )
     try:

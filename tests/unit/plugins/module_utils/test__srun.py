@@ -120,11 +120,30 @@ def test_find_step_gives_up_when_srun_ended_without_a_step():
 
 
 def test_step_state_running_then_from_sacct():
-    fake = FakeSystem({'squeue': [(0, '42.1\n', '')], 'sacct': [(0, SACCT, '')]})
-    assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'RUNNING', 'exit_code': None, 'source': 'squeue'}
+    fake = FakeSystem({'squeue': [(0, '42.1|trainops-r1\n', '')], 'sacct': [(0, SACCT, '')]})
+    assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'RUNNING', 'exit_code': None,
+                                                              'name': 'trainops-r1', 'source': 'squeue'}
+    assert fake.commands[0] == ['squeue', '--steps', '42.1', '--noheader', '--format', '%i|%j']
     fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, SACCT, '')]})
     assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'CANCELLED', 'exit_code': '0:15',
-                                                              'source': 'sacct'}
+                                                              'name': 'trainops-r1', 'source': 'sacct'}
+
+
+def test_check_step_of_run_takes_the_step_slurm_names_after_the_run():
+    _srun.check_step_of_run('42', '1', 'r1', {'state': 'RUNNING', 'name': 'trainops-r1'})
+
+
+@pytest.mark.parametrize('step, found', [
+    # a forged pids.json names another step of the allocation (another user's or another run's)
+    ({'state': 'RUNNING', 'name': 'interactive'}, "Slurm names that step 'interactive'"),
+    ({'state': 'RUNNING', 'name': 'trainops-r2'}, "Slurm names that step 'trainops-r2'"),
+    ({'state': 'UNKNOWN', 'name': None, 'error': 'not in squeue or sacct'},
+     r'Slurm does not show that step \(not in squeue or sacct\)'),
+])
+def test_check_step_of_run_refuses_a_step_of_another_name(step, found):
+    with pytest.raises(_srun.SrunError, match=r'Step 42\.1 is not the step of run r1 \(trainops-r1\): ' + found
+                       + r'.*Nothing was signalled or cancelled'):
+        _srun.check_step_of_run('42', '1', 'r1', step)
 
 
 def test_cancel_is_scancel_of_the_step_only():
