@@ -60,9 +60,10 @@ except ImportError:  # reported in main(), so --help still works
     ansible_runner = None
 
 DEFAULT_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The collection's one rule for secrets on a command line (also the job role's, through its filter
-# launch_problems), loaded by its path: this tool runs from a clone without installing the collection.
+# The collection's rules this tool applies too, loaded by their paths (it runs from a clone without installing the
+# collection): secrets on a command line (the job role's filter launch_problems) and credentials in URLs (redact_url).
 SECRET_ARGS_PATH = os.path.join(DEFAULT_PROJECT_DIR, 'plugins', 'plugin_utils', '_secret_args.py')
+GIT_STATE_PATH = os.path.join(DEFAULT_PROJECT_DIR, 'plugins', 'module_utils', '_git_state.py')
 DEFAULT_ARTIFACTS = '.artifacts'
 STAT_KEYS = (
     # summary key, playbook_on_stats key
@@ -109,16 +110,26 @@ SECRET_NAME_PATTERN = re.compile(r'TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENT
 REDACTED = '<redacted>'
 
 
-def secret_args():
-    """The module plugins/plugin_utils/_secret_args.py (the rule for secrets on a command line)."""
+def _collection_module(name, path):
+    """A module of the collection loaded from its file (once), as ``name``."""
     import importlib.util  # pylint: disable=import-outside-toplevel
-    module = sys.modules.get('trainops_secret_args')
+    module = sys.modules.get(name)
     if module is None:
-        spec = importlib.util.spec_from_file_location('trainops_secret_args', SECRET_ARGS_PATH)
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        sys.modules['trainops_secret_args'] = module
+        sys.modules[name] = module
     return module
+
+
+def secret_args():
+    """plugins/plugin_utils/_secret_args.py: the rule for secrets on a command line."""
+    return _collection_module('trainops_secret_args', SECRET_ARGS_PATH)
+
+
+def redact_url(url):
+    """plugins/module_utils/_git_state.py's redact_url: a URL without its credentials."""
+    return _collection_module('trainops_git_state', GIT_STATE_PATH).redact_url(url)
 
 
 def is_secret_name(name, extra_names=()):
@@ -152,9 +163,20 @@ def redact_command_record(artifact_dir, extra_names=()):
     return True
 
 
+def _redact_urls(value):
+    if isinstance(value, str):
+        return redact_url(value) if '://' in value else value
+    if isinstance(value, dict):
+        return dict((key, _redact_urls(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_redact_urls(item) for item in value]
+    return value
+
+
 def redact_extravars(extravars):
-    """The summary keeps the extra vars, but never the values of trainops_secret_env."""
-    result = dict(extravars)
+    """The summary keeps the extra vars, but never the values of trainops_secret_env, nor the credentials of a URL
+    (a repository's ``https://<token>@host/...`` or ``?access_token=...``)."""
+    result = _redact_urls(dict(extravars))
     secrets = result.get('trainops_secret_env')
     if isinstance(secrets, dict):
         result['trainops_secret_env'] = dict((name, REDACTED) for name in secrets)

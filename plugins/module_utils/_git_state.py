@@ -164,6 +164,17 @@ def redact_url(url):
     return '{0}://{1}{2}'.format(match.group('scheme'), authority, _redact_query(match.group('rest')))
 
 
+_URL_IN_TEXT_RE = re.compile(r'''[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>`]+''')
+
+
+def redact_urls_in(text):
+    """A text (a message, git's stderr) with every ``scheme://...`` URL in it through redact_url; a lone URL gives
+    what redact_url gives. git leaves a URL's query string in its messages (``unable to access '...?token=...'``)."""
+    if text is None:
+        return None
+    return _URL_IN_TEXT_RE.sub(lambda match: redact_url(match.group(0)), text)
+
+
 # --- parsing ------------------------------------------------------------------------------------
 
 def _int_or_none(text):

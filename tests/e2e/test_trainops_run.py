@@ -373,6 +373,14 @@ def test_the_summary_never_shows_secret_env_values():
     assert tr.redact_extravars({'a': 1}) == {'a': 1}
 
 
+def test_the_summary_never_shows_the_credentials_of_a_url():
+    given = {'repo': 'https://oauth2:glpat-1@gitlab.example.com/o/r.git?access_token=t&ref=main',
+             'sweep': {'sources': ['https://tok@host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c'}
+    assert tr.redact_extravars(given) == {
+        'repo': 'https://gitlab.example.com/o/r.git?ref=main',
+        'sweep': {'sources': ['https://host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c'}
+
+
 def test_the_runner_record_of_the_command_line_loses_secret_values(tmp_path):
     given = '{"trainops_secret_env": {"HF_TOKEN": "{{ lookup(\'ansible.builtin.env\', \'HF_TOKEN\') }}"}, "run_name": "r1"}'
     record = {'command': ['ansible-playbook', '-e', given, '-e', 'who=hf_1_from_env', 'x.yml'], 'cwd': '/',
