@@ -127,9 +127,9 @@ def secret_args():
     return _collection_module('trainops_secret_args', SECRET_ARGS_PATH)
 
 
-def redact_url(url):
-    """plugins/module_utils/_git_state.py's redact_url: a URL without its credentials."""
-    return _collection_module('trainops_git_state', GIT_STATE_PATH).redact_url(url)
+def redact_urls_in(text):
+    """plugins/module_utils/_git_state.py's redact_urls_in: the text with every URL in it without credentials."""
+    return _collection_module('trainops_git_state', GIT_STATE_PATH).redact_urls_in(text)
 
 
 def is_secret_name(name, extra_names=()):
@@ -165,7 +165,7 @@ def redact_command_record(artifact_dir, extra_names=()):
 
 def _redact_urls(value):
     if isinstance(value, str):
-        return redact_url(value) if '://' in value else value
+        return redact_urls_in(value) if '://' in value else value
     if isinstance(value, dict):
         return dict((key, _redact_urls(item)) for key, item in value.items())
     if isinstance(value, list):

@@ -54,12 +54,12 @@ def is_reference(value):
 
 def parse_extra_vars_arg(text):
     """The mapping one ``-e`` argument gives, parsed the way ansible-playbook does (``{...}``/``[...]`` as YAML,
-    anything else as key=value); None for a vars file (``@file``: not in the command line), an empty argument or
-    one ansible-playbook would refuse itself."""
+    anything else as key=value; and a YAML document, ``---``, as YAML, the way tools/trainops_run.py reads it);
+    None for a vars file (``@file``: not in the command line), an empty argument or one that cannot be parsed."""
     text = (text or '').strip()
     if not text or text.startswith('@'):
         return None
-    if text[0] in '[{':
+    if text[0] in '[{' or text.startswith('---'):
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError:

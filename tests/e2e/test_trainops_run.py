@@ -375,10 +375,12 @@ def test_the_summary_never_shows_secret_env_values():
 
 def test_the_summary_never_shows_the_credentials_of_a_url():
     given = {'repo': 'https://oauth2:glpat-1@gitlab.example.com/o/r.git?access_token=t&ref=main',
-             'sweep': {'sources': ['https://tok@host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c'}
+             'sweep': {'sources': ['https://tok@host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c',
+             'why': 'from https://u:p@host/c.git?sig=s now'}
     assert tr.redact_extravars(given) == {
         'repo': 'https://gitlab.example.com/o/r.git?ref=main',
-        'sweep': {'sources': ['https://host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c'}
+        'sweep': {'sources': ['https://host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c',
+        'why': 'from https://host/c.git now'}
 
 
 def test_the_runner_record_of_the_command_line_loses_secret_values(tmp_path):

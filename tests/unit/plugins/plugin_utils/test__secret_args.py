@@ -31,6 +31,7 @@ def test_plain_text_text_around_a_template_a_quoted_string_or_another_type_is_li
     (['{"trainops_secret_env": {"HF_TOKEN": "%s"}}' % SECRET], ['HF_TOKEN']),
     (['{trainops_secret_env: {HF_TOKEN: %s, WANDB_API_KEY: "%s"}}' % (SECRET, REFERENCE)], ['HF_TOKEN']),
     (['trainops_secret_env=%s' % SECRET], ['trainops_secret_env']),
+    (['---\ntrainops_secret_env:\n  HF_TOKEN: %s\n' % SECRET], ['HF_TOKEN']),  # a YAML document (trainops_run.py)
     (['channels=4 trainops_secret_env=\'{"HF_TOKEN": "%s"}\'' % SECRET], ['trainops_secret_env']),
     # each name once, in order, over several arguments
     (['{"trainops_secret_env": {"B": "x1", "A": "x2"}}', '{"trainops_secret_env": {"B": "x3"}}'], ['B', 'A']),
