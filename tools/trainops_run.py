@@ -26,6 +26,14 @@ rescued, ignored), ``failures`` (list of host / task / msg) and ``artifact_data`
 published with ``ansible.builtin.set_stats``). ``--junit`` writes one test suite for the playbook
 with one test case per host, failed when the host had failures or was unreachable.
 
+Secrets only by reference: a ``trainops_secret_env`` value typed literally into an ``-e`` argument (this
+command line, and ansible-playbook's, are visible to any user's ``ps``) is refused before anything runs,
+with the ``lookup('ansible.builtin.env', NAME)`` form to use instead (plugins/plugin_utils/_secret_args.py,
+the rule the job role applies too). ansible-runner's record of the run (``<artifacts>/<run>/command``: the
+command line and the environment) keeps no secret: values of secret-named variables (``--secret-env``) in
+the environment, the values of ``trainops_secret_env`` in the ``-e`` arguments and any such secret value
+found in the command line are replaced with ``<redacted>``.
+
 Exit status: 0 when ansible-playbook succeeded and no host failed or was unreachable, otherwise
 ansible-playbook's return code (or 1 when that is 0 or unknown); 2 for usage errors.
 """
@@ -52,6 +60,10 @@ except ImportError:  # reported in main(), so --help still works
     ansible_runner = None
 
 DEFAULT_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The collection's rules this tool applies too, loaded by their paths (it runs from a clone without installing the
+# collection): secrets on a command line (the job role's filter launch_problems) and credentials in URLs (redact_url).
+SECRET_ARGS_PATH = os.path.join(DEFAULT_PROJECT_DIR, 'plugins', 'plugin_utils', '_secret_args.py')
+GIT_STATE_PATH = os.path.join(DEFAULT_PROJECT_DIR, 'plugins', 'module_utils', '_git_state.py')
 DEFAULT_ARTIFACTS = '.artifacts'
 STAT_KEYS = (
     # summary key, playbook_on_stats key
@@ -98,13 +110,37 @@ SECRET_NAME_PATTERN = re.compile(r'TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENT
 REDACTED = '<redacted>'
 
 
+def _collection_module(name, path):
+    """A module of the collection loaded from its file (once), as ``name``."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module
+
+
+def secret_args():
+    """plugins/plugin_utils/_secret_args.py: the rule for secrets on a command line."""
+    return _collection_module('trainops_secret_args', SECRET_ARGS_PATH)
+
+
+def redact_urls_in(text):
+    """plugins/module_utils/_git_state.py's redact_urls_in: the text with every URL in it without credentials."""
+    return _collection_module('trainops_git_state', GIT_STATE_PATH).redact_urls_in(text)
+
+
 def is_secret_name(name, extra_names=()):
     return name in extra_names or bool(SECRET_NAME_PATTERN.search(name))
 
 
 def redact_command_record(artifact_dir, extra_names=()):
-    """ansible-runner records the whole environment of the run in ``<artifact_dir>/command``: blank out the values
-    of secret variables there (a token given to the playbook through the environment must not outlive the run)."""
+    """ansible-runner records the command line and the whole environment of the run in ``<artifact_dir>/command``
+    (its only record of either): blank out the values of secret variables in the environment, and in the command
+    line the values of ``trainops_secret_env`` in its ``-e`` arguments and any secret variable's value that
+    appears there (a token given to the playbook must not outlive the run). Returns whether it changed the record."""
     path = os.path.join(artifact_dir, 'command')
     try:
         with open(path, encoding='utf-8') as handle:
@@ -113,10 +149,13 @@ def redact_command_record(artifact_dir, extra_names=()):
         return False
     env = record.get('env') or {}
     secret = [name for name in env if is_secret_name(name, extra_names) and env[name] != REDACTED]
-    if not secret:
+    command = record.get('command')
+    redacted = secret_args().redact_argv(command, [env[name] for name in secret]) if isinstance(command, list) else command
+    if not secret and redacted == command:
         return False
     for name in secret:
         env[name] = REDACTED
+    record['command'] = redacted
     tmp = path + '.tmp'
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w', encoding='utf-8') as handle:
         json.dump(record, handle, ensure_ascii=False)
@@ -124,9 +163,20 @@ def redact_command_record(artifact_dir, extra_names=()):
     return True
 
 
+def _redact_urls(value):
+    if isinstance(value, str):
+        return redact_urls_in(value) if '://' in value else value
+    if isinstance(value, dict):
+        return dict((key, _redact_urls(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_redact_urls(item) for item in value]
+    return value
+
+
 def redact_extravars(extravars):
-    """The summary keeps the extra vars, but never the values of trainops_secret_env."""
-    result = dict(extravars)
+    """The summary keeps the extra vars, but never the values of trainops_secret_env, nor the credentials of a URL
+    (a repository's ``https://<token>@host/...`` or ``?access_token=...``)."""
+    result = _redact_urls(dict(extravars))
     secrets = result.get('trainops_secret_env')
     if isinstance(secrets, dict):
         result['trainops_secret_env'] = dict((name, REDACTED) for name in secrets)
@@ -152,7 +202,8 @@ def build_parser():
     parser.add_argument('--secret-env', action='append', default=[], metavar='NAME',
                         help='an environment variable that holds a secret (a token the playbook reads with '
                              "lookup('ansible.builtin.env', NAME)): its value is redacted from ansible-runner's record of "
-                             'the environment (artifacts/<run>/command). Names matching %s are redacted anyway; repeatable'
+                             'the environment and the command line (artifacts/<run>/command). Names matching %s are '
+                             'redacted anyway; repeatable'
                              % SECRET_NAME_PATTERN.pattern)
     parser.add_argument('--artifacts', metavar='DIR',
                         help='ansible-runner artifact directory (one sub-directory per run); default: <project-dir>/%s' % DEFAULT_ARTIFACTS)
@@ -504,6 +555,9 @@ def run(args):
         raise UsageError('project directory %s does not exist' % project_dir)
     playbook_path = resolve_path(args.playbook, project_dir)
     inventory = [resolve_path(i, project_dir, must_exist=False) for i in args.inventory]
+    literal = secret_args().literal_secret_problems(args.extra_vars)
+    if literal:
+        raise UsageError('\n'.join(literal))
     extravars, extravar_args = parse_extra_vars(args.extra_vars, project_dir)
 
     config = args.config and resolve_path(args.config, project_dir)

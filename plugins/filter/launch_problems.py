@@ -54,16 +54,18 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible import context
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems as _problems
+from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args import literal_secret_problems
 
 
 def launch_problems(params):
     if not isinstance(params, Mapping):
         raise AnsibleFilterError('launch_problems: the input must be a mapping of knob to value, not %s'
                                  % type(params).__name__)
-    return _problems(params)
+    return _problems(params) + literal_secret_problems(context.CLIARGS.get('extra_vars', ()))
 
 
 class FilterModule(object):

@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+from urllib.parse import unquote
 
 STATE_REPOSITORY = 'repository'
 STATE_NOT_A_REPOSITORY = 'not_a_repository'
@@ -115,6 +116,30 @@ class Runner(object):
 # --- URLs ---------------------------------------------------------------------------------------
 
 _URL_RE = re.compile(r'^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)(?P<rest>.*)$', re.DOTALL)
+_REST_RE = re.compile(r'^(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?P<fragment>#.*)?$', re.DOTALL)
+# Query parameters that carry a credential, by name (case-insensitive, percent-decoded): OAuth's access_token
+# (RFC 6750) and its refresh/id tokens, GitLab's private_token/job_token, any *token*, *secret*, *password*,
+# *passwd*, *credential*, *signature* and api_key; the short names key (API keys: Google's ?key=), sig (Azure
+# SAS), pwd and auth. X-Amz-Signature/-Credential/-Security-Token (S3 pre-signed URLs) and X-Goog-Signature/
+# -Credential match the patterns.
+_SECRET_QUERY_NAME = re.compile(r'token|secret|passw(?:or)?d|credential|signature|api[-_]?key', re.IGNORECASE)
+_SECRET_QUERY_NAMES = frozenset(('key', 'sig', 'pwd', 'auth'))
+
+
+def is_secret_query_name(name):
+    """Whether a URL query parameter of this name carries a credential (see _SECRET_QUERY_NAME)."""
+    name = unquote(name).strip().lower()
+    return name in _SECRET_QUERY_NAMES or bool(_SECRET_QUERY_NAME.search(name))
+
+
+def _redact_query(rest):
+    """The path, query and fragment of a URL without the query parameters that carry a credential."""
+    match = _REST_RE.match(rest)
+    if not match or match.group('query') is None:
+        return rest
+    kept = [part for part in match.group('query').split('&') if not is_secret_query_name(part.split('=', 1)[0])]
+    query = '&'.join(kept)
+    return '{0}{1}{2}'.format(match.group('path'), '?' + query if query else '', match.group('fragment') or '')
 
 
 def redact_url(url):
@@ -123,16 +148,31 @@ def redact_url(url):
     ``scheme://user:secret@host/...`` loses its whole user part for every scheme; for http(s) and ftp(s)
     a user name alone is removed too, since it is often a token (``https://<token>@github.com/...``).
     ``ssh://git@host/...`` and scp-like ``git@host:org/repo.git`` keep their user name (never a secret).
+    Query parameters that carry a credential (``?access_token=...``, ``private_token``, ``key``, ``sig``,
+    ``X-Amz-Signature``, ...: is_secret_query_name) are removed, the others kept in their order.
     """
     if url is None:
         return None
     match = _URL_RE.match(url)
-    if not match or '@' not in match.group('authority'):
+    if not match:
         return url
-    userinfo, host = match.group('authority').rsplit('@', 1)
-    if ':' in userinfo or match.group('scheme').lower() in CREDENTIAL_SCHEMES:
-        return '{0}://{1}{2}'.format(match.group('scheme'), host, match.group('rest'))
-    return url
+    authority = match.group('authority')
+    if '@' in authority:
+        userinfo, host = authority.rsplit('@', 1)
+        if ':' in userinfo or match.group('scheme').lower() in CREDENTIAL_SCHEMES:
+            authority = host
+    return '{0}://{1}{2}'.format(match.group('scheme'), authority, _redact_query(match.group('rest')))
+
+
+_URL_IN_TEXT_RE = re.compile(r'''[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>`]+''')
+
+
+def redact_urls_in(text):
+    """A text (a message, git's stderr) with every ``scheme://...`` URL in it through redact_url; a lone URL gives
+    what redact_url gives. git leaves a URL's query string in its messages (``unable to access '...?token=...'``)."""
+    if text is None:
+        return None
+    return _URL_IN_TEXT_RE.sub(lambda match: redact_url(match.group(0)), text)
 
 
 # --- parsing ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ the way CI does, and the per-node results come back in artifact_data.trainops_co
 No root needed.
 """
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -204,6 +205,41 @@ def test_git_checks_out_one_commit_everywhere_and_never_drops_local_changes_sile
     assert open(os.path.join(sync.dest('node1'), 'train.py')).read() == 'v2\n'
     assert [git(sync.dest(n), 'rev-parse', 'HEAD') for n in NODES] == [v2, v2]
     assert data['node1']['local_changes'] == [' M train.py']
+
+
+def artifact_text(sync):
+    """Everything ansible-runner recorded under the runs' artifact directory, as one text."""
+    texts = []
+    for folder, _dirs, files in os.walk(os.path.join(sync.root, 'artifacts')):
+        for name in files:
+            with open(os.path.join(folder, name), encoding='utf-8', errors='replace') as handle:
+                texts.append(handle.read())
+    return '\n'.join(texts)
+
+
+def test_git_mode_never_shows_or_records_the_credentials_of_a_repository_url(sync, tmp_path):
+    """A token in the URL's user part or query string stays out of messages, output and ansible-runner's records:
+    the role shows the URL without it (filter redact_url), and its git tasks are no_log while the URL carries one.
+    Nothing listens on 127.0.0.1:9, so both runs fail: on the controller resolving the version, then (resolved
+    in a local clone instead) on the nodes checking it out."""
+    bare, v1, _v2 = make_repo(str(tmp_path / 'repo'))
+    token, query_token = 'glpat-usertoken1234', 'querytoken5678'
+    url = 'https://oauth2:%s@127.0.0.1:9/org/project.git?ref=x&access_token=%s' % (token, query_token)
+    shown = 'https://127.0.0.1:9/org/project.git?ref=x'
+
+    unresolved = sync.run({'sync_mode': 'git', 'repo': url, 'version': 'main'}, timeout=120)
+    assert unresolved.returncode != 0
+    assert 'version=main is not a branch, tag or commit of %s' % shown in unresolved.failure_text, unresolved.failure_text
+
+    unreachable = sync.run({'sync_mode': 'git', 'repo': url, 'version': 'v1', 'trainops_code_sync_resolve_from': bare},
+                           timeout=120)
+    assert unreachable.returncode != 0
+    assert 'Checking out %s (v1) from %s' % (v1, shown) in unreachable.failure_text, unreachable.failure_text
+    assert sorted(f['host'] for f in unreachable.summary['failures']) == list(NODES)
+
+    for proc in (unresolved, unreachable):
+        seen = proc.stdout + proc.stderr + json.dumps(proc.summary) + artifact_text(sync)
+        assert token not in seen and query_token not in seen
 
 
 @pytest.mark.parametrize('extra, words', [

@@ -371,3 +371,82 @@ def test_the_summary_never_shows_secret_env_values():
     assert given['trainops_secret_env'] == {'HF_TOKEN': 'hf_1'}  # the run itself still gets it
     assert tr.redact_extravars({'trainops_secret_env': 'oops'}) == {'trainops_secret_env': '<redacted>'}
     assert tr.redact_extravars({'a': 1}) == {'a': 1}
+
+
+def test_the_summary_never_shows_the_credentials_of_a_url():
+    given = {'repo': 'https://oauth2:glpat-1@gitlab.example.com/o/r.git?access_token=t&ref=main',
+             'sweep': {'sources': ['https://tok@host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c',
+             'why': 'from https://u:p@host/c.git?sig=s now'}
+    assert tr.redact_extravars(given) == {
+        'repo': 'https://gitlab.example.com/o/r.git?ref=main',
+        'sweep': {'sources': ['https://host/a.git', 'file:///srv/b.git']}, 'channels': 4, 'note': 'a://b@c',
+        'why': 'from https://host/c.git now'}
+
+
+def test_the_runner_record_of_the_command_line_loses_secret_values(tmp_path):
+    given = '{"trainops_secret_env": {"HF_TOKEN": "{{ lookup(\'ansible.builtin.env\', \'HF_TOKEN\') }}"}, "run_name": "r1"}'
+    record = {'command': ['ansible-playbook', '-e', given, '-e', 'who=hf_1_from_env', 'x.yml'], 'cwd': '/',
+              'env': {'HF_TOKEN': 'hf_1_from_env', 'PATH': '/usr/bin'}}
+    (tmp_path / 'command').write_text(json.dumps(record))
+    assert tr.redact_command_record(str(tmp_path)) is True
+    saved = json.loads((tmp_path / 'command').read_text())
+    assert saved['command'] == ['ansible-playbook', '-e', json.dumps(
+        {'run_name': 'r1', 'trainops_secret_env': {'HF_TOKEN': '<redacted>'}}, sort_keys=True), '-e', 'who=<redacted>', 'x.yml']
+    assert saved['env'] == {'HF_TOKEN': '<redacted>', 'PATH': '/usr/bin'}
+    assert tr.redact_command_record(str(tmp_path)) is False  # the same rule again changes nothing
+
+
+SECRET_PLAYBOOK = textwrap.dedent("""\
+    - name: Secret play
+      hosts: all
+      gather_facts: false
+      tasks:
+        - name: The token reached the play by reference
+          ansible.builtin.assert:
+            quiet: true
+            that:
+              - trainops_secret_env.HF_TOKEN == lookup('ansible.builtin.env', 'HF_TOKEN')
+              - trainops_secret_env.HF_TOKEN | length > 8
+    """)
+TOKEN = 'hf_e2e_token_value_4711'
+
+
+@pytest.mark.e2e
+def test_a_literal_secret_on_the_command_line_is_refused_before_anything_runs(project, tmp_path):
+    (project / 'secret.yml').write_text(SECRET_PLAYBOOK)
+    summary_path = tmp_path / 'summary.json'
+    proc = run_entry(['secret.yml', '--project-dir', str(project), '--artifacts', str(tmp_path / 'art'),
+                      '--summary', str(summary_path), '-e', 'who=x',
+                      '-e', '{"trainops_secret_env": {"HF_TOKEN": "%s", "B_KEY": "{{ lookup(\'ansible.builtin.env\', \'B\') }}"}}'
+                      % TOKEN], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("trainops_secret_env: HF_TOKEN is given literally on the command line (-e), where any user's ps and "
+            "ansible-runner's records see it: export it in the controller's environment and pass it by reference, "
+            "-e \"{trainops_secret_env: {HF_TOKEN: \\\"{{ lookup('ansible.builtin.env', 'HF_TOKEN') }}\\\"}}\" "
+            "(or put it in a vars file: -e @secrets.yml)") in proc.stderr
+    assert 'B_KEY' not in proc.stderr  # a reference is fine
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert not (tmp_path / 'art').exists() and not summary_path.exists()  # ansible-runner never started
+
+
+@pytest.mark.e2e
+def test_a_secret_by_reference_reaches_the_play_and_no_runner_record(project, tmp_path):
+    (project / 'secret.yml').write_text(SECRET_PLAYBOOK)
+    summary_path = tmp_path / 'summary.json'
+    reference = '{"trainops_secret_env": {"HF_TOKEN": "{{ lookup(\'ansible.builtin.env\', \'HF_TOKEN\') }}"}}'
+    env = dict(os.environ, HF_TOKEN=TOKEN)
+    env.pop('ANSIBLE_CONFIG', None)
+    proc = subprocess.run([sys.executable, ENTRY, 'secret.yml', '--project-dir', str(project), '--artifacts',
+                           str(tmp_path / 'art'), '--summary', str(summary_path), '-e', reference, '-vvv'],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary['extravars'] == {'trainops_secret_env': {'HF_TOKEN': '<redacted>'}}
+    record = json.loads((tmp_path / 'art' / os.path.basename(summary['artifact_dir']) / 'command').read_text())
+    assert record['env']['HF_TOKEN'] == '<redacted>'
+    assert record['command'][record['command'].index('-e') + 1] == '{"trainops_secret_env": {"HF_TOKEN": "<redacted>"}}'
+    for folder, _dirs, files in os.walk(str(tmp_path / 'art')):
+        for name in files:
+            with open(os.path.join(folder, name), encoding='utf-8', errors='replace') as handle:
+                assert TOKEN not in handle.read(), os.path.join(folder, name)
+    assert TOKEN not in proc.stdout + proc.stderr + summary_path.read_text()

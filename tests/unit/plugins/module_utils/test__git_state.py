@@ -124,9 +124,30 @@ def test_parse_log():
     ('/srv/git/repo.git', '/srv/git/repo.git'),
     ('https://host/path/with@sign', 'https://host/path/with@sign'),
     (None, None),
+    # credentials in the query string go, the other parameters stay in their order, the fragment too
+    ('https://gitlab.example.com/org/repo.git?private_token=glpat-abc', 'https://gitlab.example.com/org/repo.git'),
+    ('https://host/r.git?ref=main&access_token=ya29.x&depth=1#frag', 'https://host/r.git?ref=main&depth=1#frag'),
+    ('https://host/r.git?ACCESS_TOKEN=a&Token=b&job_token=c&refresh_token=d', 'https://host/r.git'),
+    ('https://host/r?password=p&passwd=q&pwd=r&client_secret=s&api_key=t&apikey=u&key=v&auth=w', 'https://host/r'),
+    ('https://acct.blob.core.windows.net/c/r.tgz?sv=2024&sig=abc%2Bdef&se=2026', 'https://acct.blob.core.windows.net/c/r.tgz?sv=2024&se=2026'),
+    ('https://b.s3.amazonaws.com/r.git?X-Amz-Credential=AK&X-Amz-Signature=s&X-Amz-Security-Token=t&X-Amz-Date=1',
+     'https://b.s3.amazonaws.com/r.git?X-Amz-Date=1'),
+    ('https://host/r?access%5Ftoken=a&name=x', 'https://host/r?name=x'),  # percent-encoded names too
+    ('https://user:pw@host/r.git?token=t', 'https://host/r.git'),  # both at once
+    ('ssh://git@host/r.git?keyring=1&monkey=2', 'ssh://git@host/r.git?keyring=1&monkey=2'),  # only whole names
+    ('https://host/r?', 'https://host/r'),
+    ('https://host/token/r.git#access_token=frag', 'https://host/token/r.git#access_token=frag'),
 ])
 def test_redact_url(url, expected):
     assert gs.redact_url(url) == expected
+
+
+@pytest.mark.parametrize('name, secret', [
+    ('access_token', True), ('Private-Token', True), ('X-Goog-Signature', True), ('SIG', True), ('client_secret', True),
+    ('key', True), (' key ', True), ('api-key', True),
+    ('ref', False), ('depth', False), ('keyring', False), ('author', False), ('signed', False), ('', False)])
+def test_credential_query_names(name, secret):
+    assert gs.is_secret_query_name(name) is secret
 
 
 # --- collect() with a fake git --------------------------------------------------------------------
