@@ -30,7 +30,7 @@ import uuid
 TOKEN_NAME = '.trainops-dir-id'
 """The file in a directory whose random content identifies the directory across nodes."""
 
-NODE_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$')
+NODE_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,127}')
 BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id'
 MACHINE_ID_PATHS = ('/etc/machine-id', '/var/lib/dbus/machine-id')
 
@@ -64,7 +64,7 @@ def node_key(node_id=None, hostname=None):
     replaced by ``_``.
     """
     if node_id:
-        if not NODE_ID_RE.match(node_id) or '..' in node_id:
+        if not NODE_ID_RE.fullmatch(node_id) or '..' in node_id:
             raise NodeIdentityError('node_id %r is not a plain name: use letters, digits, ".", "_" and "-".' % (node_id, ))
         return node_id
     name = hostname or socket.gethostname()

@@ -22,10 +22,10 @@ import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System
 
-JOB_ID_RE = re.compile(r'^[0-9]+$')
-STEP_ID_RE = re.compile(r'^[0-9]+$')
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@+=-]*$')
-ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+JOB_ID_RE = re.compile(r'[0-9]+')
+STEP_ID_RE = re.compile(r'[0-9]+')
+NAME_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]*')
+ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 STEP_PREFIX = 'trainops-'
 # a step that is neither in squeue nor (yet) in sacct after this long was not started
 FIND_TIMEOUT = 30.0
@@ -52,7 +52,7 @@ def check_nodes(nodes):
         missing = [key for key in ('name', 'python', 'path', 'supervisor', 'job') if not node.get(key)]
         if missing:
             raise SrunError('Node %s has no %s for the step.' % (node.get('name', index), ', '.join(missing)))
-        if not NAME_RE.match(node['name']):
+        if not NAME_RE.fullmatch(node['name']):
             raise SrunError('%r is not a Slurm node name.' % (node['name'], ))
         if int(node.get('rank', -1)) != index:
             raise SrunError('Node %s has rank %s but is number %d of the allocation order.' % (
@@ -84,12 +84,12 @@ def task_script(nodes):
 
 def build_argv(job_id, run_id, nodes, wait_seconds, srun='srun', secret_names=(), extra_args=()):
     """The srun command line of the step (nodes in allocation order, one task each)."""
-    if not JOB_ID_RE.match(str(job_id or '')):
+    if not JOB_ID_RE.fullmatch(str(job_id or '')):
         raise SrunError('%r is not a Slurm job id (SLURM_JOB_ID).' % (job_id, ))
     check_nodes(nodes)
     if int(wait_seconds) < 0:
         raise SrunError('wait_seconds must be >= 0')
-    bad = [n for n in secret_names if not ENV_NAME_RE.match(n)]
+    bad = [n for n in secret_names if not ENV_NAME_RE.fullmatch(n)]
     if bad:
         raise SrunError('Not environment variable names: %s' % ', '.join(bad))
     # only the secrets' names go with the step (plus Slurm's own SLURM_* variables): the controller's

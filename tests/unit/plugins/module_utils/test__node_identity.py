@@ -40,7 +40,7 @@ def test_node_key_is_the_node_id_or_a_file_safe_host_name():
     assert ni.node_key(hostname='gpu-01.cluster') == 'gpu-01.cluster'
     assert ni.node_key(hostname='odd/name:1') == 'odd_name_1'
     assert ni.node_state_dir('/nfs/home/u/.trainops/state', hostname='gpu-07') == '/nfs/home/u/.trainops/state/gpu-07'
-    for bad in ('../x', 'a/b', '.hidden', 'a b'):
+    for bad in ('../x', 'a/b', '.hidden', 'a b', 'node0\n'):
         with pytest.raises(ni.NodeIdentityError, match='not a plain name'):
             ni.node_key(bad)
 
