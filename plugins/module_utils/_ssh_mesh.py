@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ansible_collections.trainops.multinode.plugins.module_utils._hostlist import is_address
 
@@ -200,8 +200,8 @@ def plan(nodes, sources=(), from_cluster=True, permits=()):
     problems += bad
     unknown = [p for p in _strings(permits) if p not in KEY_PERMITS]
     if unknown:
-        problems.append('trainops_ssh_mesh_key_permits: %s not among %s' % (', '.join(map(repr, unknown)),
-                                                                           ', '.join(KEY_PERMITS)))
+        problems.append('trainops_ssh_mesh_key_permits: %s not among %s'
+                        % (', '.join(repr(p) for p in unknown), ', '.join(KEY_PERMITS)))
     addresses = []
     for node in nodes.values():
         addresses += [str(a) for a in _addresses(node.get('addresses'))]
