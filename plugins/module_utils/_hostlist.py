@@ -37,10 +37,13 @@ SEPARATORS = ' \t\n,'
 NodeEntry = collections.namedtuple('NodeEntry', ['name', 'slots', 'lineno'])
 """One node of a node list file: its name/address, its ``slots=N`` (or None) and its 1-based line."""
 
-_HOSTNAME_RE = re.compile(r'^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$')
-_DIGITS_RE = re.compile(r'^[0-9]+$')
-_SLOTS_RE = re.compile(r'^slots=([0-9]+)$')
-_COUNT_ITEM_RE = re.compile(r'^([0-9]+)(?:\(x([0-9]+)\))?$')
+_HOSTNAME_RE = re.compile(r'(?=.{1,253}\Z)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?')
+_DIGITS_RE = re.compile(r'[0-9]+')
+_SLOTS_RE = re.compile(r'slots=([0-9]+)')
+# An IPv6 zone id (``fe80::1%eth0``): a Linux interface name (at most IFNAMSIZ - 1 = 15 characters; the kernel
+# refuses "/", ":" and white space, this rule every character a shell or a pattern would read) or an index.
+_ZONE_RE = re.compile(r'[A-Za-z0-9_.-]{1,15}')
+_COUNT_ITEM_RE = re.compile(r'([0-9]+)(?:\(x([0-9]+)\))?')
 
 
 class HostlistError(ValueError):
@@ -50,15 +53,21 @@ class HostlistError(ValueError):
 # ---- addresses --------------------------------------------------------------------------------
 
 def is_address(value):
-    """True for an IPv4/IPv6 address or a DNS-style host name (letters, digits, ``-``, ``_``, ``.``)."""
+    """True for an IPv4/IPv6 address or a DNS-style host name (letters, digits, ``-``, ``_``, ``.``).
+
+    An IPv6 address may carry a zone id (``fe80::1%eth0``, ``fe80::1%2``) only when it is an interface name or
+    index (``_ZONE_RE``, not ``.`` or ``..``): ``ipaddress`` takes any text after ``%``, shell characters included.
+    """
     if not isinstance(value, str) or not value:
         return False
     try:
         ipaddress.ip_address(value)
-        return True
     except ValueError:
         pass
-    return bool(_HOSTNAME_RE.match(value)) and '..' not in value
+    else:
+        zone = value.partition('%')[2]
+        return not zone or (bool(_ZONE_RE.fullmatch(zone)) and zone not in ('.', '..'))
+    return bool(_HOSTNAME_RE.fullmatch(value)) and '..' not in value
 
 
 # ---- node list files (node_ip_list.txt, DeepSpeed hostfiles) ---------------------------------
@@ -79,7 +88,7 @@ def parse_node_line(line, lineno=None):
         raise HostlistError('%s%r is not an IP address or host name' % (where, name))
     slots = None
     for field in fields[1:]:
-        match = _SLOTS_RE.match(field)
+        match = _SLOTS_RE.fullmatch(field)
         if not match:
             raise HostlistError('%sunexpected %r after %s (only "slots=N" may follow the address)'
                                 % (where, field, name))
@@ -153,7 +162,7 @@ def _parse_ranges(body, token):
     ranges = []
     for item in body.split(','):
         low_text, dash, high_text = item.partition('-')
-        if not _DIGITS_RE.match(low_text) or (dash and not _DIGITS_RE.match(high_text)):
+        if not _DIGITS_RE.fullmatch(low_text) or (dash and not _DIGITS_RE.fullmatch(high_text)):
             raise HostlistError('invalid range %r in %r' % (item, token))
         low = int(low_text)
         high = int(high_text) if dash else low
@@ -210,7 +219,7 @@ def expand_counts(value):
     """
     counts = []
     for item in str(value).replace(' ', '').split(','):
-        match = _COUNT_ITEM_RE.match(item)
+        match = _COUNT_ITEM_RE.fullmatch(item)
         if not match:
             raise HostlistError('invalid count %r in %r (expected N or N(xM), comma separated)' % (item, value))
         repeat = int(match.group(2)) if match.group(2) else 1
@@ -234,7 +243,7 @@ def parse_gpu_count(value):
     total = 0
     for item in text.split(','):
         count = item.strip().rsplit(':', 1)[-1]
-        if not _DIGITS_RE.match(count):
+        if not _DIGITS_RE.fullmatch(count):
             raise HostlistError('invalid GPU count %r in %r (expected [type:]N)' % (item, value))
         total += int(count)
     return total
@@ -247,7 +256,7 @@ def count_ids(value):
     total = 0
     for item in str(value).replace(' ', '').split(','):
         low, dash, high = item.partition('-')
-        if not _DIGITS_RE.match(low) or (dash and not _DIGITS_RE.match(high)) or (dash and int(high) < int(low)):
+        if not _DIGITS_RE.fullmatch(low) or (dash and not _DIGITS_RE.fullmatch(high)) or (dash and int(high) < int(low)):
             raise HostlistError('invalid ID %r in %r' % (item, value))
         total += (int(high) - int(low) + 1) if dash else 1
     return total

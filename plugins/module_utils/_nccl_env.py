@@ -103,8 +103,8 @@ ROCM_REASONS = {
 CONF_PREFIXES = ('NCCL_', 'RCCL_')
 """Variables NCCL/RCCL read through their own getenv, so a conf file can set them (see render_nccl_conf)."""
 
-_ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
-_SHELL_SAFE = re.compile(r'^[A-Za-z0-9_@%+=:,./-]*$')
+_ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+_SHELL_SAFE = re.compile(r'[A-Za-z0-9_@%+=:,./-]*')
 _UNSET_WORDS = ('unset', 'none', '')
 
 
@@ -1099,7 +1099,7 @@ def _rocm(out, settings, vendor):
             text = _env_value(rocm[var])
             if rocm[var] is None:
                 continue
-            if not isinstance(var, str) or not _ENV_NAME.match(var) or text is None or '\n' in text:
+            if not isinstance(var, str) or not _ENV_NAME.fullmatch(var) or text is None or '\n' in text:
                 out.errors.append('rocm_defaults: %r=%r is not a valid variable and value' % (var, rocm[var]))
                 continue
             out.set(var, text, 'knob', 'rocm_defaults setting')
@@ -1174,7 +1174,7 @@ def _overrides(out, facts, settings, ports):
         return
     for var in sorted(overrides, key=str):
         value = overrides[var]
-        if not isinstance(var, str) or not _ENV_NAME.match(var):
+        if not isinstance(var, str) or not _ENV_NAME.fullmatch(var):
             out.errors.append('env_overrides: %r is not a valid environment variable name' % (var,))
             continue
         if value is None:
@@ -1390,14 +1390,14 @@ def check_cluster(per_host):
 
 def _check_env(env):
     for var in env:
-        if not _ENV_NAME.match(str(var)):
+        if not _ENV_NAME.fullmatch(str(var)):
             raise ValueError('%r is not a valid environment variable name' % (var,))
         if any(c in str(env[var]) for c in '\n\r\0'):
             raise ValueError('the value of %s is not one line' % var)
 
 
 def _quote(value):
-    if _SHELL_SAFE.match(value) and value:
+    if _SHELL_SAFE.fullmatch(value) and value:
         return value
     return "'" + value.replace("'", "'\"'\"'") + "'"
 

@@ -7,6 +7,7 @@ training network (``ens5``, ``enp1s0f0``, ...). A token passed in trainops_secre
 for everywhere.
 """
 import glob
+import ipaddress
 import json
 import os
 import stat
@@ -165,6 +166,15 @@ def test_sync_and_ssh_mesh_as_the_user_on_the_shared_home(shaped, tmp_path):
 
     mesh = run_playbook('playbooks/ssh_mesh.yml', str(tmp_path), {}, inventory=lab.inventory, timeout=900)
     assert mesh.returncode == 0, mesh.stdout[-4000:] + mesh.failure_text
+    # the key's one line (the shared home's ~/.ssh/authorized_keys): from= both networks of every node, restricted
+    lines = [line for line in lab.ssh(1, 'cat ~/.ssh/authorized_keys', user=USER).stdout.splitlines()
+             if line.endswith(' trainops-mesh-trainops_nodes')]
+    assert len(lines) == 1 and lines[0].split(' ', 1)[0].endswith('",restrict'), lines
+    admitted = set()
+    for pattern in lines[0].split('"')[1].split(','):
+        network = ipaddress.ip_network(pattern)
+        admitted.update(str(a) for a in (network if network.num_addresses > 1 else [network.network_address]))
+    assert admitted == {n[k] for n in lab.nodes for k in ('address', 'mgmt_address')} | {'127.0.0.1', '::1'}, lines
     # from every node, as the user, to every other node by name: host keys checked
     for node in lab.names:
         for peer in lab.names:

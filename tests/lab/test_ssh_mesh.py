@@ -12,6 +12,7 @@ gets trainops_ssh_mesh_authorized_keys_file; the mesh key is taken out of that f
 """
 import base64
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -100,6 +101,36 @@ def all_pairs_work(lab):
                     failures.append('%s -> %s: rc %d %s %s' % (
                         source['name'], target, proc.returncode, proc.stdout.strip(), proc.stderr.strip()))
     return failures
+
+
+def mesh_key_line(lab, public_key):
+    """The one authorized_keys line of the mesh key: (options, the rest)."""
+    lines = [line for line in open(lab.authorized_keys).read().splitlines() if public_key in line.split()]
+    assert len(lines) == 1, lines
+    options, rest = lines[0].split(' ', 1)
+    return options, rest
+
+
+def from_addresses(options):
+    """The addresses that the from="..." of an options field admits (its networks expanded), and what follows it."""
+    match = re.fullmatch(r'from="([^"]*)",(.*)', options)
+    assert match, options
+    admitted = set()
+    for pattern in match.group(1).split(','):
+        network = ipaddress.ip_network(pattern)
+        admitted.update(str(address) for address in (network if network.num_addresses > 1 else [network.network_address]))
+    return admitted, match.group(2)
+
+
+def mesh_key_from(lab, source, target_node, key, known_hosts):
+    """ssh with nothing but the mesh key (no config, no agent) from `source`: None (this machine's root
+    namespace, the lab's controller address) or a node (over the lab's ssh, in the node's namespace)."""
+    argv = ['ssh', '-F', '/dev/null', '-i', key, '-o', 'IdentitiesOnly=yes', '-o', 'IdentityAgent=none',
+            '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=yes', '-o', 'UserKnownHostsFile=' + known_hosts,
+            '-o', 'ConnectTimeout=10', 'root@' + target_node['ssh_address'], 'hostname']
+    if source is None:
+        return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
+    return lab.ssh(source, ' '.join(shlex.quote(word) for word in argv) + ' </dev/null', timeout=60, check=False)
 
 
 def lab_host_keys(lab):
@@ -207,12 +238,32 @@ def test_every_node_reaches_every_node_with_host_keys_checked(mesh_lab, tmp_path
             assert '%s %s' % (line[0][1], line[0][2]) == host_keys[dest['name']]
             assert {dest['name'], dest['address'], dest['hostname']} <= set(line[0][0].split(','))
     assert host_keys[lab.nodes[0]['name']] != host_keys[lab.nodes[1]['name']]
-    # the mesh key is authorized once, with its comment
-    authorized = open(lab.authorized_keys).read().splitlines()
-    assert sum(1 for line in authorized if line.split()[1:2] == [public[1]]) == 1
+    # the mesh key is authorized once, with its comment, from the nodes' addresses (and loopback) only, restricted
+    options, rest = mesh_key_line(lab, public[1])
+    assert rest == ' '.join(public), rest
+    admitted, after = from_addresses(options)
+    assert admitted == {node['address'] for node in lab.nodes} | {'127.0.0.1', '::1'}, options
+    assert after == 'restrict', options
 
     # from the controller, over the lab's ssh: every ordered pair, by address and by hostname
     assert all_pairs_work(lab) == []
+
+    # the key works only from the nodes: from this machine's root namespace (the lab's controller address, which
+    # is no node's) sshd refuses it, and says why; the same command on a node gets in
+    first = lab.nodes[0]
+    refused = mesh_key_from(lab, None, first, str(key), lab.known_hosts)
+    assert refused.returncode == 255 and 'Permission denied (publickey)' in refused.stderr, refused
+    log = open(os.path.join(first['state_dir'], 'sshd.log')).read()
+    controller = lab.data['controller']['address']
+    assert 'correct key but not from a permitted host (host=%s, ip=%s' % (controller, controller) in log, log[-2000:]
+    allowed = mesh_key_from(lab, lab.nodes[1], first, HOME_SSH + '/' + KEY_NAME, HOME_SSH + '/known_hosts')
+    assert allowed.returncode == 0 and allowed.stdout.strip() == first['hostname'], allowed
+    # restrict: no pty, no port forwarding between nodes (what launchers need, commands, still works above)
+    pty = lab.ssh(lab.nodes[1], 'ssh -tt -o BatchMode=yes %s tty </dev/null' % shlex.quote(first['address']), check=False)
+    assert 'PTY allocation request failed' in pty.stdout + pty.stderr and '/dev/pts' not in pty.stdout, pty
+    forward = lab.ssh(lab.nodes[1], 'ssh -n -o BatchMode=yes -o ExitOnForwardFailure=yes -R 127.0.0.1:40222:127.0.0.1:22 '
+                      '%s true' % shlex.quote(first['address']), check=False)
+    assert forward.returncode != 0 and 'remote port forwarding failed' in forward.stderr, forward
 
     # a second run changes nothing
     rc, out, recap = playbook(lab, extravars)
@@ -262,3 +313,14 @@ def test_shared_home_is_written_once(mesh_lab, tmp_path):
     assert sorted(line.split()[0].split(',')[0] for line in known) == sorted(lab.names), known
     rc, out, recap = playbook(lab, extravars)
     assert rc == 0 and all(r['changed'] == 0 for r in recap.values()), out[-5000:]
+    # an unrestricted line of the mesh key (as an older version of the role wrote it) is replaced, once
+    public = (tmp_path / 'keys' / (KEY_NAME + '.pub')).read_text().split()
+    options, rest = mesh_key_line(lab, public[1])
+    text = open(lab.authorized_keys).read()
+    with open(lab.authorized_keys, 'w') as handle:
+        handle.write(text.replace(options + ' ' + rest, rest))
+    assert mesh_key_line(lab, public[1])[0] == public[0]
+    rc, out, recap = playbook(lab, extravars)
+    assert rc == 0, out[-5000:]
+    assert [recap[name]['changed'] for name in lab.names] == [1, 0, 0], recap
+    assert mesh_key_line(lab, public[1]) == (options, rest)

@@ -234,6 +234,32 @@ def test_is_address(value, expected):
     assert hl.is_address(value) is expected
 
 
+@pytest.mark.parametrize('value, expected', [
+    # a zone id is an interface name (at most 15 characters, as Linux's IFNAMSIZ allows) or an index
+    ('fe80::1%eth0', True), ('fe80::1%2', True), ('fe80::1%bond0.2093', True), ('fe80::1%veth_a-1', True),
+    ('fe80::1%enp1s0f0np0', True), ('fe80::1%abcdefghijklmno', True), ('fe80::1%abcdefghijklmnop', False),
+    # anything a shell, ssh or a pattern would read is no zone, so no address
+    ('fe80::1%eth0;reboot', False), ('fe80::1%$(id)', False), ('fe80::1%`id`', False), ('fe80::1%eth0 x', False),
+    ('fe80::1%eth0\n', False), ('fe80::1%*', False), ('fe80::1%', False), ('fe80::1%.', False), ('fe80::1%..', False),
+    ('fe80::1%a/b', False), ('10.0.0.1%eth0', False),
+])
+def test_is_address_takes_only_an_interface_name_as_zone_id(value, expected):
+    assert hl.is_address(value) is expected
+
+
+@pytest.mark.parametrize('value', ['gpu-01\n', '10.0.0.1\n', 'fe80::1\n', 'gpu-01\n\n', '\ngpu-01'])
+def test_is_address_refuses_a_trailing_newline(value):
+    assert hl.is_address(value) is False
+
+
+def test_the_whole_field_must_match_not_its_start():
+    assert hl.expand_counts('2(x3)') == [2, 2, 2]
+    with pytest.raises(hl.HostlistError):
+        hl.expand_counts('2(x3)\n')
+    with pytest.raises(hl.HostlistError):
+        hl.expand_hostlist('node[1-2\n]')
+
+
 def test_node_layout_ranks_master_and_ranks_per_node():
     layout = hl.node_layout([('m', '10.0.0.1', 8), ('w1', None, None), ('w2', 'w2', '4')])
     assert layout == [

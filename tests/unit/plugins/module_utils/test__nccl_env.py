@@ -549,6 +549,21 @@ def test_env_overrides_invalid():
     assert has(run(cpu_only(), env_overrides='NCCL_DEBUG=INFO')['errors'], 'env_overrides must be a dict')
 
 
+def test_a_variable_name_with_a_trailing_newline_is_no_name():
+    # re.match with "$" took "NCCL_DEBUG\n" for a name: the whole name must match
+    res = run(mi300x(), env_overrides={'NCCL_DEBUG\n': 'INFO'}, rocm_defaults={'HSA_X\n': '1'})
+    assert has(res['errors'], "'NCCL_DEBUG\\n' is not a valid environment variable name")
+    assert has(res['errors'], "rocm_defaults: 'HSA_X\\n'='1' is not a valid variable and value")
+    assert not any(var.endswith('\n') for var in res['env'])
+    with pytest.raises(ValueError, match='not a valid environment variable name'):
+        ne.render_env_file({'NCCL_DEBUG\n': 'INFO'})
+
+
+def test_a_value_with_a_trailing_newline_is_not_shell_safe():
+    assert ne._quote('eth0,eth1') == 'eth0,eth1'
+    assert ne._quote('eth0\n') == "'eth0\n'"
+
+
 def test_env_override_ib_hca_is_checked():
     facts = h100_ib()
     facts['rdma']['devices'].extend(device('mlx5_%d' % i, 'mlx5_core', None, [port(netdev='ib%d' % i)])

@@ -60,11 +60,18 @@ def test_build_argv_exports_only_the_secrets_by_name():
     ('42', [dict(nodes('a')[0], rank=1)], 'rank 1 but is number 0'),
     ('42', [dict(nodes('a')[0], name='a b')], 'not a Slurm node name'),
     ('42', [dict(nodes('a')[0], name='a\n')], 'not a Slurm node name'),
+    # the whole value must match: a trailing newline is not accepted
+    ('42\n', nodes('a'), 'not a Slurm job id'),
     ('42', [dict(nodes('a')[0], python='')], 'has no python'),
 ])
 def test_build_argv_refuses(job_id, node_list, match):
     with pytest.raises(_srun.SrunError, match=match):
         _srun.build_argv(job_id, 'r1', node_list, 0)
+
+
+def test_build_argv_refuses_a_secret_name_with_a_trailing_newline():
+    with pytest.raises(_srun.SrunError, match='Not environment variable names: HF_TOKEN\n'):
+        _srun.build_argv('42', 'r1', nodes('a'), 0, secret_names=['HF_TOKEN\n'])
 
 
 def run_task(script, nodename, nodeid):
