@@ -14,7 +14,7 @@ author:
 description:
   - True for C(local) and C(ansible.builtin.local). The same rule decides where M(trainops.multinode.rsync) copies in
     Python instead of running rsync, and which tasks of the role C(trainops.multinode.job) run in Ansible's worker.
-  - Used by the role C(trainops.multinode.job): such a node needs no rsync of its own.
+  - Used by the role C(trainops.multinode.job), where such a node needs no rsync of its own.
 options:
   _input:
     description: The node's C(ansible_connection).

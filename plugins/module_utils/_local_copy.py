@@ -243,7 +243,7 @@ class _Plan(object):
             self.ops.append(('replace', rel, dst))   # a file where the source has a directory, or the other way
             dst = None
         target = os.readlink(os.path.join(self.src, rel)) if kind == 'L' else None
-        if dst is None:
+        if dst is None:    # new, the top directory too (its parent must exist, as for rsync)
             self._item(('>' if kind == 'f' else 'c') + kind + '+' * 9, rel, kind, target)
             self.ops.append(({'f': 'file', 'd': 'mkdir', 'L': 'link'}[kind], rel, sst))
         elif kind == 'f':
@@ -270,7 +270,7 @@ class _Plan(object):
         if sst.st_size != dst.st_size:
             flags[1] = 's'
         if self.options['checksum']:
-            if not flags[1] == 's' and not _same_content(os.path.join(self.src, rel), os.path.join(self.dest, rel)):
+            if flags[1] != 's' and not _same_content(os.path.join(self.src, rel), os.path.join(self.dest, rel)):
                 flags[0] = 'c'
             transfer = flags[0] == 'c' or flags[1] == 's'
         else:
@@ -317,8 +317,10 @@ def _apply(plan):
         path = os.path.join(plan.dest, rel)
         if operation == 'delete':
             _remove(path)           # a directory's contents came first; what stays in it is excluded
+        elif operation == 'replace' and stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path)
         elif operation == 'replace':
-            shutil.rmtree(path) if stat.S_ISDIR(info.st_mode) else os.unlink(path)
+            os.unlink(path)
         elif operation == 'mkdir':
             os.mkdir(path, 0o700)
         elif operation == 'link':
@@ -341,10 +343,12 @@ def _apply(plan):
     # a directory's own attributes last, deepest first: writing into it moved its time
     for rel, sst in reversed(plan.dirs):
         path = os.path.join(plan.dest, rel) if rel else plan.dest
-        dst = os.lstat(path)
-        if (_seconds(dst), stat.S_IMODE(dst.st_mode), dst.st_gid) != (_seconds(sst), stat.S_IMODE(sst.st_mode),
-                                                                       sst.st_gid):
+        if _dir_attrs(os.lstat(path)) != _dir_attrs(sst):
             _set_attrs(path, sst, plan.root)
+
+
+def _dir_attrs(st):
+    return _seconds(st), stat.S_IMODE(st.st_mode), st.st_gid
 
 
 def _temp_name(path):
@@ -363,18 +367,11 @@ def local_copy(src, dest, options, check_mode=False):
     sst = os.stat(src)
     if not stat.S_ISDIR(sst.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, 'not a directory', src)
+    top = _lstat(dest)
+    if top is not None and not stat.S_ISDIR(top.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, 'not a directory', dest)
     plan = _Plan(src, dest, options)
-    dst = _lstat(dest)
-    if dst is None:
-        plan._item('cd' + '+' * 9, '', 'd')
-    else:
-        flags = plan._attrs(sst, dst, 'd')
-        if flags != ['.'] * 6:
-            plan._item('.d' + ''.join(flags) + '...', '', 'd')
-    plan.dirs.append(('', sst))
-    plan.walk()
+    plan.entry('', sst, 'd')
     if not check_mode:
-        if dst is None:
-            os.mkdir(dest, 0o700)
         _apply(plan)
     return {'changed': bool(plan.items), 'items': plan.items, 'rc': 0}

@@ -12,7 +12,6 @@ the controller's requirements is not run: this test's virtualenv is that control
 import glob
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess

@@ -229,3 +229,12 @@ def test_a_filter_file_or_a_fifo_in_the_tree_is_left_to_rsync_before_anything_ch
 def test_the_role_reads_the_same_rule_through_the_local_connection_filter():
     rule = local_connection_filter.FilterModule().filters()['local_connection']
     assert rule('ansible.builtin.local') and rule('local') and not rule('ssh') and not rule('community.docker.docker')
+
+
+def test_a_destination_that_is_a_file_is_an_error_and_stays(tmp_path):
+    src, dest = tmp_path / 'src', tmp_path / 'dest'
+    write(str(src / 'a.py'), 'x')
+    dest.write_text('a file')
+    with pytest.raises(NotADirectoryError):
+        lc.local_copy(str(src) + '/', str(dest) + '/', lc.copy_options())
+    assert dest.read_text() == 'a file'
