@@ -89,3 +89,21 @@ def wait_until(predicate, timeout, interval=0.5, what=None):
     if not value and what is not None:
         raise AssertionError('timed out after %ss waiting for %s' % (timeout, what))
     return value
+
+
+def path_without(bindir, *names):
+    """A PATH with every command of this machine but ``names`` (a machine without rsync, say): this Python's
+    directory, then ``bindir`` filled with links to the commands of the usual directories."""
+    os.makedirs(bindir, exist_ok=True)
+    for directory in ('/usr/local/bin', '/usr/bin', '/bin'):
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            link = os.path.join(bindir, name)
+            if name not in names and not os.path.lexists(link):
+                os.symlink(os.path.join(directory, name), link)
+    path = os.path.dirname(sys.executable) + os.pathsep + str(bindir)
+    for name in names:
+        assert subprocess.run(['sh', '-c', 'command -v %s' % name], env={'PATH': path}, capture_output=True,
+                              check=False).returncode != 0, '%s is still on %s' % (name, path)
+    return path

@@ -9,6 +9,10 @@ Unlike ansible.posix.synchronize, no module runs: synchronize ships a Python mod
 for every host, which costs about 0.4 s of controller CPU per node and launch (docs/benchmarks.md). Here the
 worker that runs the task starts rsync directly, over the host's own ssh settings as Ansible's ssh connection
 plugin resolved them, and through the ControlMaster socket Ansible opened to the host when there is one.
+
+A host on a local connection is the controller itself: the worker copies the directory in Python
+(module_utils/_local_copy.py, rsync's semantics and items) and needs no rsync, unless the copy asks for
+something only rsync does (an option it does not implement, a .rsync-filter file); then rsync runs locally.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.path import unfrackpath
 
+from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import (
+    Unsupported,
+    copy_options,
+    is_local,
+    local_copy,
+)
 from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
     RsyncError,
     remote_path,
@@ -27,7 +37,6 @@ from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
     run_rsync,
     ssh_command,
 )
-from ansible_collections.trainops.multinode.plugins.plugin_utils._in_worker import LOCAL
 
 ARGUMENT_SPEC = dict(
     src=dict(type='path', required=True),
@@ -82,13 +91,15 @@ class ActionModule(ActionBase):
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         transport = self._connection.transport
         check_mode = bool(self._task.check_mode)
-        if transport in LOCAL:
+        without_rsync = None
+        if is_local(transport):
             rsh, dest = None, args['dest']
+            try:
+                return self._copy_locally(result, args, check_mode)
+            except Unsupported as exc:
+                without_rsync = to_text(exc)
             if args['create_dest'] and not check_mode:
-                try:
-                    os.makedirs(dest, exist_ok=True)
-                except OSError as exc:
-                    raise AnsibleActionFail('cannot create %s: %s' % (dest, to_text(exc)))
+                self._make_dest(dest)
         elif transport in SSH:
             rsh, dest = self._ssh_target(args['dest'])
         else:
@@ -96,13 +107,36 @@ class ActionModule(ActionBase):
                                     'ansible.posix.synchronize for that host' % transport)
         argv = rsync_argv(args['src'], dest, rsh=rsh, create_dest=args['create_dest'], opts=args['rsync_opts'],
                           archive=args['archive'], compress=args['compress'], check_mode=check_mode)
-        result['cmd'] = argv
+        result.update(cmd=argv, method='rsync')
         try:
             outcome = run_rsync(argv, runner=self._runner)
         except RsyncError as exc:
             result.update(exc.result, failed=True, msg=exc.msg)
             return result
         except OSError as exc:
-            raise AnsibleActionFail('cannot run rsync on the controller: %s. Install rsync there.' % to_text(exc))
+            why = ' (the local copy does without it, but not with %s)' % without_rsync if without_rsync else ''
+            raise AnsibleActionFail('cannot run rsync on the controller: %s. Install rsync there%s.'
+                                    % (to_text(exc), why))
         result.update(changed=outcome['changed'], rc=outcome['rc'], stdout_lines=outcome['items'])
+        return result
+
+    @staticmethod
+    def _make_dest(dest):
+        try:
+            os.makedirs(os.path.expanduser(dest), exist_ok=True)
+        except OSError as exc:
+            raise AnsibleActionFail('cannot create %s: %s' % (dest, to_text(exc)))
+
+    def _copy_locally(self, result, args, check_mode):
+        """The host is the controller: the copy in Python, as rsync would make it (Unsupported when it cannot)."""
+        options = copy_options(args['rsync_opts'], archive=args['archive'])
+        if args['create_dest'] and not check_mode:
+            self._make_dest(args['dest'])
+        try:
+            outcome = local_copy(args['src'], args['dest'], options, check_mode=check_mode)
+        except OSError as exc:
+            result.update(failed=True, rc=1, msg='the local copy from %s to %s failed: %s'
+                          % (args['src'], args['dest'], to_text(exc)))
+            return result
+        result.update(changed=outcome['changed'], rc=outcome['rc'], stdout_lines=outcome['items'], method='local')
         return result

@@ -27,6 +27,8 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 
+from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
+
 UNSET = (None, '', 'None')
 """Values that leave an optional NCCL/RCCL knob to the library."""
 
@@ -228,10 +230,12 @@ def _launcher_problems(params):
 
 
 def _controller_problems(params, which):
-    """What the controller itself needs: rsync, when it syncs the workspace to the nodes."""
-    if params.get('sync_workspace') and not which('rsync'):
-        return ['rsync: not found on the controller (PATH=%s); the workspace is synced to the nodes with rsync. Install it '
-                '(Debian/Ubuntu: sudo apt-get install rsync; RHEL/Fedora: sudo dnf install rsync), or set '
+    """What the controller itself needs: rsync, when it syncs the workspace to a node that is not the controller
+    itself, or with rsync options that only rsync implements (module_utils/_local_copy.py)."""
+    if (params.get('sync_workspace') and needs_rsync(params.get('connection'), params.get('sync_rsync_opts') or ())
+            and not which('rsync')):
+        return ['rsync: not found on the controller (PATH=%s); the workspace is synced to this node with rsync. Install '
+                'it (Debian/Ubuntu: sudo apt-get install rsync; RHEL/Fedora: sudo dnf install rsync), or set '
                 'trainops_sync_workspace=false when every node already has the code' % os.environ.get('PATH', '')]
     return []
 
@@ -247,7 +251,8 @@ def launch_problems(params, which=shutil.which):
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
-    (booleans) for the file checks and the controller's rsync (looked up with ``which``).
+    (booleans) for the file checks, and ``connection`` (the node's ``ansible_connection``) and ``sync_rsync_opts``
+    for the controller's rsync (looked up with ``which``; a local node needs none, module_utils/_local_copy.py).
     """
     rules = [
         _integer_rule(params, 'nproc_per_node', 'nproc', 'ranks per node (trainops_nproc_per_node)', 1, 256, 8),

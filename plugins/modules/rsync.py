@@ -19,7 +19,12 @@ description:
     arguments), rsync goes through that connection instead of opening a new one.
   - No option turns host-key checking off; the host keys are checked as Ansible's own connection checks them
     (for example C(StrictHostKeyChecking=yes) and C(UserKnownHostsFile) in C(ansible_ssh_common_args)).
-  - With the C(local) connection the copy is local.
+  - With the C(local) connection (C(local) or C(ansible.builtin.local)) the host is the controller itself, and the
+    action copies the directory in Python without rsync, with rsync's semantics and items (symlinks kept as links,
+    permissions, times, group, C(--exclude)/C(--include) patterns, C(--delete) sparing excluded files,
+    C(--checksum), check mode). Only what that copy does not implement makes it run rsync locally instead
+    (another option of O(rsync_opts), O(archive=false), O(src) without its trailing C(/), a C(.rsync-filter)
+    file in the tree, a file that is neither a regular file, a directory nor a symlink).
   - The job role syncs the workspace with it. Unlike M(ansible.posix.synchronize), which runs a Python module on the
     controller for every host, the action runs rsync itself, which saves about 0.4 s of controller CPU per host and
     launch (docs/benchmarks.md). Use M(ansible.posix.synchronize) for anything else (pulling, C(become), other
@@ -40,7 +45,7 @@ attributes:
   check_mode:
     support: full
     details:
-      - rsync runs with C(--dry-run) and reports what it would change.
+      - rsync runs with C(--dry-run) (the local copy only lists the items) and reports what it would change.
   diff_mode:
     support: none
   platform:
@@ -78,7 +83,7 @@ options:
     elements: str
     default: []
 requirements:
-  - rsync on the controller and on the host
+  - rsync on the controller and on the host, except for the local copy
 seealso:
   - module: ansible.posix.synchronize
 """
@@ -93,18 +98,23 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+method:
+  description: How the copy was made, C(rsync) or C(local) (in Python, the host being the controller).
+  returned: when the copy ran
+  type: str
+  sample: local
 cmd:
   description: The rsync command that ran.
-  returned: always
+  returned: when rsync ran
   type: list
   elements: str
 rc:
-  description: rsync's exit code.
-  returned: when rsync ran
+  description: rsync's exit code (0 for a local copy).
+  returned: when the copy ran
   type: int
   sample: 0
 stdout_lines:
-  description: What rsync transferred or deleted, one C(<itemized changes> <name>) line each.
+  description: What rsync transferred or deleted (or the local copy did), one C(<itemized changes> <name>) line each.
   returned: success
   type: list
   elements: str

@@ -18,8 +18,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.plugins.action.normal import ActionModule as NormalAction
 
-# The connections that run on the controller itself (also used by the rsync action).
-LOCAL = ('local', 'ansible.builtin.local')
+from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import is_local
 
 
 class InWorkerAction(NormalAction):
@@ -39,7 +38,7 @@ class InWorkerAction(NormalAction):
         return {'msg': str(exc)}
 
     def run(self, tmp=None, task_vars=None):
-        if self._connection.transport not in LOCAL:
+        if not is_local(self._connection.transport):
             return super(InWorkerAction, self).run(tmp, task_vars)
         result = ActionBase.run(self, tmp, task_vars or {})
         del tmp

@@ -1,15 +1,18 @@
-"""End-to-end: the collection as a user installs it, outside the checkout (issue 15).
+"""End-to-end: the collection as a user installs it, following docs/installing.md (issues 15 and 24).
 
-The tarball is built with ``ansible-galaxy collection build`` from this checkout and installed with
-``ansible-galaxy collection install`` into a temporary collections path (its dependencies are the ones
-the ``ansible`` package ships). Then ``ansible-playbook -i hosts.yml trainops.multinode.launch`` runs
-from an empty directory with an empty Ansible configuration, nothing of the checkout on any path: the
-job trains on the local inventory's two nodes and the experiment lands in ``experiments/`` of that
-directory, never inside the installed collection.
+The install commands are read out of docs/installing.md (so the document and the test cannot drift) and run
+as written, with bash, in the root of a copy of this checkout, its ``ansible.cfg`` and ``.collections`` link
+included, under a new, empty HOME. Then the document's command for the embedded local default
+(``ansible-playbook -i ~/.ansible/.../inventories/local/hosts.yml trainops.multinode.launch -e channels=42``)
+runs from an empty directory with a PATH that has no rsync (a fresh machine): the job trains on the local
+inventory's two nodes, the workspace copied to them without rsync, and the experiment lands in
+``experiments/`` of that directory, never inside the installed collection. The document's ``pip install`` of
+the controller's requirements is not run: this test's virtualenv is that controller Python.
 """
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,10 +23,11 @@ import yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-from playbook_runner import free_port
+from playbook_runner import free_port, path_without
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
+DOC = os.path.join(REPO, 'docs', 'installing.md')
 GALAXY = yaml.safe_load(open(os.path.join(REPO, 'galaxy.yml')))
 FQCN = '%s.%s' % (GALAXY['namespace'], GALAXY['name'])
 # top-level entries of the checkout that must not be in the tarball (tests, lab, benchmark, Molecule,
@@ -36,22 +40,49 @@ KEPT = ('MANIFEST.json', 'FILES.json', 'README.md', 'meta/runtime.yml', 'meta/ex
         'meta/ee-requirements.txt', 'meta/ee-bindep.txt', 'playbooks/launch.yml', 'roles/job/defaults/main.yml',
         'plugins/modules/torchrun.py', 'files/workspace/train.py', 'inventories/local/hosts.yml',
         'changelogs/changelog.yaml', 'docs/installing.md')
+# what a checkout has that is not the project's (this machine's builds, runs, caches)
+NOT_THE_CHECKOUTS = ('.git', '.venv', 'build', 'experiments', '.artifacts', '.trainops', '.benchmarks', '.pytest_cache',
+                     '__pycache__', '*.pyc', '*.tar.gz')
 
 
-def user_env(root):
-    """A new user's environment: an empty Ansible configuration, the temporary collections path only."""
+def doc_blocks(path=DOC):
+    """The indented code blocks of a Markdown document, as shell text (continuation lines joined by bash)."""
+    blocks, current = [], []
+    for line in open(path).read().splitlines() + ['']:
+        if line.startswith('    ') and line.strip():
+            current.append(line[4:])
+        elif current:
+            blocks.append('\n'.join(current) + '\n')
+            current = []
+    return blocks
+
+
+def doc_block(*words):
+    """The one code block of docs/installing.md that holds all ``words``."""
+    found = [block for block in doc_blocks() if all(word in block for word in words)]
+    assert len(found) == 1, 'docs/installing.md has %d blocks with %s' % (len(found), words)
+    return found[0]
+
+
+INSTALL = doc_block('ansible-galaxy collection build', 'ansible-galaxy collection install')
+LAUNCH_LOCAL = doc_block('inventories/local/hosts.yml', FQCN + '.launch')
+
+
+def user_env(home):
+    """A new user's environment: an empty HOME, no ANSIBLE_ variable, the controller's Python first on the PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith('ANSIBLE_')}
-    empty_cfg = os.path.join(root, 'empty-ansible.cfg')
-    open(empty_cfg, 'w').close()
-    env.update(ANSIBLE_CONFIG=empty_cfg, ANSIBLE_HOME=os.path.join(root, 'ansible-home'),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(root, 'collections'), ANSIBLE_NOCOLOR='1',
-               PATH=BIN + os.pathsep + env.get('PATH', ''))
+    env.update(HOME=home, ANSIBLE_NOCOLOR='1', PATH=BIN + os.pathsep + env.get('PATH', ''))
     return env
 
 
 def run(argv, cwd, env, timeout=300):
     return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def shell(text, cwd, env, timeout=300):
+    """Commands as a user types them: bash, stopping at the first that fails."""
+    return run(['bash', '-e', '-o', 'pipefail', '-c', text], cwd, env, timeout=timeout)
 
 
 def collection_files(path):
@@ -64,20 +95,19 @@ def collection_files(path):
 
 
 class Installed:
-    """The built tarball and the collection installed from it under ``root``."""
+    """A copy of the checkout under ``root``, and the collection installed from it by the document's commands."""
 
     def __init__(self, root):
         self.root = str(root)
-        self.env = user_env(self.root)
-        dist = os.path.join(self.root, 'dist')
-        build = run([os.path.join(BIN, 'ansible-galaxy'), 'collection', 'build', '--output-path', dist, REPO],
-                    cwd=self.root, env=self.env)
-        assert build.returncode == 0, build.stdout + build.stderr
-        (self.tarball,) = glob.glob(os.path.join(dist, '*.tar.gz'))
-        install = run([os.path.join(BIN, 'ansible-galaxy'), 'collection', 'install', self.tarball],
-                      cwd=self.root, env=self.env)
-        assert install.returncode == 0, install.stdout + install.stderr
-        self.path = os.path.join(self.root, 'collections', 'ansible_collections', GALAXY['namespace'], GALAXY['name'])
+        self.home = os.path.join(self.root, 'home')
+        os.mkdir(self.home)
+        self.env = user_env(self.home)
+        self.checkout = os.path.join(self.root, 'checkout')
+        shutil.copytree(REPO, self.checkout, symlinks=True, ignore=shutil.ignore_patterns(*NOT_THE_CHECKOUTS))
+        self.install = shell(INSTALL, self.checkout, self.env)
+        (self.tarball,) = glob.glob(os.path.join(self.checkout, 'build', 'dist', '*.tar.gz')) or [None]
+        self.collections = os.path.join(self.home, '.ansible', 'collections')
+        self.path = os.path.join(self.collections, 'ansible_collections', GALAXY['namespace'], GALAXY['name'])
 
     def members(self):
         with tarfile.open(self.tarball) as tar:
@@ -87,6 +117,19 @@ class Installed:
 @pytest.fixture(scope='module')
 def installed(tmp_path_factory):
     return Installed(tmp_path_factory.mktemp('installed'))
+
+
+def test_the_documents_install_commands_install_from_a_checkout(installed):
+    out = installed.install.stdout + installed.install.stderr
+    assert installed.install.returncode == 0, out
+    assert 'Nothing to do' not in out and '%s:%s was installed successfully' % (FQCN, GALAXY['version']) in out
+    assert os.path.isfile(os.path.join(installed.path, 'MANIFEST.json'))
+    # the checkout still runs from itself: its link to the collection is untouched
+    link = os.path.join(installed.checkout, '.collections', 'ansible_collections', GALAXY['namespace'], GALAXY['name'])
+    assert os.readlink(link) == '../../..'
+    # run again (a newer build of the same version): the install replaces the first one
+    again = shell(INSTALL, installed.checkout, installed.env)
+    assert again.returncode == 0 and 'was installed successfully' in again.stdout, again.stdout + again.stderr
 
 
 def kill_processes_under(path):
@@ -106,6 +149,7 @@ def kill_processes_under(path):
 
 
 def test_tarball_leaves_out_tests_lab_bench_molecule_and_development_files(installed):
+    assert installed.tarball, installed.install.stdout + installed.install.stderr
     members = installed.members()
     leaked = [m for m in members for out in LEFT_OUT if m == out or m.startswith(out + '/')]
     assert leaked == []
@@ -115,24 +159,25 @@ def test_tarball_leaves_out_tests_lab_bench_molecule_and_development_files(insta
     listed = run([os.path.join(BIN, 'ansible-galaxy'), 'collection', 'list', FQCN, '--format', 'json'],
                  cwd=installed.root, env=installed.env)
     assert listed.returncode == 0, listed.stderr
-    assert list(json.loads(listed.stdout)) == [os.path.dirname(os.path.dirname(installed.path))]
+    assert list(json.loads(listed.stdout)) == [os.path.join(installed.collections, 'ansible_collections')]
 
 
-def test_installed_launch_by_fqcn_from_an_empty_directory(installed, tmp_path):
+def test_installed_launch_by_fqcn_from_an_empty_directory_without_rsync(installed, tmp_path):
     before = collection_files(installed.path)
     workdir = tmp_path / 'work'
     workdir.mkdir()
-    nodes = str(tmp_path / 'nodes')
-    hosts = os.path.join(installed.path, 'inventories', 'local', 'hosts.yml')
+    nodes = os.path.join(installed.home, '.cache', 'trainops')   # the local inventory's node root, under HOME
+    # the document's command as written, on a port of its own (other tests may run beside it)
+    command = LAUNCH_LOCAL.rstrip('\n') + ' -e master_port=%d -e trainops_progress_interval=5\n' % free_port()
+    env = dict(installed.env, PATH=path_without(str(tmp_path / 'bin'), 'rsync'))
     try:
-        proc = run([os.path.join(BIN, 'ansible-playbook'), '-i', hosts, FQCN + '.launch', '-e', 'channels=42',
-                    '-e', 'trainops_node_root=%s/{{ inventory_hostname }}' % nodes,
-                    '-e', 'master_port=%d' % free_port(), '-e', 'trainops_progress_interval=5'],
-                   cwd=workdir, env=installed.env, timeout=420)
+        proc = shell(command, workdir, env, timeout=420)
     finally:
         kill_processes_under(nodes)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert 'outcome    : succeeded' in proc.stdout
+    # the workspace reached both nodes, copied without rsync
+    assert len(glob.glob(os.path.join(nodes, 'local', 'node*', 'workspace', 'train.py'))) == 2
 
     # the experiment is under the directory the user ran from ...
     (experiment,) = glob.glob(str(workdir / 'experiments' / '*'))
@@ -149,7 +194,7 @@ def test_installed_launch_by_fqcn_from_an_empty_directory(installed, tmp_path):
 def test_ansible_builder_reads_the_collections_ee_requirements(installed):
     """ansible-builder's introspection (what an EE build runs) finds the requirements the collection declares."""
     proc = run([os.path.join(BIN, 'ansible-builder'), 'introspect', '--sanitize',
-                os.path.join(installed.root, 'collections')], cwd=installed.root, env=installed.env)
+                installed.collections], cwd=installed.root, env=installed.env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = yaml.safe_load(proc.stdout)
     python = [line.split('#')[0].strip() for line in found['python']]

@@ -82,20 +82,53 @@ def test_a_control_path_named_in_the_ssh_arguments_is_left_to_ssh():
     assert not any(w.startswith('ControlPath=/cp/') for w in words)
 
 
-def test_local_connection_copies_locally_and_creates_the_directory(tmp_path):
+@pytest.fixture
+def workspace(tmp_path):
+    src = tmp_path / 'ws'
+    (src / 'config').mkdir(parents=True)
+    (src / 'train.py').write_text('print(1)\n')
+    (src / 'config' / 'default.yaml').write_text('lr: 0.1\n')
+    return src
+
+
+def test_local_connection_copies_in_python_without_rsync_and_creates_the_directory(workspace, tmp_path):
     dest = tmp_path / 'a' / 'b'
-    action, dummy = make_action({'src': '/ws/', 'dest': str(dest) + '/', 'create_dest': True}, transport='local')
-    action.run(task_vars={})
-    argv = action._runner.argv
-    assert argv[-1] == str(dest) + '/' and not any(a.startswith('--rsh') or a.startswith('--rsync-path') for a in argv)
-    assert dest.is_dir()
-
-
-def test_check_mode_is_a_dry_run_and_creates_nothing(tmp_path):
-    dest = tmp_path / 'new'
-    action, dummy = make_action({'src': '/ws/', 'dest': str(dest), 'create_dest': True}, transport='local', check_mode=True)
+    action, dummy = make_action({'src': str(workspace) + '/', 'dest': str(dest) + '/', 'create_dest': True},
+                                transport='ansible.builtin.local', run=FakeRun(rc=127, stderr='must not run'))
     result = action.run(task_vars={})
-    assert '--dry-run' in action._runner.argv and result['changed'] and not dest.exists()
+    assert action._runner.argv is None and result['method'] == 'local' and 'cmd' not in result
+    assert result['changed'] and '>f+++++++++ config/default.yaml' in result['stdout_lines']
+    assert (dest / 'train.py').read_text() == 'print(1)\n'
+    again = action.run(task_vars={})
+    assert again['changed'] is False and again['stdout_lines'] == []
+
+
+def test_local_check_mode_lists_the_items_and_creates_nothing(workspace, tmp_path):
+    dest = tmp_path / 'new'
+    action, dummy = make_action({'src': str(workspace) + '/', 'dest': str(dest), 'create_dest': True},
+                                transport='local', check_mode=True)
+    result = action.run(task_vars={})
+    assert result['changed'] and '>f+++++++++ train.py' in result['stdout_lines'] and not dest.exists()
+    assert action._runner.argv is None
+
+
+def test_local_copy_leaves_what_it_does_not_implement_to_rsync(workspace, tmp_path):
+    dest = tmp_path / 'd'
+    action, dummy = make_action({'src': str(workspace) + '/', 'dest': str(dest) + '/', 'create_dest': True,
+                                 'rsync_opts': ['--bwlimit=1m']}, transport='local', check_mode=True)
+    result = action.run(task_vars={})
+    argv = action._runner.argv
+    assert result['method'] == 'rsync' and '--dry-run' in argv and '--bwlimit=1m' in argv
+    assert argv[-1] == str(dest) + '/' and not any(a.startswith('--rsh') or a.startswith('--rsync-path') for a in argv)
+
+
+def test_without_rsync_the_error_names_what_needed_it(workspace, tmp_path):
+    def missing(argv, **kwargs):
+        raise FileNotFoundError(2, 'No such file or directory', 'rsync')
+    action, dummy = make_action({'src': str(workspace) + '/', 'dest': str(tmp_path / 'd'),
+                                 'rsync_opts': ['--bwlimit=1m']}, transport='local', run=missing)
+    with pytest.raises(AnsibleActionFail, match='Install rsync there .*rsync option --bwlimit=1m'):
+        action.run(task_vars={})
 
 
 def test_rsync_failure_fails_the_task_with_its_message():

@@ -28,7 +28,8 @@ def good(tmp_path):
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
-        'stall_timeout': 900,
+        'stall_timeout': 900, 'connection': 'local',
+        'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
     }
 
 
@@ -175,12 +176,23 @@ def test_the_filters_wrap_the_rules(good):
 
 
 def test_a_controller_without_rsync_is_told_how_to_install_it(good):
+    good = dict(good, connection='ssh')
     lines = launch_problems(good, which=lambda name: None)
     assert len(lines) == 1 and lines[0].startswith('rsync: not found on the controller')
     assert 'sudo apt-get install rsync' in lines[0] and 'trainops_sync_workspace=false' in lines[0]
     # no sync, no rsync needed
     assert launch_problems(dict(good, sync_workspace=False), which=lambda name: None) == []
     assert launch_problems(good, which=lambda name: '/usr/bin/rsync') == []
+
+
+@pytest.mark.parametrize('connection', ['local', 'ansible.builtin.local'])
+def test_a_local_node_needs_no_rsync_unless_an_option_only_rsync_has(good, connection):
+    local = dict(good, connection=connection)  # the role's sync_rsync_opts
+    assert launch_problems(local, which=lambda name: None) == []
+    lines = launch_problems(dict(local, sync_rsync_opts=['--bwlimit=10m']), which=lambda name: None)
+    assert len(lines) == 1 and lines[0].startswith('rsync: not found on the controller')
+    # a node whose connection is not known is treated as remote
+    assert len(launch_problems(dict(good, connection=None), which=lambda name: None)) == 1
 
 
 @pytest.mark.parametrize('values', [
