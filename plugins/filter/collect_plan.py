@@ -13,7 +13,7 @@ author:
   - trainops maintainers (@trainops)
 description:
   - Takes the paths of the files a node listed under one of its directories (M(ansible.builtin.find)'s C(files),
-    their C(path)) and returns, for each, the destination in the experiment directory on the controller:
+    their C(path)) and returns, for each, the destination in the experiment directory on the controller,
     C(<kind>/<node>/<path below base>), or C(<kind>/<name>) with O(name).
   - The node's paths are not trusted. A path that is not plainly under O(base) (a C(..), C(.) or empty component),
     that holds a control character (a newline, a tab), or whose destination would pass through a symbolic link below
