@@ -39,7 +39,7 @@ def node_dir_name(node):
     if not isinstance(node, str) or not NODE_NAME.fullmatch(node):
         raise CollectRefused('node name %r cannot name its directory in the experiment: an inventory name of letters, '
                              'digits, ".", "_" and "-" (not first), at most 128 characters, is needed; rename the host '
-                             'in the inventory' % (node,))
+                             'in the inventory (e.g. gpu-07, and ansible_host: the address)' % (node,))
     return node
 
 
