@@ -713,8 +713,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
                       refused=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
-    Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path`` and ``changed``
-    (whether either file's content differs from what is on disk). Nothing is written in check mode.
+    Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
+    (whether either file's content differs from what is on disk) and ``collect_refused`` (``refused``). Nothing is written in check mode.
     With ``results`` (node -> final job state), the outcome (see judge_results) is returned, added to the
     manifest together with ``results``, and shown in the table. ``refused`` (lines naming a node and a path the
     collect refused to write, module_utils._collect) lands in the manifest's ``collect_refused`` and the table.
@@ -772,6 +772,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         manifest_path=manifest_path,
         summary_path=summary_path,
         changed=changed,
+        collect_refused=list(refused or []),
     )
     if verdict is not None:
         result.update(verdict)

@@ -209,6 +209,13 @@ also_failed:
   type: list
   elements: str
   sample: [node1]
+collect_refused:
+  description: O(refused), as recorded in the manifest's C(collect_refused) (empty when nothing was refused).
+  returned: success and O(state=reported)
+  type: list
+  elements: str
+  sample: ["node1: refused profile '/r/profiles/../../x': a \"\", \".\" or \"..\" component"]
+  version_added: 0.2.0
 stopped_nodes:
   description:
     - Nodes whose job was stopped (or ended after the first stop) because of the cause.

@@ -493,6 +493,7 @@ def test_report_records_what_the_collect_refused(tmp_path):
     manifest = json.loads((tmp_path / 'manifest.json').read_text())
     assert manifest['collect_refused'] == [line] and manifest['outcome'] == 'succeeded'
     assert result['table'][-1] == 'refused    : 1 file(s) not collected (manifest.json collect_refused)'
+    assert result['collect_refused'] == [line]
 
 
 def test_rank_zero_output_is_the_file_of_the_node_that_ran_rank_0(experiment):
