@@ -29,6 +29,8 @@ options:
         C(git_check), C(git_reference), C(allow_dirty), C(gpu_vendor), C(run_name), C(wait), C(replace), C(script),
         C(config), C(overrides), C(env), C(secret_env), C(node_id), C(script_args), C(command_prefix),
         C(training_network)), and C(workspace_src), C(sync_workspace), C(pass_config_args).
+      - C(node), the node's inventory name, must be one safe path component (it names the node's directories in the
+        experiment, C(outputs/<node>/), C(profiles/<node>/); filter trainops.multinode.collect_plan).
       - The values of C(secret_env) never appear in the result, only its names.
     type: dict
     required: true

@@ -173,39 +173,94 @@ def read_metrics_file(filename):
     return records, bad_lines, truncated
 
 
-def read_metrics(path):
-    """Read ``path/outputs/rank_*_metrics.jsonl``.
+def node_output_dirs(path):
+    """The per-node directories of ``path/outputs`` (``outputs/<node>/``, one per logical node): ``[(node, dir)]``,
+    sorted by node. Anything else there (a file, a symbolic link) is not a node's and is left out."""
+    outputs = os.path.join(path, OUTPUT_DIR)
+    try:
+        names = sorted(os.listdir(outputs))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        node_dir = os.path.join(outputs, name)
+        if not os.path.islink(node_dir) and os.path.isdir(node_dir):
+            found.append((name, node_dir))
+    return found
 
-    Returns a dict with ``by_rank`` (rank -> list of records in file order), ``files`` (sorted
-    file names), ``bad_lines`` and ``truncated_files``. A record's rank is its ``rank`` field,
-    or the number in its file name when the field is missing.
+
+def read_metrics(path):
+    """Read every node's ``path/outputs/<node>/rank_*_metrics.jsonl``.
+
+    Returns a dict with ``by_rank`` (rank -> list of records in file order), ``rank_nodes`` (rank -> the node whose
+    files gave its records), ``files`` (``<node>/<file name>``, sorted), ``bad_lines``, ``truncated_files`` and
+    ``duplicate_ranks`` (rank -> every node that reported it, when more than one did: the first node's records are
+    kept, the others' are not merged into them). A record's rank is its ``rank`` field, or the number in its file
+    name when the field is missing.
     """
-    pattern = os.path.join(path, OUTPUT_DIR, METRICS_GLOB)
-    files = sorted(glob.glob(pattern))
     by_rank = {}
+    rank_nodes = {}
+    duplicates = {}
+    files = []
     bad_lines = 0
     truncated_files = []
-    for filename in files:
-        match = _RANK_FROM_FILE.match(os.path.basename(filename))
-        file_rank = int(match.group(1)) if match else None
-        records, bad, truncated = read_metrics_file(filename)
-        bad_lines += bad
-        if truncated:
-            truncated_files.append(os.path.basename(filename))
-        for record in records:
-            rank = _int(record.get('rank'))
-            if rank is None:
-                rank = file_rank
-            if rank is None:
-                bad_lines += 1
+    for node, node_dir in node_output_dirs(path):
+        node_ranks = {}
+        for filename in sorted(glob.glob(os.path.join(node_dir, METRICS_GLOB))):
+            if os.path.islink(filename):
                 continue
-            by_rank.setdefault(rank, []).append(record)
+            shown = '{0}/{1}'.format(node, os.path.basename(filename))
+            files.append(shown)
+            match = _RANK_FROM_FILE.match(os.path.basename(filename))
+            file_rank = int(match.group(1)) if match else None
+            records, bad, truncated = read_metrics_file(filename)
+            bad_lines += bad
+            if truncated:
+                truncated_files.append(shown)
+            for record in records:
+                rank = _int(record.get('rank'))
+                if rank is None:
+                    rank = file_rank
+                if rank is None:
+                    bad_lines += 1
+                    continue
+                node_ranks.setdefault(rank, []).append(record)
+        for rank, records in node_ranks.items():
+            if rank in rank_nodes:
+                duplicates.setdefault(rank, [rank_nodes[rank]]).append(node)
+                continue
+            rank_nodes[rank] = node
+            by_rank[rank] = records
     return dict(
         by_rank=by_rank,
-        files=[os.path.basename(f) for f in files],
+        rank_nodes=rank_nodes,
+        files=files,
         bad_lines=bad_lines,
         truncated_files=truncated_files,
+        duplicate_ranks=dict((str(rank), nodes) for rank, nodes in sorted(duplicates.items())),
     )
+
+
+def rank_zero_output(path, name):
+    """``path/outputs/<node>/<name>`` of the node that ran global rank 0 (files a job writes once, such as the
+    all-reduce benchmark's ``allreduce.json``), or None when it has none.
+
+    The node is the one the manifest's ``nodes`` gives rank 0 (``host``, ``ranks``); without a manifest saying so,
+    the only node whose directory holds ``name``.
+    """
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    try:
+        with open(manifest_path) as handle:
+            nodes = json.load(handle).get('nodes') or []
+    except (OSError, ValueError, AttributeError):
+        nodes = []
+    owners = [n.get('host') for n in nodes if isinstance(n, dict) and 0 in (n.get('ranks') or [])]
+    if not owners:
+        owners = [node for node, node_dir in node_output_dirs(path) if os.path.isfile(os.path.join(node_dir, name))]
+    if len(owners) != 1 or not isinstance(owners[0], str):
+        return None
+    candidate = os.path.join(path, OUTPUT_DIR, owners[0], name)
+    return candidate if os.path.isfile(candidate) and not os.path.islink(candidate) else None
 
 
 # ---------------------------------------------------------------------------
@@ -222,7 +277,9 @@ def _empty_summary(metrics):
         ranks_seen=[],
         missing_ranks=[],
         records_per_rank={},
+        duplicate_ranks=metrics.get('duplicate_ranks') or {},
         nodes=[],
+        hosts=[],
         steps=None,
         first_step=None,
         first_loss=None,
@@ -253,6 +310,11 @@ def _round(value, digits=6):
     return None if value is None else round(value, digits)
 
 
+def _significant(value, digits=6):
+    """``value`` rounded to ``digits`` significant digits (a CPU run's TFLOP/s is tiny: decimals would lose it)."""
+    return float('{0:.{1}g}'.format(value, digits))
+
+
 def summarize(metrics):
     """Compute the experiment summary from :func:`read_metrics` output.
 
@@ -264,8 +326,10 @@ def summarize(metrics):
     - ``throughput_samples_per_s``: the sum over ranks of each rank's mean ``samples_per_s`` over its
       last (up to) ``STEADY_STATE_WINDOW`` records.
     - ``mean_step_time_s``: the mean over ranks of each rank's mean ``step_time_s`` over the same window.
-    - ``tflops_total``: the sum over ranks of each rank's most recent non-null ``tflops``; None when no
-      rank reports any.
+    - ``tflops_total``: the sum over ranks of each rank's most recent non-null ``tflops`` (6 significant digits);
+      None when no rank reports any.
+    - ``nodes``: the logical nodes whose ``outputs/<node>/`` held metrics (two nodes on one host are two);
+      ``hosts``: the distinct host names the records report; ``duplicate_ranks``: ranks more than one node reported.
     """
     by_rank = metrics['by_rank']
     if not by_rank:
@@ -284,13 +348,11 @@ def summarize(metrics):
     summary['world_size'] = world_size
     summary['missing_ranks'] = sorted(set(range(world_size)) - set(ranks))
 
-    nodes = set()
-    for records in by_rank.values():
-        for record in records:
-            node = record.get('node')
-            if node is not None and node != '':
-                nodes.add(str(node))
-    summary['nodes'] = sorted(nodes)
+    # the logical nodes are the experiment's outputs/<node>/ directories that held metrics (two on one host count
+    # two); the hosts are the host names the ranks report
+    summary['nodes'] = sorted(set(metrics.get('rank_nodes', {}).values()))
+    summary['hosts'] = sorted(set(str(r['node']) for records in by_rank.values() for r in records
+                                  if r.get('node') is not None and r.get('node') != ''))
 
     steps = [_int(r.get('global_step')) for records in by_rank.values() for r in records]
     steps = [s for s in steps if s is not None]
@@ -325,7 +387,7 @@ def summarize(metrics):
 
     summary['throughput_samples_per_s'] = _round(sum(throughputs), 3) if throughputs else None
     summary['mean_step_time_s'] = _round(_mean(step_times))
-    summary['tflops_total'] = _round(sum(tflops), 3) if tflops else None
+    summary['tflops_total'] = _significant(sum(tflops)) if tflops else None
     return summary
 
 
@@ -333,6 +395,40 @@ def _fmt(value, fmt):
     if value is None:
         return 'n/a'
     return fmt.format(value)
+
+
+_FLOPS_UNITS = ((1.0, 'TFLOP/s'), (1e-3, 'GFLOP/s'), (1e-6, 'MFLOP/s'))
+
+
+def format_flops(tflops):
+    """A TFLOP/s figure, readable at any size: 3 significant digits in the largest unit (TFLOP/s, GFLOP/s,
+    MFLOP/s) in which it is at least 1, so a CPU run's 0.00042 TFLOP/s reads ``420 MFLOP/s``; ``n/a`` for None."""
+    if tflops is None:
+        return 'n/a'
+    for scale, unit in _FLOPS_UNITS:
+        if abs(tflops) >= scale:
+            break
+    if tflops == 0:
+        scale, unit = 1.0, 'TFLOP/s'
+    return '{0} {1}'.format(_three_digits(tflops / scale), unit)
+
+
+def _three_digits(value):
+    """3 significant digits without an exponent: 123, 12.3, 1.23, 0.123."""
+    if value == 0:
+        return '0'
+    digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
+    return '{0:.{1}f}'.format(round(value, digits), digits)
+
+
+def _nodes(summary):
+    """``2`` (logical nodes), ``2 on 1 host`` when fewer hosts than nodes reported, ``n/a`` without metrics."""
+    nodes, hosts = summary.get('nodes') or [], summary.get('hosts') or []
+    if not nodes:
+        return 'n/a'
+    if hosts and len(hosts) != len(nodes):
+        return '{0} on {1} host{2}'.format(len(nodes), len(hosts), '' if len(hosts) == 1 else 's')
+    return str(len(nodes))
 
 
 def summary_table(summary):
@@ -343,6 +439,8 @@ def summary_table(summary):
         ranks = '{0}/{1}'.format(seen, summary['world_size'])
         if missing:
             ranks += ' (missing: {0})'.format(', '.join(str(r) for r in missing))
+        for rank, nodes in sorted((summary.get('duplicate_ranks') or {}).items(), key=lambda item: int(item[0])):
+            ranks += ' (rank {0} reported by {1}: {2}\'s kept)'.format(rank, ', '.join(nodes), nodes[0])
         if summary['first_loss'] is None and summary['final_loss'] is None:
             loss = 'n/a'
         else:
@@ -354,12 +452,12 @@ def summary_table(summary):
     rows = [
         ('world size', _fmt(summary.get('world_size'), '{0}')),
         ('ranks', ranks),
-        ('nodes', str(len(summary.get('nodes') or [])) if summary.get('nodes') else 'n/a'),
+        ('nodes', _nodes(summary)),
         ('steps', _fmt(summary.get('steps'), '{0}')),
         ('loss', loss),
         ('throughput', _fmt(summary.get('throughput_samples_per_s'), '{0:.1f} samples/s')),
         ('step time', _fmt(summary.get('mean_step_time_s'), '{0:.4f} s')),
-        ('tflops', _fmt(summary.get('tflops_total'), '{0:.1f} total')),
+        ('compute', format_flops(summary.get('tflops_total')) + (' total' if summary.get('tflops_total') is not None else '')),
     ]
     width = max(len(label) for label, dummy in rows)
     return ['{0} : {1}'.format(label.ljust(width), value) for label, value in rows]
@@ -611,13 +709,15 @@ def mark_interrupted(path, when, pid):
     return True
 
 
-def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None):
+def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
+                      refused=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
-    Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path`` and ``changed``
-    (whether either file's content differs from what is on disk). Nothing is written in check mode.
+    Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
+    (whether either file's content differs from what is on disk) and ``collect_refused`` (``refused``). Nothing is written in check mode.
     With ``results`` (node -> final job state), the outcome (see judge_results) is returned, added to the
-    manifest together with ``results``, and shown in the table.
+    manifest together with ``results``, and shown in the table. ``refused`` (lines naming a node and a path the
+    collect refused to write, module_utils._collect) lands in the manifest's ``collect_refused`` and the table.
     """
     path = os.path.abspath(path)
     if not os.path.isdir(path):
@@ -638,6 +738,9 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         table = ['{0:<10} : {1}'.format('outcome', verdict['outcome_detail'])] + table
     elif (manifest or {}).get('outcome_detail'):
         table = ['{0:<10} : {1}'.format('outcome', manifest['outcome_detail'])] + table
+    if refused:
+        manifest = dict(manifest or {}, collect_refused=list(refused))
+        table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))
 
     manifest_path = os.path.join(path, MANIFEST_FILE)
     summary_path = os.path.join(path, SUMMARY_FILE)
@@ -669,6 +772,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         manifest_path=manifest_path,
         summary_path=summary_path,
         changed=changed,
+        collect_refused=list(refused or []),
     )
     if verdict is not None:
         result.update(verdict)

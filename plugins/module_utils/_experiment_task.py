@@ -27,6 +27,7 @@ ARGUMENT_SPEC = dict(
     results=dict(type='dict'),
     verdicts=dict(type='dict', default={}),
     missing_nodes=dict(type='list', elements='str', default=[]),
+    refused=dict(type='list', elements='str', default=[]),
 )
 
 REQUIRED_IF = [
@@ -42,4 +43,4 @@ def run(params, check_mode=False):
         result['changed'] = True
         return result
     return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
-                             verdicts=params['verdicts'], missing_nodes=params['missing_nodes'])
+                             verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'])

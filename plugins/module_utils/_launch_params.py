@@ -27,6 +27,7 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 
+from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
 
 UNSET = (None, '', 'None')
@@ -249,7 +250,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``),
+    ``launcher``, ``slurm_job_id``, ``node``: the node's inventory name, which names its directories in the
+    experiment, module_utils._collect),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
     (booleans) for the file checks, and ``connection`` (the node's ``ansible_connection``) and ``sync_rsync_opts``
     for the controller's rsync (looked up with ``which``; a local node needs none, module_utils/_local_copy.py).
@@ -293,6 +295,11 @@ def launch_problems(params, which=shutil.which):
         problems.append('trainops_node_id=%s: the name of the node\'s state directory must be empty or letters, '
                         'digits, ., _ and -, starting with a letter or digit (e.g. trainops_node_id: node-07)'
                         % (node_id,))
+    if params.get('node') is not None:
+        try:
+            node_dir_name(params['node'])
+        except CollectRefused as exc:
+            problems.append(str(exc))
     network = params.get('training_network')
     if network not in (None, ''):
         try:

@@ -6,7 +6,7 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """A sweep's results: one row per point read from its experiment directory (the manifest's summary and, for the
-all-reduce benchmark, ``outputs/allreduce.json``), written as ``results.csv`` and ``results.md``, and plotted with
+all-reduce benchmark, ``outputs/<node of rank 0>/allreduce.json``), written as ``results.csv`` and ``results.md``, and plotted with
 matplotlib (Agg backend, PNG files) by :func:`write_plots`.
 """
 
@@ -17,6 +17,7 @@ import io
 import json
 import os
 
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import rank_zero_output
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
     RESULTS_CSV, RESULTS_MD, SweepError, write_json_atomic)
 
@@ -45,7 +46,8 @@ def _load_json(path):
 
 
 def _allreduce(experiment_dir):
-    data = _load_json(os.path.join(experiment_dir, 'outputs', 'allreduce.json'))
+    path = rank_zero_output(experiment_dir, 'allreduce.json')
+    data = _load_json(path) if path else None
     if not isinstance(data, dict) or data.get('benchmark') != 'all_reduce':
         return None
     return data

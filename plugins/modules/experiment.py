@@ -15,7 +15,8 @@ author:
 description:
   - With O(state=created), creates a new, uniquely named experiment directory on the controller, with C(logs/) and
     C(outputs/) subdirectories. An existing directory is never reused or overwritten.
-  - With O(state=reported), reads the per-rank metrics files C(outputs/rank_*_metrics.jsonl) of an experiment directory,
+  - With O(state=reported), reads the per-rank metrics files C(outputs/<node>/rank_*_metrics.jsonl) of an experiment directory
+    (one directory per logical node, as the job role's collect fetches them),
     computes a run summary and writes it, merged into O(manifest), to C(manifest.json), plus a human-readable table to
     C(summary.txt).
   - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
@@ -85,6 +86,14 @@ options:
     type: list
     elements: str
     default: []
+  refused:
+    description:
+      - Lines naming a node and a path whose file the collect refused to write (it would have left the node's place in
+        the experiment); recorded in the manifest's C(collect_refused) and counted in the table.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
 notes:
   - "Metrics files are JSON lines, one object per training step with the keys C(rank), C(world_size), C(local_rank), C(node),
     C(epoch), C(step), C(global_step), C(loss), C(grad_norm), C(lr), C(step_time_s), C(samples_per_s) and C(tflops)
@@ -151,7 +160,7 @@ logs_dir:
   type: str
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/logs
 outputs_dir:
-  description: The C(outputs/) subdirectory of RV(path), where ranks write C(rank_<N>_metrics.jsonl).
+  description: The C(outputs/) subdirectory of RV(path); the collect fetches each node's outputs into C(outputs/<node>/).
   returned: success and O(state=created)
   type: str
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/outputs
@@ -200,6 +209,13 @@ also_failed:
   type: list
   elements: str
   sample: [node1]
+collect_refused:
+  description: O(refused), as recorded in the manifest's C(collect_refused) (empty when nothing was refused).
+  returned: success and O(state=reported)
+  type: list
+  elements: str
+  sample: ["node1: refused profile '/r/profiles/../../x': a \"\", \".\" or \"..\" component"]
+  version_added: 0.2.0
 stopped_nodes:
   description:
     - Nodes whose job was stopped (or ended after the first stop) because of the cause.
@@ -220,7 +236,7 @@ table:
     - "loss       : 6.9100 -> 2.3050 (decreased)"
     - "throughput : 5120.0 samples/s"
     - "step time  : 0.1000 s"
-    - "tflops     : 1520.0 total"
+    - "compute    : 1520 TFLOP/s total"
 summary:
   description: The run summary computed from the metrics files (also stored under C(summary) in C(manifest.json)).
   returned: success and O(state=reported)
@@ -234,10 +250,10 @@ summary:
       type: bool
       sample: true
     metrics_files:
-      description: Names of the metrics files read from C(outputs/).
+      description: The metrics files read, C(<node>/<file name>) under C(outputs/).
       type: list
       elements: str
-      sample: [rank_0_metrics.jsonl, rank_1_metrics.jsonl]
+      sample: [node0/rank_00_metrics.jsonl, node1/rank_01_metrics.jsonl]
     bad_lines:
       description: Number of lines (other than a truncated last line) that were skipped because they did not parse.
       type: int
@@ -268,10 +284,25 @@ summary:
       type: dict
       sample: {"0": 200, "1": 200}
     nodes:
-      description: Sorted list of the distinct C(node) values found in the records.
+      description:
+        - Sorted list of the logical nodes whose C(outputs/<node>/) held metrics (their inventory names; two nodes on
+          one host count two). The table's C(nodes) line counts them.
+      type: list
+      elements: str
+      sample: [node0, node1]
+    hosts:
+      description: Sorted list of the distinct C(node) values (host names) found in the records.
       type: list
       elements: str
       sample: [gpu-a, gpu-b]
+      version_added: 0.2.0
+    duplicate_ranks:
+      description:
+        - Ranks that more than one node reported, keyed by the rank as a string, with those nodes in order; only the
+          first node's records count, the others' are not merged into them (the table's C(ranks) line names them).
+      type: dict
+      sample: {"1": [node0, node1]}
+      version_added: 0.2.0
     steps:
       description: The largest C(global_step) found, V(null) when none.
       type: int
@@ -307,7 +338,11 @@ summary:
       type: float
       sample: 0.1
     tflops_total:
-      description: Sum over the ranks of each rank's most recent non-null C(tflops); V(null) when no rank reports any.
+      description:
+        - Sum over the ranks of each rank's most recent non-null C(tflops), to 6 significant digits; V(null) when no
+          rank reports any.
+        - The table shows it with 3 significant digits in TFLOP/s, GFLOP/s or MFLOP/s, the largest unit in which it
+          is at least 1 (a CPU run's C(0.00042) reads C(420 MFLOP/s total)).
       type: float
       sample: 1520.0
 """

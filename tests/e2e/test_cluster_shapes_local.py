@@ -128,7 +128,7 @@ def test_a_secret_reaches_every_rank_and_appears_nowhere_else(shape):
 
     good, bad = lab.experiment_dirs()[0], [d for d in lab.experiment_dirs() if 'failing' in d][0]
     for experiment in (good, bad):
-        envs = sorted(glob.glob(os.path.join(experiment, 'outputs', 'rank_*_env.json')))
+        envs = sorted(glob.glob(os.path.join(experiment, 'outputs', '*', 'rank_*_env.json')))
         assert len(envs) == 4, envs
         for path in envs:
             record = read_json(path)

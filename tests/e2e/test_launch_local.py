@@ -87,10 +87,12 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert os.path.basename(path).startswith('multinode_42ch_256th_')
     assert lab.experiment_dirs() == [path]
 
-    # every node's log and every rank's metrics came back
+    # every node's log and every rank's metrics came back, each node's outputs in its own outputs/<node>/
     assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
-    metrics = sorted(glob.glob(os.path.join(path, 'outputs', 'rank_*_metrics.jsonl')))
-    assert [os.path.basename(m) for m in metrics] == ['rank_%02d_metrics.jsonl' % r for r in range(4)]
+    assert sorted(os.listdir(os.path.join(path, 'outputs'))) == ['node0', 'node1']
+    metrics = sorted(glob.glob(os.path.join(path, 'outputs', '*', 'rank_*_metrics.jsonl')))
+    assert [os.path.relpath(m, os.path.join(path, 'outputs')) for m in metrics] == [
+        'node%d/rank_%02d_metrics.jsonl' % (r // 2, r) for r in range(4)]
     ranks = []
     for metric_file in metrics:
         records = read_jsonl(metric_file)
@@ -117,11 +119,17 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert summary['world_size'] == 4 and summary['ranks_seen'] == [0, 1, 2, 3]
     assert summary['loss_decreased'] is True
     assert summary['throughput_samples_per_s'] > 0
+    # two logical nodes on this one host count two; a CPU run's tiny TFLOP/s still reads as a figure
+    assert summary['nodes'] == ['node0', 'node1'] and len(summary['hosts']) == 1
+    table = open(os.path.join(path, 'summary.txt')).read().splitlines()
+    assert 'nodes      : 2 on 1 host' in table
+    compute = next(line for line in table if line.startswith('compute'))
+    assert summary['tflops_total'] > 0 and compute.endswith('FLOP/s total') and ' 0 ' not in compute, compute
 
     # each rank ran on the node its rank says (static rendezvous: node rank = inventory order) and saw
     # the settings the launch computed for that node
     for rank in range(4):
-        seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+        seen = json.load(open(os.path.join(path, 'outputs', 'node%d' % (rank // 2), 'rank_%02d_env.json' % rank)))
         assert seen['env']['TRAINOPS_NODE'] == ('node0' if rank < 2 else 'node1'), (rank, seen['env'])
         assert seen['env']['TRAINOPS_NODE_RANK'] == ('0' if rank < 2 else '1')
         assert seen['env']['NCCL_MAX_NCHANNELS'] == '42'
@@ -258,7 +266,7 @@ def test_bench_measures_allreduce_bus_bandwidth_with_each_hosts_environment(lab)
         assert "export NCCL_SOCKET_IFNAME='=lo'" in text or 'export NCCL_SOCKET_IFNAME==lo' in text
     # every rank saw its host's settings
     for rank in range(4):
-        with open(os.path.join(experiment, 'outputs', 'rank_%02d_env.json' % rank)) as handle:
+        with open(os.path.join(experiment, 'outputs', 'node%d' % (rank // 2), 'rank_%02d_env.json' % rank)) as handle:
             seen = json.load(handle)
         env = seen.get('env', seen)
         assert env['NCCL_SOCKET_IFNAME'] == '=lo' and env['GLOO_SOCKET_IFNAME'] == 'lo'

@@ -1,7 +1,7 @@
 """End-to-end: per-rank profiling (-e profile=...) on the embedded local default.
 
 torch: the workload's torch.profiler writes one Chrome trace per selected rank, collected into the experiment's
-profiles/. nsys and rocprofv3 are not installed here: stand-in executables on the test's PATH record the exact
+profiles/<node>/. nsys and rocprofv3 are not installed here: stand-in executables on the test's PATH record the exact
 argv each selected rank runs, next to where the profiler's report would go, and then run the rank, so the
 wrapping, the per-rank output names and the collection are checked against real ranks. Without the profiler on
 the PATH the preflight fails naming the nodes.
@@ -74,7 +74,7 @@ def script_argv(node):
 def test_torch_profiler_writes_one_trace_per_selected_rank(lab):
     proc = run(lab, 'playbooks/launch.yml', {'profile': 'torch', 'profile_ranks': [1, 2]})
     path, manifest = experiment(proc)
-    assert profiles(path) == ['node0_rank1.json', 'node1_rank2.json']
+    assert profiles(path) == ['node0/node0_rank1.json', 'node1/node1_rank2.json']
     for name in profiles(path):
         with open(os.path.join(path, 'profiles', name)) as handle:
             trace = json.load(handle)
@@ -93,10 +93,10 @@ def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
     proc = run(lab, 'playbooks/launch.yml', knobs, env=stand_in_path(tmp_path))
     path, manifest = experiment(proc)
     names = ['node0_rank0', 'node0_rank1', 'node1_rank2', 'node1_rank3']
-    assert profiles(path) == [n + '.nsys-standin.json' for n in names]
+    assert profiles(path) == [n[:5] + '/' + n + '.nsys-standin.json' for n in names]
     for name in names:
         node = manifest['nodes'][0 if name.startswith('node0') else 1]
-        with open(os.path.join(path, 'profiles', name + '.nsys-standin.json')) as handle:
+        with open(os.path.join(path, 'profiles', name[:5], name + '.nsys-standin.json')) as handle:
             seen = json.load(handle)
         argv = seen['argv']
         assert seen['rank'] == name[-1]
@@ -114,14 +114,109 @@ def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
 def test_rocprofv3_wraps_the_first_rank_of_every_node(lab, tmp_path):
     proc = run(lab, 'playbooks/launch.yml', {'profile': 'rocprof'}, env=stand_in_path(tmp_path))
     path, manifest = experiment(proc)
-    assert profiles(path) == ['node0_rank0.rocprof-standin.json', 'node1_rank2.rocprof-standin.json']
+    assert profiles(path) == ['node0/node0_rank0.rocprof-standin.json', 'node1/node1_rank2.rocprof-standin.json']
     for node, name in zip(manifest['nodes'], ('node0_rank0', 'node1_rank2')):
-        with open(os.path.join(path, 'profiles', name + '.rocprof-standin.json')) as handle:
+        with open(os.path.join(path, 'profiles', name[:5], name + '.rocprof-standin.json')) as handle:
             argv = json.load(handle)['argv']
         assert argv[0] == str(tmp_path / 'bin' / 'rocprofv3')
         assert [os.path.basename(argv[0])] + argv[1:7] == ['rocprofv3', '--runtime-trace', '-d', node['run_dir'] + '/profiles', '-o', name, '--']
         assert os.path.basename(argv[7]).startswith('python') and argv[8] == '-u'
         assert argv[9:] == script_argv(node)
+
+
+HOSTILE = '''#!%s
+"""A hostile job (the attacker is the job's own code), as the rocprofv3 stand-in: on every node, the same output name
+and symbolic links out of its run directory; on node0, a link planted in the controller's experiment directory (the
+local default's nodes share the controller's disk) where node0's profiles would go. Then it runs the rank."""
+import glob, json, os, sys
+argv = sys.argv[:]
+profiles = argv[argv.index('-d') + 1]
+run_dir = os.path.dirname(profiles)
+outside = os.environ['TRAINOPS_E2E_OUTSIDE']
+node = os.environ['TRAINOPS_NODE']
+os.makedirs(profiles, exist_ok=True)
+os.makedirs(os.path.join(run_dir, 'outputs'), exist_ok=True)
+with open(os.path.join(run_dir, 'outputs', 'same.json'), 'w') as handle:
+    json.dump({'node': node}, handle)
+os.symlink(os.path.join(outside, 'secret.json'), os.path.join(run_dir, 'outputs', 'link.json'))
+os.symlink(os.path.join(outside, 'secret.json'), os.path.join(profiles, 'leak.json'))
+os.symlink(outside, os.path.join(profiles, 'linkdir'))
+with open(os.path.join(profiles, argv[argv.index('-o') + 1] + '.rocprof-standin.json'), 'w') as handle:
+    json.dump({'rank': os.environ.get('RANK')}, handle)
+if node == 'node0':
+    (experiment,) = glob.glob(os.path.join(os.environ['TRAINOPS_E2E_EXPERIMENTS'], '*'))
+    os.makedirs(os.path.join(experiment, 'profiles'), exist_ok=True)
+    os.symlink(os.path.join(outside, 'planted'), os.path.join(experiment, 'profiles', 'node0'))
+start = argv.index('--') + 1
+os.execv(argv[start], argv[start:])
+''' % sys.executable
+
+LIAR = '''#!%s
+"""node1's Python, compromised: its ansible.builtin.find answer for the profiles directory gains a '../' path,
+whose file it also creates, so a collect that trusts the node writes it beside the experiment."""
+import json, os, subprocess, sys
+if os.path.basename(sys.argv[1] if len(sys.argv) > 1 else '') != 'AnsiballZ_find.py':
+    os.execv(sys.executable, [sys.executable] + sys.argv[1:])
+out = subprocess.run([sys.executable] + sys.argv[1:], stdin=sys.stdin, capture_output=True, text=True)
+result = json.loads(out.stdout)
+profiles = [f['path'].split('/profiles/')[0] + '/profiles' for f in result.get('files', []) if '/profiles/' in f['path']]
+if profiles:
+    lie = profiles[0] + '/../../escaped.json'
+    with open(os.path.normpath(lie), 'w') as handle:
+        handle.write('from node1')
+    result['files'].append(dict(result['files'][0], path=lie))
+sys.stdout.write(json.dumps(result))
+sys.exit(out.returncode)
+''' % sys.executable
+
+
+def test_what_a_node_returns_stays_in_its_own_place_in_the_experiment(lab, tmp_path):
+    """A node that returns a '../' profile path, links out of its run directory and a link planted in the
+    experiment fail the collect naming the node, and nothing lands outside the experiment; the two nodes' outputs of
+    the same name are both kept, each in outputs/<node>/."""
+    env = stand_in_path(tmp_path)
+    (tmp_path / 'bin' / 'rocprofv3').write_text(HOSTILE)
+    liar = tmp_path / 'liar-python'
+    liar.write_text(LIAR)
+    liar.chmod(0o755)
+    outside = tmp_path / 'outside'
+    (outside / 'planted').mkdir(parents=True)
+    (outside / 'secret.json').write_text('{"secret": true}')
+    env.update(TRAINOPS_E2E_OUTSIDE=str(outside), TRAINOPS_E2E_EXPERIMENTS=lab.experiments)
+    interpreter = "{{ '%s' if inventory_hostname == 'node1' else ansible_playbook_python }}" % liar
+    proc = run(lab, 'playbooks/launch.yml', {'profile': 'rocprof', 'ansible_python_interpreter': interpreter}, env=env)
+
+    assert proc.returncode != 0
+    text = ' '.join((proc.stdout + proc.failure_text).split())
+    assert 'the collect refused 2 file(s)' in text, proc.stdout[-4000:]
+    path = proc.summary['artifact_data']['trainops_experiment']['path']
+    with open(os.path.join(path, 'manifest.json')) as handle:
+        manifest = json.load(handle)
+    refused = manifest['collect_refused']
+    node1_run = next(n['run_dir'] for n in manifest['nodes'] if n['host'] == 'node1')
+    assert refused == [
+        "node0: refused profile '%s/profiles/node0_rank0.rocprof-standin.json': %s/profiles/node0 is a symbolic link"
+        % (next(n['run_dir'] for n in manifest['nodes'] if n['host'] == 'node0'), path),
+        'node1: refused profile \'%s/profiles/../../escaped.json\': a "", "." or ".." component' % node1_run]
+    for line in refused:
+        assert line in text
+    # the job itself succeeded; the collect refused, and fetched everything else
+    assert manifest['outcome'] == 'succeeded' and manifest['summary']['ranks_seen'] == [0, 1, 2, 3]
+    # nothing outside the experiment: not beside it, not through the planted link, no link followed
+    assert os.path.exists(os.path.normpath(node1_run + '/../escaped.json'))  # the lie's file was there to take
+    assert os.listdir(lab.experiments) == [os.path.basename(path)]
+    assert os.listdir(str(outside / 'planted')) == []
+    for base, dirs, files in os.walk(path):
+        for name in dirs + files:
+            assert not os.path.islink(os.path.join(base, name)) or os.path.join(base, name) == path + '/profiles/node0'
+    assert profiles(path) == ['node1/node1_rank2.rocprof-standin.json']
+    # two nodes writing the same output name keep both, each in its node's directory
+    for node in ('node0', 'node1'):
+        with open(os.path.join(path, 'outputs', node, 'same.json')) as handle:
+            assert json.load(handle) == {'node': node}
+        assert not os.path.lexists(os.path.join(path, 'outputs', node, 'link.json'))
+    assert sorted(os.listdir(os.path.join(path, 'outputs', 'node1'))) == [
+        'rank_02_env.json', 'rank_02_metrics.jsonl', 'rank_03_env.json', 'rank_03_metrics.jsonl', 'same.json']
 
 
 @pytest.mark.skipif(shutil.which('nsys') is not None, reason='nsys is installed on this machine')

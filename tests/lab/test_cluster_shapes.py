@@ -96,7 +96,8 @@ def test_launch_on_a_shared_home_as_a_user_over_the_training_network_with_a_secr
     assert manifest['master']['addr'] == master['address'] != master['mgmt_address']
     for index, node in enumerate(lab.nodes):
         for local_rank in range(2):
-            seen = read_json(os.path.join(path, 'outputs', 'rank_%02d_env.json' % (2 * index + local_rank)))
+            seen = read_json(os.path.join(path, 'outputs', manifest['nodes'][index]['host'],
+                                          'rank_%02d_env.json' % (2 * index + local_rank)))
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname'] != node['mgmt_ifname']
             assert seen['env']['NCCL_SOCKET_IFNAME'] == '=' + node['ifname']
             assert seen['master_addr'] == master['address']

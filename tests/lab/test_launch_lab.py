@@ -79,7 +79,7 @@ def test_launch_across_lab_nodes_each_rank_on_its_host_with_its_interface(lab_no
     for index, node in enumerate(lab.nodes):
         for local_rank in range(2):
             rank = 2 * index + local_rank
-            seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+            seen = json.load(open(os.path.join(path, 'outputs', manifest['nodes'][index]['host'], 'rank_%02d_env.json' % rank)))
             # the rank ran on the host its rank says ...
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
             assert seen['env']['TRAINOPS_NODE'] == node['name']

@@ -184,7 +184,8 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
     for index, node in enumerate(allocated):
         for local_rank in range(2):
             rank = 2 * index + local_rank
-            seen = json.load(open(os.path.join(experiment['path'], 'outputs', 'rank_%02d_env.json' % rank)))
+            seen = json.load(open(os.path.join(experiment['path'], 'outputs', manifest['nodes'][index]['host'],
+                                               'rank_%02d_env.json' % rank)))
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
     assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
@@ -389,7 +390,7 @@ def test_srun_trains_4_nodes_x_2_ranks_as_one_step_in_allocation_order(allocatio
         node = allocation.slurm.lab.node(name)
         for local_rank in range(2):
             rank = 2 * index + local_rank
-            with open(os.path.join(experiment['path'], 'outputs', 'rank_%02d_env.json' % rank)) as handle:
+            with open(os.path.join(experiment['path'], 'outputs', name, 'rank_%02d_env.json' % rank)) as handle:
                 seen = json.load(handle)
             # each rank on its node, with that node's own interface, started by Slurm (inside the step)
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])

@@ -61,11 +61,12 @@ def test_a_2x2_sweep_with_failing_points_and_profiles_then_a_resume(lab_nodes, t
         assert manifest['summary']['ranks_seen'] == list(range(8))
         assert float(row['throughput_samples_per_s']) == manifest['summary']['throughput_samples_per_s']
         assert float(row['mean_step_time_s']) == manifest['summary']['mean_step_time_s']
-        # profile=torch: the first rank of every node, traced on its host and collected
+        # profile=torch: the first rank of every node, traced on its host and collected into profiles/<node>/
         profiles = os.path.join(point['experiment_dir'], 'profiles')
-        assert sorted(os.listdir(profiles)) == traces
+        assert sorted(os.listdir(profiles)) == sorted(lab.names)
+        assert sorted(os.listdir(os.path.join(profiles, name)) for name in lab.names) == sorted([t] for t in traces)
         for name in traces:
-            trace = load(os.path.join(profiles, name))
+            trace = load(os.path.join(profiles, name.rsplit('_rank', 1)[0], name))
             assert any(str(e.get('name', '')).startswith('ProfilerStep#') for e in trace['traceEvents']), name
     for name in ('plot_channels.png', 'heatmap.png'):
         assert open(os.path.join(path, name), 'rb').read().startswith(PNG_MAGIC), name

@@ -52,7 +52,7 @@ def test_two_nodes_train_inside_their_containers_with_each_hosts_settings(contai
     for index, node in enumerate(lab.nodes):
         for local_rank in range(2):
             rank = 2 * index + local_rank
-            seen = json.load(open(os.path.join(path, 'outputs', 'rank_%02d_env.json' % rank)))
+            seen = json.load(open(os.path.join(path, 'outputs', manifest['nodes'][index]['host'], 'rank_%02d_env.json' % rank)))
             env = seen['env']
             # the host's own settings reached the rank inside the container
             assert env['TRAINOPS_NODE'] == node['name']

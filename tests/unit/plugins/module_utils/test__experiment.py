@@ -31,8 +31,9 @@ def record(rank, global_step, world_size=4, loss=None, samples_per_s=100.0, step
     )
 
 
-def write_metrics(exp_path, rank, records, tail=''):
-    outputs = os.path.join(str(exp_path), 'outputs')
+def write_metrics(exp_path, rank, records, tail='', node=None):
+    """``outputs/<node>/rank_<rank>_metrics.jsonl``, as the collect lays them out (node: node<rank // 2> by default)."""
+    outputs = os.path.join(str(exp_path), 'outputs', node or 'node{0}'.format(rank // 2))
     if not os.path.isdir(outputs):
         os.makedirs(outputs)
     with open(os.path.join(outputs, 'rank_{0}_metrics.jsonl'.format(rank)), 'w') as fd:
@@ -104,7 +105,7 @@ def test_read_tolerates_truncated_last_line(experiment):
     write_metrics(experiment, 0, [record(0, 1), record(0, 2)], tail='{"rank": 0, "global_st')
     metrics = exp.read_metrics(str(experiment))
     assert len(metrics['by_rank'][0]) == 2
-    assert metrics['truncated_files'] == ['rank_0_metrics.jsonl']
+    assert metrics['truncated_files'] == ['node0/rank_0_metrics.jsonl']
     assert metrics['bad_lines'] == 0
 
 
@@ -116,6 +117,69 @@ def test_read_counts_bad_middle_lines_and_uses_file_rank(experiment):
     assert [r['global_step'] for r in metrics['by_rank'][3]] == [1, 2]
     assert metrics['bad_lines'] == 1
     assert metrics['truncated_files'] == []
+
+
+def test_read_takes_each_node_from_its_own_directory_only(experiment):
+    write_metrics(experiment, 0, [record(0, 1)], node='node0')
+    write_metrics(experiment, 2, [record(2, 1)], node='node1')
+    # the flat layout of before, a symbolic link posing as a node and a linked metrics file are nobody's
+    (experiment / 'outputs' / 'rank_1_metrics.jsonl').write_text(json.dumps(record(1, 1)) + '\n')
+    os.symlink(str(experiment / 'outputs' / 'node0'), str(experiment / 'outputs' / 'node9'))
+    os.symlink(str(experiment / 'outputs' / 'node0' / 'rank_0_metrics.jsonl'),
+               str(experiment / 'outputs' / 'node1' / 'rank_3_metrics.jsonl'))
+    metrics = exp.read_metrics(str(experiment))
+    assert sorted(metrics['by_rank']) == [0, 2]
+    assert metrics['files'] == ['node0/rank_0_metrics.jsonl', 'node1/rank_2_metrics.jsonl']
+    assert metrics['rank_nodes'] == {0: 'node0', 2: 'node1'}
+
+
+def test_a_rank_two_nodes_report_is_named_not_merged(experiment):
+    write_metrics(experiment, 0, [record(0, s, world_size=2, loss=2.0) for s in (1, 2)], node='node0')
+    write_metrics(experiment, 1, [record(1, s, world_size=2, loss=4.0) for s in (1, 2)], node='node0')
+    # node1 was launched with the same ranks by mistake: its rank 1 must not be folded into node0's
+    write_metrics(experiment, 1, [record(1, s, world_size=2, loss=8.0) for s in (1, 2, 3)], node='node1')
+    metrics = exp.read_metrics(str(experiment))
+    assert [r['loss'] for r in metrics['by_rank'][1]] == [4.0, 4.0]
+    summary = exp.summarize(metrics)
+    assert summary['duplicate_ranks'] == {'1': ['node0', 'node1']}
+    assert summary['records_per_rank'] == {'0': 2, '1': 2} and summary['steps'] == 2
+    assert summary['final_loss'] == pytest.approx(3.0)
+    ranks = next(line for line in exp.summary_table(summary) if line.startswith('ranks'))
+    assert ranks.endswith(": 2/2 (rank 1 reported by node0, node1: node0's kept)")
+
+
+def test_nodes_count_the_logical_nodes_not_the_hosts(experiment):
+    # the local default: two logical nodes (inventory node0, node1) on one host
+    for rank in range(4):
+        write_metrics(experiment, rank, [record(rank, 1, node='box')], node='node{0}'.format(rank // 2))
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['nodes'] == ['node0', 'node1'] and summary['hosts'] == ['box']
+    assert 'nodes      : 2 on 1 host' in exp.summary_table(summary)
+
+
+@pytest.mark.parametrize('tflops, shown', [
+    (None, 'n/a'),
+    (0.0, '0 TFLOP/s'),
+    (0.000423456, '423 MFLOP/s'),
+    (0.0042, '4.20 GFLOP/s'),
+    (0.0421, '42.1 GFLOP/s'),
+    (0.999, '999 GFLOP/s'),
+    (1.0, '1.00 TFLOP/s'),
+    (12.34, '12.3 TFLOP/s'),
+    (1520.0, '1520 TFLOP/s'),
+    (1.5e-7, '0.150 MFLOP/s'),
+])
+def test_flops_read_with_three_significant_digits(tflops, shown):
+    assert exp.format_flops(tflops) == shown
+
+
+def test_a_cpu_run_s_tiny_tflops_is_kept_and_shown(experiment):
+    # a CPU rank reports ~1e-4 TFLOP/s: the summary keeps it (6 significant digits) instead of rounding it to 0.0
+    for rank in range(2):
+        write_metrics(experiment, rank, [record(rank, 1, world_size=2, tflops=0.000211728)])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['tflops_total'] == 0.000423456
+    assert 'compute    : 423 MFLOP/s total' in exp.summary_table(summary)
 
 
 # --- summary -----------------------------------------------------------------
@@ -131,7 +195,8 @@ def test_summary_full_run(experiment):
     assert summary['ranks_seen'] == [0, 1, 2, 3]
     assert summary['missing_ranks'] == []
     assert summary['records_per_rank'] == {'0': 8, '1': 8, '2': 8, '3': 8}
-    assert summary['nodes'] == ['node0', 'node1']
+    assert summary['nodes'] == ['node0', 'node1'] and summary['hosts'] == ['node0', 'node1']
+    assert summary['duplicate_ranks'] == {}
     assert summary['steps'] == 8
     assert summary['first_step'] == 1
     # mean over ranks at the first / last global step
@@ -184,7 +249,7 @@ def test_table_is_aligned(experiment):
     table = exp.summary_table(exp.summarize(exp.read_metrics(str(experiment))))
     assert len(set(line.index(' : ') for line in table)) == 1
     labels = [line.split(' : ')[0].strip() for line in table]
-    for label in ('world size', 'ranks', 'steps', 'loss', 'throughput', 'step time'):
+    for label in ('world size', 'ranks', 'nodes', 'steps', 'loss', 'throughput', 'step time', 'compute'):
         assert label in labels
     joined = '\n'.join(table)
     assert '1/2 (missing: 1)' in joined
@@ -419,3 +484,28 @@ def test_report_records_the_stop_of_the_nodes_slurm_ended(tmp_path):
     manifest = json.loads((experiment / 'manifest.json').read_text())
     assert manifest['results']['n0']['stop']['reason'] == 'peer' and manifest['results']['n0']['stop']['by'] == 'slurm'
     assert 'stop' not in manifest['results']['n1'] and 'stop' not in results['n0']  # the input is left alone
+
+
+def test_report_records_what_the_collect_refused(tmp_path):
+    (tmp_path / 'outputs').mkdir()
+    line = "node1: refused profile '/r/profiles/../../x': a \"\", \".\" or \"..\" component"
+    result = exp.report_experiment(str(tmp_path), {'run_id': 'r'}, results={'node1': _job(0, 1.0)}, refused=[line])
+    manifest = json.loads((tmp_path / 'manifest.json').read_text())
+    assert manifest['collect_refused'] == [line] and manifest['outcome'] == 'succeeded'
+    assert result['table'][-1] == 'refused    : 1 file(s) not collected (manifest.json collect_refused)'
+    assert result['collect_refused'] == [line]
+
+
+def test_rank_zero_output_is_the_file_of_the_node_that_ran_rank_0(experiment):
+    for node in ('node0', 'node1'):
+        (experiment / 'outputs' / node).mkdir()
+        (experiment / 'outputs' / node / 'allreduce.json').write_text(node)
+    (experiment / 'manifest.json').write_text(json.dumps({'nodes': [{'host': 'node1', 'ranks': [0, 1]},
+                                                                    {'host': 'node0', 'ranks': [2, 3]}]}))
+    assert exp.rank_zero_output(str(experiment), 'allreduce.json') == str(experiment / 'outputs' / 'node1' / 'allreduce.json')
+    # without a manifest: the only node that has it, else none (no guessing between nodes)
+    (experiment / 'manifest.json').unlink()
+    assert exp.rank_zero_output(str(experiment), 'allreduce.json') is None
+    (experiment / 'outputs' / 'node0' / 'allreduce.json').unlink()
+    assert exp.rank_zero_output(str(experiment), 'allreduce.json') == str(experiment / 'outputs' / 'node1' / 'allreduce.json')
+    assert exp.rank_zero_output(str(experiment), 'nope.json') is None

@@ -28,7 +28,7 @@ def good(tmp_path):
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
-        'stall_timeout': 900, 'connection': 'local',
+        'stall_timeout': 900, 'node': 'node0', 'connection': 'local',
         'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
     }
 
@@ -98,6 +98,8 @@ ONE_BAD = [
     ({'secret_env': {'1BAD': 'x'}}, 'trainops_secret_env: 1BAD: '),
     ({'secret_env': {'HF_TOKEN': 'x'}, 'env': {'HF_TOKEN': 'y'}}, 'trainops_secret_env: HF_TOKEN also in trainops_env'),
     ({'node_id': 'a/b'}, 'trainops_node_id=a/b: '),
+    ({'node': '../up'}, "node name '../up' cannot name its directory in the experiment: "),
+    ({'node': 'gpu 1'}, "node name 'gpu 1' cannot name its directory in the experiment: "),
     ({'script_args': '--seed 1'}, 'trainops_script_args=--seed 1: '),
     ({'command_prefix': 'nsys profile'}, 'trainops_command_prefix=nsys profile: '),
     ({'training_network': '10.1.0.0/33'}, 'trainops_training_network=10.1.0.0/33: '),

@@ -146,10 +146,12 @@ def test_stopped_sweep_outcome(tmp_path):
 
 def _experiment(root, name, outcome, summary=None, bench=None):
     path = root / name
-    (path / 'outputs').mkdir(parents=True)
-    (path / 'manifest.json').write_text(json.dumps({'outcome': outcome, 'summary': summary or {}}))
+    (path / 'outputs' / 'node0').mkdir(parents=True)
+    nodes = [{'host': 'node0', 'ranks': [0, 1]}, {'host': 'node1', 'ranks': [2, 3]}]
+    (path / 'manifest.json').write_text(json.dumps({'outcome': outcome, 'summary': summary or {}, 'nodes': nodes}))
     if bench:
-        (path / 'outputs' / 'allreduce.json').write_text(json.dumps(bench))
+        # global rank 0 writes it, on the node of rank 0 (the collect keeps it in that node's outputs/<node>/)
+        (path / 'outputs' / 'node0' / 'allreduce.json').write_text(json.dumps(bench))
     return str(path)
 
 

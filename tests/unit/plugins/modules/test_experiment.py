@@ -95,8 +95,8 @@ def test_created_bad_name(tmp_path):
 
 
 def test_reported(tmp_path):
-    outputs = tmp_path / 'outputs'
-    outputs.mkdir()
+    outputs = tmp_path / 'outputs' / 'node0'
+    outputs.mkdir(parents=True)
     for rank in range(2):
         lines = [json.dumps(dict(rank=rank, world_size=2, local_rank=rank, node='n0', epoch=0, step=s, global_step=s,
                                  loss=4.0 / s, grad_norm=1.0, lr=0.1, step_time_s=0.25, samples_per_s=64.0, tflops=None))
@@ -112,7 +112,8 @@ def test_reported(tmp_path):
     assert summary['loss_decreased'] is True
     assert summary['throughput_samples_per_s'] == pytest.approx(128.0)
     assert summary['tflops_total'] is None
-    assert summary['truncated_files'] == ['rank_0_metrics.jsonl', 'rank_1_metrics.jsonl']
+    assert summary['truncated_files'] == ['node0/rank_0_metrics.jsonl', 'node0/rank_1_metrics.jsonl']
+    assert summary['nodes'] == ['node0'] and summary['hosts'] == ['n0']
     assert res.result['manifest_path'] == str(tmp_path / 'manifest.json')
     assert isinstance(res.result['table'], list)
     manifest = json.loads((tmp_path / 'manifest.json').read_text())
