@@ -14,14 +14,6 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _collect
 BASE = '/home/u/.cache/trainops/node1/runs/r1/profiles'
 
 
-@pytest.fixture
-def experiment(tmp_path):
-    path = tmp_path / 'exp'
-    (path / 'outputs').mkdir(parents=True)
-    (path / 'logs').mkdir()
-    return path
-
-
 def plan(experiment, paths, kind='profiles', node='node1', base=BASE, **kwargs):
     return collect.node_files(str(experiment), kind, node, base, paths, **kwargs)
 

@@ -42,14 +42,6 @@ def write_metrics(exp_path, rank, records, tail='', node=None):
         fd.write(tail)
 
 
-@pytest.fixture
-def experiment(tmp_path):
-    path = tmp_path / 'exp'
-    (path / 'outputs').mkdir(parents=True)
-    (path / 'logs').mkdir()
-    return path
-
-
 # --- state=created ---------------------------------------------------------
 
 def test_create_makes_root_leaf_and_subdirs(tmp_path):

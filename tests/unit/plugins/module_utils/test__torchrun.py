@@ -939,27 +939,25 @@ def unrelated_tree(fake, uid=None):
     return (900, 901, 902)
 
 
-def forge_pids(node, run_id, **fields):
-    """Rewrite the run's pids.json as the job's own code could: ``fields`` replace (None: remove) entries."""
-    path = node.paths(run_id)['pids']
-    pids = tr.read_json(path)
+def forge(node, run_id, record, **fields):
+    """Rewrite one of the run's records (``pids`` or ``job``) as the job's own code could: ``fields`` replace
+    (None: remove) entries."""
+    path = node.paths(run_id)[record]
+    data = tr.read_json(path)
     for key, value in fields.items():
         if value is None:
-            pids.pop(key, None)
+            data.pop(key, None)
         else:
-            pids[key] = value
-    tr.write_json_atomic(path, pids)
+            data[key] = value
+    tr.write_json_atomic(path, data)
+
+
+def forge_pids(node, run_id, **fields):
+    forge(node, run_id, 'pids', **fields)
 
 
 def forge_job(node, run_id, **fields):
-    path = node.paths(run_id)['job']
-    spec = tr.read_json(path)
-    for key, value in fields.items():
-        if value is None:
-            spec.pop(key, None)
-        else:
-            spec[key] = value
-    tr.write_json_atomic(path, spec)
+    forge(node, run_id, 'job', **fields)
 
 
 def stop_refused(node, fake, run_id, match):
