@@ -831,7 +831,7 @@ sys.stdout.write(json.dumps(out))
 """
 
 ROCM_RCCL = {'6.0': '2.18.3', '6.1': '2.18.6', '6.2': '2.20.5', '6.3': '2.21.5', '6.4': '2.22.3', '7.0': '2.26.6',
-             '7.1': '2.27.7', '7.2': '2.27.7'}
+             '7.1': '2.27.7', '7.2': '2.27.7', '7.11': '2.28.3', '7.12': '2.28.3', '7.13': '2.28.3', '7.14': '2.30.4'}
 """RCCL shipped with each ROCm release (RCCL CHANGELOG.md, "RCCL <version> for ROCm <release>" headings)."""
 
 _NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/include/nccl.h', 'usr/local/cuda/include/nccl.h')
