@@ -45,6 +45,7 @@ SETTINGS_SPEC = dict(
     nccl_debug=dict(type='str'),
     vendor=dict(type='str', choices=['nvidia', 'amd', 'none']),
     nproc_per_node=dict(type='int'),
+    nnodes=dict(type='int'),
     rocm_defaults=dict(type='dict'),
     require_transport=dict(type='bool'),
     env_overrides=dict(type='dict'),

@@ -46,6 +46,7 @@ Settings (every key optional; a missing key takes the default in brackets):
     nccl_debug      VERSION|WARN|INFO|TRACE | null [WARN]; null (or "" / "unset") leaves NCCL_DEBUG unset
     vendor          nvidia|amd|none [facts.gpu.vendor]
     nproc_per_node  int | null [null]; checked against facts.gpu.count unless vendor is none
+    nnodes          int | null [null]; the job's node count (RCCL caps channels at 64 when it is > 1); null: one node
     rocm_defaults   {VAR: value} | null [DEFAULT_ROCM_ENV]; AMD nodes only; {} sets none
     require_transport bool [false]; true sets NCCL_NET (IB, Libfabric or Socket) so NCCL fails instead of falling back
     env_overrides   {VAR: value | null} [{}]; a value always wins, null removes the variable
@@ -66,25 +67,51 @@ DEFAULT_NCCL_DEBUG = 'WARN'
 
 SETTINGS = ('network_mode', 'socket_ifname', 'ib_hca', 'gid_index', 'net_gdr_level', 'channels', 'min_channels',
             'threads', 'ib_tc', 'ib_fifo_tc', 'ib_sl', 'ib_qps_per_connection', 'cross_nic', 'library_version',
-            'nccl_debug', 'vendor', 'nproc_per_node', 'rocm_defaults', 'require_transport', 'env_overrides')
+            'nccl_debug', 'vendor', 'nproc_per_node', 'nnodes', 'rocm_defaults', 'require_transport', 'env_overrides')
 
 # Library facts, each checked against the sources named (docs/nccl.md has the list):
 GID_PER_PORT_SINCE = (2, 21)
 """NCCL_IB_GID_INDEX defaults to -1 (select per port, ncclIbGetGidIndex) since NCCL 2.21.5; 0 before (net_ib.cc).
 RCCL follows: 2.20.5 (ROCm 6.2) has 0, 2.21.5 (ROCm 6.3) has -1."""
-IB_FIFO_TC_SINCE = (2, 22)
-"""NCCL_IB_FIFO_TC first appears in NCCL 2.22.3 (src/transport/net_ib.cc)."""
-NCCL_MAXCHANNELS = ((2, 25), 64, 32)
-"""src/include/device.h MAXCHANNELS: 64 since NCCL 2.25.1, 32 before; NCCL clamps NCCL_MAX_NCHANNELS to it."""
-RCCL_MAXCHANNELS = 128
-"""RCCL src/include/device.h MAXCHANNELS 128 (2.20.5, 2.21.5); connect.cc uses all of them only on gfx94x."""
+IB_FIFO_TC = (((2, 24), 'applied'), ((2, 22), 'nonzero'), ((0,), 'absent'))
+"""NCCL_IB_FIFO_TC by version (src/transport/net_ib.cc): absent before 2.22.3; in 2.22.3/2.23.4 NCCL_PARAM(IbFifoTc,
+"IB_FIFO_TC", 0) and ncclIbRtrQp uses it only when non-zero (0 falls back to NCCL_IB_TC); since 2.24.3 the default is
+-1 and every value 0-255 is applied."""
+NCCL_MAXCHANNELS = (((2, 25), 64), ((0,), 32))
+"""src/include/device.h MAXCHANNELS: 64 since NCCL 2.25.1, 32 before; ncclMaxNchannels (src/graph/connect.cc) clamps
+NCCL_MAX_NCHANNELS to it."""
+RCCL_MAXCHANNELS = (((2, 20), 128), ((2, 18, 6), 64), ((0,), 32))
+"""RCCL MAXCHANNELS: src/include/devcomm.h 32 in rocm-6.0.0 (2.18.3), 64 in rocm-6.1.0 (2.18.6); src/include/device.h
+128 from rocm-6.2.0 (2.20.5). ncclMaxNchannels/ncclMinNchannels (src/graph/connect.cc) clamp to it."""
 RCCL_FULL_CHANNEL_GFX = ('gfx942', 'gfx950')
+"""ncclTopoPostset (src/graph/connect.cc): only these use MAXCHANNELS, other GPUs get 2*CHANNEL_LIMIT."""
+RCCL_OTHER_GFX_CHANNELS = 32
+"""2*CHANNEL_LIMIT (src/include/device.h CHANNEL_LIMIT 16), ncclTopoPostset's maxChannels off gfx94x since rocm-6.2.0;
+MAXCHANNELS/2 = 32 in rocm-6.1.0, MAXCHANNELS 32 for every GPU in rocm-6.0.0."""
+RCCL_MULTI_NODE_CHANNELS = 64
+"""ncclTopoPostset (rocm-6.2.0 on): maxChannels = std::min(64, maxChannels) when comm->nNodes > 1."""
+RCCL_CU_CHANNELS_SINCE = (2, 21)
+"""ncclTopoPostset from rocm-6.3 (2.21.5): on gfx94x at most the GPU's CU count (gpu.cu 20/38/80 there, std::min(cu,
+MAXCHANNELS) in later RCCL): a CPX partition of an MI300X (38 CUs) gets 38 channels."""
 NCCL_NTHREADS_RANGE = (64, 512, 32)
 """NVIDIA: src/graph/tuning.cc getNthreads(2*WARP_SIZE .. NCCL_SIMPLE_MAX_NTHREADS=512, multiple of WARP_SIZE=32)."""
 RCCL_MAX_NTHREADS = 256
-"""RCCL src/include/device.h NCCL_MAX_NTHREADS 256; tuning.cc takes NCCL_NTHREADS from 4*warpSize to 256."""
+"""RCCL src/include/device.h NCCL_MAX_NTHREADS 256; tuning.cc takes NCCL_NTHREADS from 4*warpSize to 256. RCCL >= 2.28
+rcclOptThreadBlockSize: RCCL_THREADS_PER_BLOCK rounded up to a multiple of the warp size, then at most
+RCCL_DEFAULT_MAX_NTHREADS / RCCL_GFX950_MAX_NTHREADS (256) and at least 3 * warp size."""
 RCCL_THREADS_PER_BLOCK_SINCE = (2, 28)
-"""RCCL CHANGELOG "RCCL 2.28.3 for ROCm 7.11": RCCL_THREADS_PER_BLOCK, a WarpSpeed knob (RCCL_WARP_SPEED_ENABLE)."""
+"""RCCL CHANGELOG "RCCL 2.28.3 for ROCm 7.11": RCCL_THREADS_PER_BLOCK replaces NCCL_NTHREADS."""
+RCCL_MIN_WARPS_PER_BLOCK = 3
+"""rcclOptThreadBlockSize: nThreads < 3 * comm->WarpSize is raised to it ("min requirement for tree")."""
+NCCL_IB_MAX_QPS = 128
+"""src/transport/net_ib.cc #define NCCL_IB_MAX_QPS 128, the size of the qps/qpInfo arrays of a connection."""
+NCCL_IB_MAX_DEVS_PER_NIC = 4
+"""src/transport/net_ib.cc NCCL_IB_MAX_DEVS_PER_NIC: at most 4 ports merged into one virtual NIC."""
+QPS_TIMES_PORTS_SINCE = (2, 20)
+"""NCCL 2.20.3 net_ib.cc: nqps = ncclParamIbQpsPerConn() * ndevs (ports merged into one NIC, NCCL_IB_MERGE_NICS=1
+and, since 2.24, NCCL_NET_MERGE_LEVEL=PORT in src/graph/topo.cc); before 2.20 nqps = ncclParamIbQpsPerConn()."""
+LIBRARY_VERSION_KNOB = 'trainops_nccl_library_version (library_version)'
+"""What to set when a rule depends on a library version the facts do not tell."""
 AWS_OFI_NET_NAME = 'Libfabric'
 """The net name aws-ofi-nccl registers for NCCL (src/nccl_ofi_interface_nvidia.cpp), what NCCL_NET must say."""
 
@@ -397,6 +424,20 @@ def _library_label(library):
 def _since(library, version):
     """True/False: the library is at least ``version``; None when its version is unknown."""
     return None if library.get('version') is None else tuple(library['version'][:len(version)]) >= version
+
+
+def _by_version(table, version):
+    """The value of a ``((since, value), ...)`` table (newest first) for a version tuple; None when it is None."""
+    if version is None:
+        return None
+    for since, value in table:
+        if tuple(version[:len(since)]) >= since:
+            return value
+    return None
+
+
+def _version_text(version):
+    return '.'.join(str(part) for part in version)
 
 
 def _socket(out, facts, settings):
@@ -935,7 +976,42 @@ QOS = (
 )
 
 
-def _qos(out, settings, transport, link_layer, library):
+def _fifo_tc_problem(number, library):
+    """Why the library would ignore NCCL_IB_FIFO_TC=number (IB_FIFO_TC table), None when it applies it."""
+    label = _library_label(library)
+    how = _by_version(IB_FIFO_TC, library.get('version'))
+    if how is None:
+        return ('its effect depends on the %s version, unknown here (absent before 2.22, 0 ignored before 2.24): set '
+                '%s to the version the ranks load' % ((library['name'] or 'nccl').upper(), LIBRARY_VERSION_KNOB))
+    if how == 'absent':
+        return '%s ignores it: NCCL_IB_FIFO_TC exists since 2.22 (src/transport/net_ib.cc)' % label
+    if how == 'nonzero' and number == 0:
+        return ('%s ignores 0 and uses NCCL_IB_TC for the FIFO (ncclIbRtrQp applies NCCL_IB_FIFO_TC only when non-zero '
+                'before 2.24)' % label)
+    return None
+
+
+def _merged_ports(chosen):
+    """The most ports NCCL merges into one virtual NIC: the chosen ports of one device (NCCL_NET_MERGE_LEVEL PORT),
+    at most NCCL_IB_MAX_DEVS_PER_NIC."""
+    per_dev = {}
+    for port in chosen:
+        per_dev[port['dev']] = per_dev.get(port['dev'], 0) + 1
+    return min(max(per_dev.values() or [1]), NCCL_IB_MAX_DEVS_PER_NIC)
+
+
+def _qps_problem(number, library, chosen):
+    """Why NCCL_IB_QPS_PER_CONNECTION=number overflows NCCL_IB_MAX_QPS once multiplied by the merged ports, or None."""
+    merged = _merged_ports(chosen)
+    if number * merged <= NCCL_IB_MAX_QPS or _since(library, QPS_TIMES_PORTS_SINCE) is False:
+        return None
+    return ('%d QPs x %d merged ports of one NIC = %d, more than NCCL_IB_MAX_QPS (%d): %s opens QPs per connection '
+            'times merged ports (src/transport/net_ib.cc, since 2.20)%s' % (
+                number, merged, number * merged, NCCL_IB_MAX_QPS, _library_label(library),
+                '' if library.get('version') else '; if the library is older than 2.20 set %s' % LIBRARY_VERSION_KNOB))
+
+
+def _qos(out, settings, transport, link_layer, library, chosen):
     """NCCL_IB_TC, NCCL_IB_FIFO_TC, NCCL_IB_SL, NCCL_IB_QPS_PER_CONNECTION (src/transport/net_ib)."""
     for name, var, low, high, roce_only, what in QOS:
         number = _int_setting(out, settings, name, low, high)
@@ -946,9 +1022,11 @@ def _qos(out, settings, transport, link_layer, library):
             continue
         if roce_only and link_layer == 'infiniband':
             out.warnings.append('%s has no effect on InfiniBand ports (a traffic class is RoCE only); use ib_sl' % name)
-        if var == 'NCCL_IB_FIFO_TC' and _since(library, IB_FIFO_TC_SINCE) is False:
-            out.warnings.append('ib_fifo_tc has no effect with %s: NCCL_IB_FIFO_TC exists since NCCL 2.22'
-                                % _library_label(library))
+        problem = (_fifo_tc_problem(number, library) if var == 'NCCL_IB_FIFO_TC' else
+                   _qps_problem(number, library, chosen) if var == 'NCCL_IB_QPS_PER_CONNECTION' else None)
+        if problem:
+            out.errors.append('%s %d: %s' % (name, number, problem))
+            continue
         out.set(var, number, 'knob', '%s setting: %s' % (name, what))
 
 
@@ -975,39 +1053,79 @@ def _gfx(facts):
     return sorted(set(str(g) for g in (_get(facts, 'gpu', 'gfx') or []) if g))
 
 
-def _max_channels(vendor, library, facts):
-    """(the largest NCCL_MAX_NCHANNELS the library honours, why) for the node's vendor and library."""
+def _compute_units(facts):
+    """The GPUs' common compute-unit count (facts.gpu.compute_units, a CPX partition has fewer), None if unknown."""
+    counts = set(_int(c) for c in (_get(facts, 'gpu', 'compute_units') or []))
+    return counts.pop() if len(counts) == 1 and None not in counts else None
+
+
+def _rccl_channel_limit(version, facts, nnodes):
+    """(the largest NCCL_MAX_NCHANNELS RCCL ``version`` honours, why): ncclTopoPostset's maxChannels."""
+    top = _by_version(RCCL_MAXCHANNELS, version)
+    why = ['MAXCHANNELS %d' % top]
+    gfx = _gfx(facts)
+    if not gfx or not all(g in RCCL_FULL_CHANNEL_GFX for g in gfx):
+        top = min(top, RCCL_OTHER_GFX_CHANNELS)
+        why = ['%d on %s (all MAXCHANNELS only on %s)' % (
+            RCCL_OTHER_GFX_CHANNELS, '/'.join(gfx) if gfx else 'GPUs of unknown architecture',
+            '/'.join(RCCL_FULL_CHANNEL_GFX))]
+    else:
+        units = _compute_units(facts)
+        if units and units < top and tuple(version[:2]) >= RCCL_CU_CHANNELS_SINCE:
+            top = units
+            why.append('%d: the %d compute units of each %s (a CPX-mode partition)' % (units, units, gfx[0]))
+    if (nnodes or 1) > 1 and top > RCCL_MULTI_NODE_CHANNELS and tuple(version[:2]) >= (2, 20):
+        top = RCCL_MULTI_NODE_CHANNELS
+        why.append('%d when the job has more than one node (%d nodes)' % (RCCL_MULTI_NODE_CHANNELS, nnodes))
+    return top, ', '.join(why)
+
+
+def _max_channels(vendor, library, facts, nnodes):
+    """(the largest NCCL_MAX_NCHANNELS the library honours, why); (None, why) when that depends on an unknown version.
+
+    NCCL: MAXCHANNELS by version. RCCL: MAXCHANNELS by version, 32 off gfx942/gfx950, the CU count of a CPX partition,
+    64 on more than one node (ncclTopoPostset). The why of an unknown version lists the limits of every version.
+    """
+    version = library.get('version')
     if vendor == 'amd':
-        gfx = _gfx(facts)
-        if gfx and all(g in RCCL_FULL_CHANNEL_GFX for g in gfx):
-            return RCCL_MAXCHANNELS, 'RCCL MAXCHANNELS on %s' % '/'.join(gfx)
-        return 64, 'RCCL uses its %d channels only on gfx942/gfx950 (these GPUs: %s)' % (
-            RCCL_MAXCHANNELS, '/'.join(gfx) or 'unknown')
-    since, new, old = NCCL_MAXCHANNELS
-    newer = _since(library, since)
-    if newer is False:
-        return old, 'NCCL MAXCHANNELS before 2.25 (%s)' % _library_label(library)
-    return new, 'NCCL MAXCHANNELS since 2.25%s' % ('' if newer else ' (library version unknown)')
+        if version is None:
+            limits = sorted(set(_rccl_channel_limit(since, facts, nnodes)[0] for since, dummy in RCCL_MAXCHANNELS))
+            return None, limits
+        return _rccl_channel_limit(version, facts, nnodes)
+    if version is None:
+        return None, sorted(set(value for dummy, value in NCCL_MAXCHANNELS))
+    return _by_version(NCCL_MAXCHANNELS, version), 'MAXCHANNELS'
 
 
 def _channels(out, settings, vendor, library, facts):
-    """NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS: left to the library unless set, checked against its MAXCHANNELS."""
+    """NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS: left to the library unless set; a value the library would clamp is an
+    error naming its limit (the nNodes cap applies to both: ncclTopoPostset)."""
     channels = _int_setting(out, settings, 'channels', 1, None)
     low = _int_setting(out, settings, 'min_channels', 1, None)
+    nnodes = _int_setting(out, settings, 'nnodes', 1, None)
     if channels is None and low is None:
         return
+    label = _library_label(library)
     if vendor == 'none':
         # kept in the ranks' environment as the record of the knob (the local and lab stand-ins for GPU nodes)
         out.warnings.append('channels/min_channels have no effect: the node has no GPUs, gloo does not use them')
-        top, why = NCCL_MAXCHANNELS[1], 'no GPUs: no library reads it'
+        top, why = NCCL_MAXCHANNELS[0][1], 'no GPUs: no library reads it'
     else:
-        top, why = _max_channels(vendor, library, facts)
+        top, why = _max_channels(vendor, library, facts, nnodes)
     for name, number in (('channels', channels), ('min_channels', low)):
-        if number is not None and number > top:
+        if number is None:
+            continue
+        if top is None and number > why[0]:
+            out.errors.append('%s %d: the %s version is unknown and its limit depends on it (%s by version, the '
+                              'smallest %d): set %s to the version the ranks load' % (
+                                  name, number, library['name'].upper(), '/'.join(str(v) for v in why), why[0],
+                                  LIBRARY_VERSION_KNOB))
+        elif top is not None and number > top:
             out.errors.append('%s %d is more than %s allows (%d, %s): the library would silently use %d' % (
-                name, number, _library_label(library), top, why, top))
+                name, number, label, top, why, top))
+    limit = ('at most %d: %s' % (top, why)) if top is not None else 'version unknown, within every version\'s limit'
     if channels is not None:
-        out.set('NCCL_MAX_NCHANNELS', channels, 'knob', 'channels setting (at most %d: %s)' % (top, why))
+        out.set('NCCL_MAX_NCHANNELS', channels, 'knob', 'channels setting (%s)' % limit)
     if low is not None:
         out.set('NCCL_MIN_NCHANNELS', low, 'knob', 'min_channels setting')
         if channels is not None and low > channels:
@@ -1023,11 +1141,19 @@ def _warp_size(facts):
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def _rccl_threads_per_block(threads, warp):
+    """The block size RCCL >= 2.28 runs for RCCL_THREADS_PER_BLOCK=threads (rcclOptThreadBlockSize): rounded up to a
+    multiple of the warp size, then at most RCCL_MAX_NTHREADS, at least 3 warps."""
+    size = -(-threads // warp) * warp
+    return max(min(size, RCCL_MAX_NTHREADS), RCCL_MIN_WARPS_PER_BLOCK * warp)
+
+
 def _threads(out, settings, vendor, library, facts):
     """NCCL_NTHREADS (NCCL; RCCL before 2.28) or RCCL_THREADS_PER_BLOCK (RCCL >= 2.28), values the library takes.
 
     NVIDIA: multiples of 32 from 64 to 512 (src/graph/tuning.cc). RCCL before 2.28: NCCL_NTHREADS from 4 * warp size
-    to 256, so only 256 on gfx942 (wave64). RCCL >= 2.28: RCCL_THREADS_PER_BLOCK, a WarpSpeed knob (CHANGELOG).
+    to 256, so only 256 on gfx942 (wave64). RCCL >= 2.28: RCCL_THREADS_PER_BLOCK, which rcclOptThreadBlockSize rounds
+    to the warp size and clamps to [3 * warp size, 256]: any other value is an error naming what RCCL would run.
     """
     threads = _int_setting(out, settings, 'threads', 1, None)
     if threads is None:
@@ -1036,26 +1162,35 @@ def _threads(out, settings, vendor, library, facts):
     if vendor == 'none':
         out.warnings.append('threads has no effect: the node has no GPUs, gloo does not use it')
         return
+    ran = None
     if vendor == 'nvidia':
         low, high, step = NCCL_NTHREADS_RANGE
         var, valid = 'NCCL_NTHREADS', list(range(low, high + 1, step))
         why = 'NCCL takes NCCL_NTHREADS as a multiple of 32 from 64 to 512'
+    elif library.get('version') is None:
+        out.errors.append('threads %d: the RCCL version is unknown and it decides the variable (NCCL_NTHREADS before '
+                          'RCCL 2.28, RCCL_THREADS_PER_BLOCK since) and its range: set %s to the version the ranks '
+                          'load' % (threads, LIBRARY_VERSION_KNOB))
+        return
     elif _since(library, RCCL_THREADS_PER_BLOCK_SINCE):
         warp = _warp_size(facts) or 64
-        var, valid = 'RCCL_THREADS_PER_BLOCK', list(range(warp, 1024 + 1, warp))
-        why = '%s reads RCCL_THREADS_PER_BLOCK (a multiple of the warp size %d, at most 1024)' % (label, warp)
-        if str(_get(settings, 'env_overrides', 'RCCL_WARP_SPEED_ENABLE') or '') != '1':
+        low = RCCL_MIN_WARPS_PER_BLOCK * warp
+        var, valid = 'RCCL_THREADS_PER_BLOCK', list(range(low, RCCL_MAX_NTHREADS + 1, warp))
+        why = ('%s rounds RCCL_THREADS_PER_BLOCK up to a multiple of the warp size %d and clamps it to [%d, %d] '
+               '(rcclOptThreadBlockSize)' % (label, warp, low, RCCL_MAX_NTHREADS))
+        ran = _rccl_threads_per_block(threads, warp)
+        if threads in valid and str(_get(settings, 'env_overrides', 'RCCL_WARP_SPEED_ENABLE') or '') != '1':
             out.warnings.append('threads %d sets RCCL_THREADS_PER_BLOCK, which %s only applies with WarpSpeed '
                                 '(RCCL_WARP_SPEED_ENABLE=1 in trainops_env)' % (threads, label))
     else:
         warp = _warp_size(facts) or 64
         var, valid = 'NCCL_NTHREADS', list(range(4 * warp, RCCL_MAX_NTHREADS + 1, warp))
-        why = ('%s reads NCCL_NTHREADS from %d (4 x warp size %d) to %d (NCCL_MAX_NTHREADS)%s' % (
-            label, 4 * warp, warp, RCCL_MAX_NTHREADS, '' if library.get('version') else
-            '; RCCL >= 2.28 would read RCCL_THREADS_PER_BLOCK: set library_version if that is what the node has'))
+        why = '%s reads NCCL_NTHREADS from %d (4 x warp size %d) to %d (NCCL_MAX_NTHREADS)' % (
+            label, 4 * warp, warp, RCCL_MAX_NTHREADS)
     if threads not in valid:
-        out.errors.append('threads %d is not a value %s takes (%s): %s; it would fall back to its own value' % (
-            threads, label, ', '.join(str(v) for v in valid), why))
+        out.errors.append('threads %d is not a value %s takes (%s): %s; %s' % (
+            threads, label, ', '.join(str(v) for v in valid), why,
+            'it would fall back to its own value' if ran is None else 'it would run %d threads' % ran))
         return
     out.set(var, threads, 'knob', 'threads setting: %s' % why)
 
@@ -1265,7 +1400,7 @@ def compute(facts, settings=None):
     _efa(out, transport, facts)
     path = _gpudirect(facts, vendor)
     _gdr(out, settings, vendor, path, transport, facts)
-    _qos(out, settings, transport, link_layer, library)
+    _qos(out, settings, transport, link_layer, library, chosen)
     _cross_nic(out, settings, transport)
     _require_transport(out, settings, transport)
 

@@ -311,6 +311,12 @@ def _amdgpu_ids(root):
     return {}
 
 
+def _compute_units(props):
+    """Compute units of a kfd node: simd_count / simd_per_cu (304 on an MI300X, 38 per CPX partition)."""
+    simds, per_cu = props.get('simd_count'), props.get('simd_per_cu')
+    return simds // per_cu if isinstance(simds, int) and isinstance(per_cu, int) and per_cu > 0 else None
+
+
 def _gfx_name(version):
     """gfx_target_version 90402 -> gfx942, 90010 -> gfx90a."""
     if not version:
@@ -323,9 +329,10 @@ def _amd_inventory(root):
     if not nodes or not _exists(root, 'dev/kfd'):
         return None
     ids = None
-    pci_ids, names, gfx = [], [], []
+    pci_ids, names, gfx, units = [], [], [], []
     for node in nodes:
         props = node['props']
+        units.append(_compute_units(props))
         bus_id = _kfd_pci_id(props)
         pci_dir = os.path.join('sys/bus/pci/devices', bus_id) if bus_id else None
         device = _hex(_read(root, pci_dir, 'device')) if pci_dir else None
@@ -344,6 +351,7 @@ def _amd_inventory(root):
     if None in pci_ids:
         pci_ids = []
     return dict(vendor='amd', count=len(nodes), pci_ids=pci_ids, names=names, gfx=gfx,
+                compute_units=units if None not in units else [],
                 models=[n or g for n, g in zip(names, gfx)], driver_version=_read(root, 'sys/module/amdgpu/version'),
                 sources=['kfd-topology'], interconnect=_kfd_interconnect(nodes))
 
@@ -539,6 +547,8 @@ def gpu_details(root='/', runner=None, warnings=None):
                  interconnect=dict(type='none', source=None), sources=list(inventory['sources']))
     if inventory.get('gfx'):
         facts['gfx'] = list(inventory['gfx'])  # the library's limits depend on it (RCCL MAXCHANNELS, warp size)
+    if inventory.get('compute_units'):
+        facts['compute_units'] = list(inventory['compute_units'])  # RCCL caps channels at it (a CPX partition)
     if facts['vendor'] == 'none':
         # no driver files: a GPU may still answer through nvidia-smi (a container without /proc/driver/nvidia)
         rows = _nvidia_smi_gpus(runner, warnings, quiet=True) if runner is not None else None
@@ -821,7 +831,7 @@ sys.stdout.write(json.dumps(out))
 """
 
 ROCM_RCCL = {'6.0': '2.18.3', '6.1': '2.18.6', '6.2': '2.20.5', '6.3': '2.21.5', '6.4': '2.22.3', '7.0': '2.26.6',
-             '7.1': '2.27.7', '7.2': '2.27.7'}
+             '7.1': '2.27.7', '7.2': '2.27.7', '7.11': '2.28.3', '7.12': '2.28.3', '7.13': '2.28.3', '7.14': '2.30.4'}
 """RCCL shipped with each ROCm release (RCCL CHANGELOG.md, "RCCL <version> for ROCm <release>" headings)."""
 
 _NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/include/nccl.h', 'usr/local/cuda/include/nccl.h')

@@ -115,20 +115,26 @@ options:
     type: raw
   channels:
     description:
-      - C(NCCL_MAX_NCHANNELS), at most the library's MAXCHANNELS (NCCL 32 before 2.25, 64 since; RCCL 128 on gfx942
-        and gfx950, else 64). Not set when not given (the library decides).
+      - C(NCCL_MAX_NCHANNELS), at most what the library honours. NCCL, MAXCHANNELS (32 before 2.25, 64 since). RCCL,
+        MAXCHANNELS (32 in 2.18.3, 64 in 2.18.6, 128 from 2.20.5) on gfx942 and gfx950, 32 on other GPUs, the compute
+        units of a CPX-mode partition (RCCL 2.21 and later), and 64 when O(nnodes) is more than 1.
+      - A larger value is an error naming that limit (the library would clamp it silently), and so is a value above
+        32 when the library version is unknown and the limit depends on it. Not set when not given (the library
+        decides).
     type: int
   min_channels:
     description:
-      - C(NCCL_MIN_NCHANNELS), at most O(channels). Not set when not given.
+      - C(NCCL_MIN_NCHANNELS), at most O(channels) and within the limits of O(channels). Not set when not given.
     type: int
   threads:
     description:
       - Threads per block. NVIDIA, C(NCCL_NTHREADS) (a multiple of 32 from 64 to 512). RCCL before 2.28, C(NCCL_NTHREADS)
-        from 4 x the warp size to 256 (only 256 on MI300X, gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK) (a
-        WarpSpeed setting, a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides)).
-      - Not set when not given (the library's own value). A value the library would not take is an error; on a node
-        without GPUs nothing is set (a warning).
+        from 4 x the warp size to 256 (only 256 on MI300X, gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK), a
+        multiple of the warp size from 3 warps to 256 (V(192) or V(256) on gfx942; RCCL rounds and clamps any other
+        value); a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides).
+      - Not set when not given (the library's own value). A value the library would not take as it is is an error
+        naming what it would run; so is any value on an AMD node whose RCCL version is unknown (the version decides
+        the variable). On a node without GPUs nothing is set (a warning).
     type: int
   ib_tc:
     description:
@@ -137,7 +143,8 @@ options:
     type: int
   ib_fifo_tc:
     description:
-      - C(NCCL_IB_FIFO_TC), the traffic class of NCCL's control messages (0-255, NCCL 2.22 and later).
+      - C(NCCL_IB_FIFO_TC), the traffic class of NCCL's control messages (0-255). An error where the library would
+        ignore it (before 2.22; V(0) before 2.24) or its version is unknown.
     type: int
   ib_sl:
     description:
@@ -146,6 +153,8 @@ options:
   ib_qps_per_connection:
     description:
       - C(NCCL_IB_QPS_PER_CONNECTION) (1-128), queue pairs per connection, spreading it over ECMP paths.
+      - NCCL 2.20 and later open it times the ports merged into one NIC (the chosen ports of one device, at most 4);
+        more than 128 (C(NCCL_IB_MAX_QPS)) in all is an error.
     type: int
   cross_nic:
     description:
@@ -170,6 +179,11 @@ options:
   nproc_per_node:
     description:
       - Ranks per node; an error when larger than the node's GPU count (unless the vendor is V(none)).
+    type: int
+  nnodes:
+    description:
+      - The number of nodes of the job (the job role passes it; the nccl_env role passes the play's hosts). RCCL caps
+        its channels at 64 when it is more than 1. Not given, one node is assumed.
     type: int
   rocm_defaults:
     description:

@@ -179,6 +179,14 @@ ansible_facts:
               elements: str
               returned: when the GPUs are AMD
               sample: [gfx942, gfx942]
+            compute_units:
+              description:
+                - AMD only, the compute units of each GPU, C(simd_count / simd_per_cu) of the kfd topology; V(304) for
+                  an MI300X, V(38) for each of its CPX-mode partitions. RCCL caps its channels at it.
+              type: list
+              elements: int
+              returned: when the GPUs are AMD and the kfd topology tells
+              sample: [304, 304]
             sources:
               description: What was read, among V(procfs), V(kfd-topology), V(nvidia-smi), V(amd-smi), V(rocm-smi).
               type: list

@@ -37,12 +37,12 @@ def run(args, host='gpu1', check_mode=False):
 
 
 def test_computes_the_environment_on_the_controller():
-    res = run({'facts': mi300x(), 'channels': 28, 'threads': '256', 'nproc_per_node': 8})
+    res = run({'facts': mi300x(), 'channels': 28, 'nproc_per_node': 8})
     assert not res.get('failed') and res['changed'] is False
     assert res['transport'] == 'rdma' and res['link_layer'] == 'roce' and res['vendor'] == 'amd'
     assert res['env']['NCCL_IB_HCA'] == '=' + ','.join('bnxt_re%d:1' % i for i in range(8))
-    # RCCL of unknown version: NCCL_NTHREADS (what RCCL before 2.28 reads), the ports' shared GID index pinned
-    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['env']['NCCL_NTHREADS'] == '256'
+    # RCCL of unknown version: the ports' shared GID index pinned; 28 channels are within every RCCL's limit
+    assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['env']['NCCL_MAX_NCHANNELS'] == '28'
     assert res['library'] == {'name': 'rccl', 'version': None, 'source': None} and res['left_out'] == {}
     assert res['sources']['NCCL_DEBUG'] == 'default' and res['env']['NCCL_DEBUG'] == 'WARN'
     assert res['sources']['NCCL_MAX_NCHANNELS'] == 'knob'
@@ -50,8 +50,21 @@ def test_computes_the_environment_on_the_controller():
     assert res['nccl_conf_path'] == '/etc/rccl.conf'
     assert res['env_file'].startswith('# NCCL/RCCL environment of gpu1')
     assert 'NCCL_SOCKET_IFNAME==enp49s0f0np0\n' in res['env_file'] and 'HSA_ENABLE_SDMA=0\n' in res['env_file']
-    assert 'NCCL_NTHREADS=256\n' in res['nccl_conf'] and '\nHSA_ENABLE_SDMA=' not in res['nccl_conf']
-    assert res['msg'] == 'gpu1: transport rdma, 9 variable(s)'
+    assert 'NCCL_MAX_NCHANNELS=28\n' in res['nccl_conf'] and '\nHSA_ENABLE_SDMA=' not in res['nccl_conf']
+    assert res['msg'] == 'gpu1: transport rdma, 8 variable(s)'
+
+
+def test_a_value_the_library_would_clamp_fails_naming_the_node_value_and_limit():
+    # RCCL >= 2.28 rcclOptThreadBlockSize clamps RCCL_THREADS_PER_BLOCK to 256; the node count comes from the job
+    res = run({'facts': mi300x(), 'threads': 512, 'library_version': '2.28.3', 'nnodes': 2})
+    assert res['failed'] and 'env_file' not in res
+    assert res['msg'].startswith('gpu1: the NCCL environment cannot be computed:\ngpu1: threads 512 is not a value '
+                                 'RCCL 2.28.3 takes (192, 256)')
+    assert 'it would run 256 threads' in res['msg']
+    # an unknown version where the limit depends on it: the node and the knob to set
+    res = run({'facts': mi300x(), 'threads': 256})
+    assert res['failed'] and 'gpu1: threads 256: the RCCL version is unknown' in res['msg']
+    assert 'trainops_nccl_library_version' in res['msg']
 
 
 def test_check_mode_gives_the_same_result():

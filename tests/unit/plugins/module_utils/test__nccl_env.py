@@ -154,23 +154,28 @@ def has(messages, *parts):
 # --- realistic nodes -----------------------------------------------------------------------------------
 
 def test_mi300x_bnxt_roce():
-    res = run(mi300x(), channels=28, threads=256, nproc_per_node=8)
+    res = run(mi300x(), channels=28, nproc_per_node=8)
     nics = ','.join('bnxt_re%d:1' % i for i in range(8))
     assert res['env'] == {
         'NCCL_SOCKET_IFNAME': '=enp49s0f0np0', 'GLOO_SOCKET_IFNAME': 'enp49s0f0np0', 'NCCL_IB_DISABLE': '0',
         'NCCL_IB_HCA': '=' + nics, 'NCCL_IB_GID_INDEX': '3', 'NCCL_MAX_NCHANNELS': '28',
-        'NCCL_NTHREADS': '256', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+        'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
     # the library version is unknown here: every port has its RoCE v2 GID at 3, so pinning 3 is right for any
-    # NCCL/RCCL; threads goes to NCCL_NTHREADS, what RCCL before 2.28 reads (RCCL src/graph/tuning.cc)
+    # NCCL/RCCL; 28 channels are within every RCCL version's limit (32 at the least: rocm-6.0.0 MAXCHANNELS)
     assert res['sources'] == {
         'NCCL_SOCKET_IFNAME': 'detected', 'GLOO_SOCKET_IFNAME': 'detected', 'NCCL_IB_DISABLE': 'detected',
         'NCCL_IB_HCA': 'detected', 'NCCL_IB_GID_INDEX': 'detected', 'NCCL_MAX_NCHANNELS': 'knob',
-        'NCCL_NTHREADS': 'knob', 'NCCL_DEBUG': 'default', 'HSA_ENABLE_SDMA': 'default'}
+        'NCCL_DEBUG': 'default', 'HSA_ENABLE_SDMA': 'default'}
     assert 'SDMA' in res['reasons']['HSA_ENABLE_SDMA']
     assert res['transport'] == 'rdma' and res['link_layer'] == 'roce' and res['vendor'] == 'amd'
     assert res['hcas'] == nics.split(',')  # natural order although the facts listed them reversed
     assert res['gpudirect'] is True
     assert res['errors'] == [] and res['warnings'] == []
+    # threads: the RCCL version decides the variable (NCCL_NTHREADS before 2.28, RCCL_THREADS_PER_BLOCK since), so an
+    # unknown version is an error naming the knob, never a guess
+    res = run(mi300x(), threads=256)
+    assert has(res['errors'], 'threads 256: the RCCL version is unknown', 'trainops_nccl_library_version')
+    assert not [k for k in res['env'] if 'THREADS' in k]
 
 
 def test_h100_infiniband_with_peermem():
@@ -439,7 +444,7 @@ def test_nccl_debug():
 
 
 def test_channels_and_threads_validation():
-    res = run(h100_ib(), channels='42', min_channels='8', threads='256')
+    res = run(with_library(h100_ib(), 'nccl', '2.25.1'), channels='42', min_channels='8', threads='256')
     assert (res['env']['NCCL_MAX_NCHANNELS'], res['env']['NCCL_MIN_NCHANNELS'], res['env']['NCCL_NTHREADS']) == (
         '42', '8', '256')
     assert has(run(h100_ib(), channels=8, min_channels=16)['errors'], 'min_channels 16 is larger than channels 8')
@@ -452,7 +457,11 @@ def test_channels_and_threads_validation():
     # NCCL src/include/device.h: MAXCHANNELS 32 before 2.25.1, 64 since
     assert has(run(with_library(h100_ib(), 'nccl', '2.21.5'), channels=42)['errors'], 'channels 42', 'allows (32')
     assert run(with_library(h100_ib(), 'nccl', '2.25.1'), channels=42)['errors'] == []
-    assert has(run(h100_ib(), channels=65)['errors'], 'channels 65', 'allows (64')
+    assert has(run(with_library(h100_ib(), 'nccl', '2.25.1'), channels=65)['errors'], 'channels 65', 'allows (64')
+    # an unknown version: 32 is within every version's limit, more depends on the version (an error naming the knob)
+    assert run(h100_ib(), channels=32)['errors'] == []
+    assert has(run(h100_ib(), channels=42)['errors'], 'channels 42: the NCCL version is unknown', '32/64 by version',
+               'trainops_nccl_library_version')
     # left to the library: nothing set
     res = run(h100_ib())
     assert not [k for k in res['env'] if 'NCHANNELS' in k or 'THREADS' in k]
@@ -466,18 +475,92 @@ def test_rccl_threads_by_library_version():
     assert run(old, threads=256)['env']['NCCL_NTHREADS'] == '256'
     assert has(run(old, threads=512)['errors'], 'threads 512 is not a value RCCL 2.21.5 takes (256)')
     assert 'RCCL_THREADS_PER_BLOCK' not in run(old, threads=256)['env']
-    # RCCL 2.28 (CHANGELOG "RCCL 2.28.3 for ROCm 7.11"): RCCL_THREADS_PER_BLOCK, a WarpSpeed knob
+    # RCCL >= 2.28 rcclOptThreadBlockSize: RCCL_THREADS_PER_BLOCK rounded up to the warp size (64 on gfx942), clamped
+    # to [3 * 64, 256]: 512 would run 256, 100 would run 192, so only 192 and 256 are taken as they are
     new = with_library(copy.deepcopy(facts), 'rccl', '2.28.3')
     res = run(new, threads=512)
-    assert res['env']['RCCL_THREADS_PER_BLOCK'] == '512' and 'NCCL_NTHREADS' not in res['env']
+    assert res['errors'] == ['threads 512 is not a value RCCL 2.28.3 takes (192, 256): RCCL 2.28.3 rounds '
+                             'RCCL_THREADS_PER_BLOCK up to a multiple of the warp size 64 and clamps it to [192, 256] '
+                             '(rcclOptThreadBlockSize); it would run 256 threads']
+    assert not [k for k in res['env'] if 'THREADS' in k]
+    assert has(run(new, threads=100)['errors'], 'threads 100 is not a value', 'it would run 192 threads')
+    assert has(run(new, threads=200)['errors'], 'threads 200 is not a value', 'it would run 256 threads')
+    res = run(new, threads=192)
+    assert res['env']['RCCL_THREADS_PER_BLOCK'] == '192' and 'NCCL_NTHREADS' not in res['env']
     assert has(res['warnings'], 'WarpSpeed', 'RCCL_WARP_SPEED_ENABLE=1')
-    res = run(new, threads=512, env_overrides={'RCCL_WARP_SPEED_ENABLE': 1})
-    assert res['warnings'] == []
-    # RCCL device.h MAXCHANNELS 128; all of them only on gfx94x (graph/connect.cc)
+    res = run(new, threads=256, env_overrides={'RCCL_WARP_SPEED_ENABLE': 1})
+    assert res['warnings'] == [] and res['env']['RCCL_THREADS_PER_BLOCK'] == '256'
+    # RCCL device.h MAXCHANNELS 128; all of them only on gfx942/gfx950 (graph/connect.cc ncclTopoPostset)
     assert run(new, channels=112)['env']['NCCL_MAX_NCHANNELS'] == '112'
     assert has(run(new, channels=129)['errors'], 'channels 129', 'allows (128')
     facts['gpu']['gfx'] = ['gfx90a'] * 8
-    assert has(run(facts, channels=112)['errors'], 'channels 112', 'allows (64')
+    assert has(run(with_library(facts, 'rccl', '2.21.5'), channels=40)['errors'], 'channels 40', 'allows (32',
+               '32 on gfx90a (all MAXCHANNELS only on gfx942/gfx950)')
+
+
+def test_rccl_channel_limits_by_version_architecture_and_node_count():
+    facts = mi300x()
+    facts['gpu']['gfx'] = ['gfx942'] * 8
+
+    def errors(version, channels, **settings):
+        return run(with_library(copy.deepcopy(facts), 'rccl', version), channels=channels, **settings)['errors']
+    # MAXCHANNELS: 32 in rocm-6.0.0 (2.18.3, devcomm.h), 64 in rocm-6.1.0 (2.18.6), 128 from rocm-6.2.0 (2.20.5)
+    assert errors('2.18.3', 40) == ['channels 40 is more than RCCL 2.18.3 allows (32, MAXCHANNELS 32): the library '
+                                    'would silently use 32']
+    assert errors('2.18.6', 96) == ['channels 96 is more than RCCL 2.18.6 allows (64, MAXCHANNELS 64): the library '
+                                    'would silently use 64']
+    assert errors('2.18.6', 64) == [] and errors('2.20.5', 128) == []
+    # ncclTopoPostset (rocm-6.2.0 on): std::min(64, maxChannels) when nNodes > 1, min_channels too
+    assert errors('2.21.5', 128, nnodes=2) == [
+        'channels 128 is more than RCCL 2.21.5 allows (64, MAXCHANNELS 128, 64 when the job has more than one node '
+        '(2 nodes)): the library would silently use 64']
+    assert has(run(with_library(copy.deepcopy(facts), 'rccl', '2.21.5'), min_channels=80, nnodes=4)['errors'],
+               'min_channels 80 is more than RCCL 2.21.5 allows (64')
+    assert errors('2.21.5', 64, nnodes=2) == [] and errors('2.21.5', 128, nnodes=1) == []
+    # a CPX partition (38 CUs per GPU): ncclTopoPostset caps gfx942 at the CU count (rocm-6.3 on)
+    facts['gpu']['compute_units'] = [38] * 8
+    assert has(errors('2.21.5', 40), 'channels 40 is more than RCCL 2.21.5 allows (38', 'compute units')
+    assert errors('2.20.5', 40) == []
+    del facts['gpu']['compute_units']
+    # an unknown version: within 32 every RCCL takes it; above, the limit depends on the version
+    assert run(facts, channels=32)['errors'] == []
+    assert has(run(facts, channels=96)['errors'], 'channels 96: the RCCL version is unknown',
+               '32/64/128 by version', 'trainops_nccl_library_version')
+    assert has(run(facts, channels=96, nnodes=2)['errors'], 'channels 96: the RCCL version is unknown', '32/64 by')
+    # no GPUs: no library reads it, only a warning (the CPU stand-ins of the e2e and lab tests)
+    res = run(cpu_only(), channels=42, threads=512, nnodes=2)
+    assert res['errors'] == [] and res['env']['NCCL_MAX_NCHANNELS'] == '42'
+    assert has(run(h100_ib(), nnodes=0)['errors'], 'nnodes must be an integer >= 1')
+
+
+def test_ib_fifo_tc_and_qps_per_connection_by_version():
+    facts = h100_sriov()
+
+    def res(version, **settings):
+        return run(with_library(copy.deepcopy(facts), 'nccl', version) if version else copy.deepcopy(facts),
+                   **settings)
+    # NCCL_IB_FIFO_TC: absent before 2.22.3, 0 ignored in 2.22/2.23 (ncclIbRtrQp applies it only when non-zero),
+    # every value since 2.24.3 (default -1)
+    assert has(res('2.21.5', ib_fifo_tc=96)['errors'], 'ib_fifo_tc 96: NCCL 2.21.5 ignores it', 'since 2.22')
+    assert has(res('2.23.4', ib_fifo_tc=0)['errors'], 'ib_fifo_tc 0: NCCL 2.23.4 ignores 0', 'NCCL_IB_TC')
+    assert res('2.23.4', ib_fifo_tc=96)['env']['NCCL_IB_FIFO_TC'] == '96'
+    assert res('2.24.3', ib_fifo_tc=0)['env']['NCCL_IB_FIFO_TC'] == '0'
+    assert has(res(None, ib_fifo_tc=96)['errors'], 'ib_fifo_tc 96', 'unknown', 'trainops_nccl_library_version')
+    # NCCL_IB_QPS_PER_CONNECTION x the ports merged into one NIC <= NCCL_IB_MAX_QPS (128), since 2.20
+    dual = copy.deepcopy(facts)
+    dev = dual['rdma']['devices'][0]
+    second = copy.deepcopy(dev['ports'][0])
+    second['port'] = 2
+    dev['ports'].append(second)
+    got = run(with_library(copy.deepcopy(dual), 'nccl', '2.21.5'), ib_qps_per_connection=128)
+    assert got['errors'] == [
+        'ib_qps_per_connection 128: 128 QPs x 2 merged ports of one NIC = 256, more than NCCL_IB_MAX_QPS (128): '
+        'NCCL 2.21.5 opens QPs per connection times merged ports (src/transport/net_ib.cc, since 2.20)']
+    assert run(with_library(copy.deepcopy(dual), 'nccl', '2.21.5'), ib_qps_per_connection=64)['errors'] == []
+    # before 2.20 nqps = NCCL_IB_QPS_PER_CONNECTION (no merged NICs)
+    old = run(with_library(copy.deepcopy(dual), 'nccl', '2.19.3'), ib_qps_per_connection=128, gid_index=3)
+    assert old['errors'] == [] and old['env']['NCCL_IB_QPS_PER_CONNECTION'] == '128'
+    assert res('2.21.5', ib_qps_per_connection=128)['errors'] == []  # one port per device
 
 
 def test_net_gdr_level():
@@ -520,7 +603,7 @@ def test_require_transport_sets_nccl_net():
 
 
 def test_vendor_setting():
-    res = run(h100_ib(), vendor='amd', threads=256)
+    res = run(h100_ib(), vendor='amd', threads=256, library_version='2.21.5')
     assert res['vendor'] == 'amd' and res['env']['NCCL_NTHREADS'] == '256'
     assert has(run(h100_ib(), vendor='intel')['errors'], 'vendor must be one of nvidia, amd, none')
 

@@ -154,7 +154,35 @@ def test_mi300x_threads_and_channels_per_rccl_version(node):
     assert 'RCCL_THREADS_PER_BLOCK' not in res['env']
     assert has(compute(mi300x(node), threads=512)['errors'], 'threads 512 is not a value RCCL 2.21.5 takes (256)')
     # RCCL src/include/device.h MAXCHANNELS 128
-    assert has(compute(mi300x(node), channels=160)['errors'], 'channels 160', '(128, RCCL MAXCHANNELS on gfx942)')
+    assert has(compute(mi300x(node), channels=160)['errors'], 'channels 160', '(128, MAXCHANNELS 128)')
+
+
+def test_mi300x_two_nodes_128_channels_refused(node):
+    # RCCL 2.21.5 src/graph/connect.cc ncclTopoPostset: maxChannels = std::min(64, maxChannels) when nNodes > 1
+    facts = mi300x(node)
+    assert facts['gpu']['gfx'] == ['gfx942'] * 8 and facts['gpu']['compute_units'] == [304] * 8
+    res = compute(facts, channels=128, nnodes=2)
+    assert res['errors'] == ['channels 128 is more than RCCL 2.21.5 allows (64, MAXCHANNELS 128, 64 when the job has '
+                             'more than one node (2 nodes)): the library would silently use 64']
+    assert compute(facts, channels=128, nnodes=1)['errors'] == []
+
+
+def test_mi300x_rccl_2_18_6_96_channels_refused(node):
+    # RCCL rocm-6.1.0 (2.18.6) src/include/devcomm.h: #define MAXCHANNELS 64
+    # (bnxt_re4..7 only: RCCL 2.18.6 takes one GID index per process, 5 on these ports)
+    res = compute(mi300x(node, '2.18.6'), channels=96, ib_hca=['bnxt_re4', 'bnxt_re5', 'bnxt_re6', 'bnxt_re7'])
+    assert res['errors'] == ['channels 96 is more than RCCL 2.18.6 allows (64, MAXCHANNELS 64): the library would '
+                             'silently use 64']
+    assert 'NCCL_MAX_NCHANNELS' in res['env']  # the action fails the task: nothing is written or started
+
+
+def test_mi300x_rccl_2_28_512_threads_refused(node):
+    # RCCL >= 2.28 rcclOptThreadBlockSize: RCCL_THREADS_PER_BLOCK clamped to RCCL_DEFAULT_MAX_NTHREADS (256)
+    res = compute(mi300x(node, '2.28.3'), threads=512)
+    assert res['errors'] == ['threads 512 is not a value RCCL 2.28.3 takes (192, 256): RCCL 2.28.3 rounds '
+                             'RCCL_THREADS_PER_BLOCK up to a multiple of the warp size 64 and clamps it to [192, 256] '
+                             '(rcclOptThreadBlockSize); it would run 256 threads']
+    assert not [k for k in res['env'] if 'THREADS' in k]
 
 
 def test_mi300x_without_dmabuf_kernel_support_stages_through_host(node):
@@ -299,9 +327,10 @@ def test_frontend_nccl_2_19_pins_gid_and_qos(node):
     # src/transport/net_ib.cc NCCL_IB_TC / NCCL_IB_SL / NCCL_IB_QPS_PER_CONNECTION, src/graph/search.cc NCCL_CROSS_NIC
     assert (res['env']['NCCL_IB_TC'], res['env']['NCCL_IB_SL'], res['env']['NCCL_IB_QPS_PER_CONNECTION'],
             res['env']['NCCL_CROSS_NIC']) == ('106', '3', '4', '0')
-    # NCCL_IB_FIFO_TC first appears in NCCL 2.22
-    assert res['env']['NCCL_IB_FIFO_TC'] == '192'
-    assert has(res['warnings'], 'ib_fifo_tc has no effect with NCCL 2.19.3')
+    # NCCL_IB_FIFO_TC first appears in NCCL 2.22: the value would be ignored, an error
+    assert 'NCCL_IB_FIFO_TC' not in res['env']
+    assert res['errors'] == ['ib_fifo_tc 192: NCCL 2.19.3 ignores it: NCCL_IB_FIFO_TC exists since 2.22 '
+                             '(src/transport/net_ib.cc)']
     assert has(compute(facts, ib_tc=300)['errors'], 'ib_tc must be an integer from 0 to 255 (got 300)')
     assert has(compute(facts, ib_sl=16)['errors'], 'ib_sl must be an integer from 0 to 15')
     assert has(compute(facts, ib_qps_per_connection=129)['errors'], 'ib_qps_per_connection', 'from 1 to 128')

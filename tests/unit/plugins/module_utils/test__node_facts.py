@@ -129,6 +129,10 @@ def test_library_version_from_the_interpreters_packages(tmp_path):
     # a ROCm build of torch bundles the RCCL of its ROCm release (RCCL CHANGELOG: 2.20.5 for ROCm 6.2.0)
     lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm6.2'}), 'python3')
     assert (lib['name'], lib['version']) == ('rccl', '2.20.5')
+    # ROCm 7.x (RCCL CHANGELOG: "RCCL 2.28.3 for ROCm 7.11" / 7.12 / 7.13, "RCCL 2.30.4 for ROCm 7.14.0")
+    for rocm, rccl in (('7.11', '2.28.3'), ('7.13', '2.28.3'), ('7.14', '2.30.4')):
+        probe = ProbeRunner({'nccl_wheels': {}, 'torch': '2.10.0+rocm%s' % rocm})
+        assert nf.library_facts(str(tmp_path), 'amd', probe, 'python3')['version'] == rccl
     # nothing tells: the version is unknown, never guessed
     lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm5.0'}), 'python3')
     assert (lib['name'], lib['version'], lib['source']) == ('rccl', None, None)

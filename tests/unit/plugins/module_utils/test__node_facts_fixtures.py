@@ -128,7 +128,8 @@ def test_mi300x_gpus_from_kfd_topology_alone(tree):
     gpu = nf.gpu_details(root, runner, warnings)
     assert gpu == dict(vendor='amd', count=8, models=['AMD Instinct MI300X'] * 8, pci_ids=MI300X_GPUS,
                        driver_version='6.8.5', interconnect=dict(type='xgmi', source='kfd-topology'),
-                       sources=['kfd-topology'], gfx=['gfx942'] * 8)
+                       sources=['kfd-topology'], gfx=['gfx942'] * 8,
+                       compute_units=[304] * 8)
     assert runner.calls == [] and warnings == []
     assert nf.gpu_facts(root) == dict(vendor='amd', count=8, pci_ids=MI300X_GPUS, models=['AMD Instinct MI300X'] * 8)
 
