@@ -95,7 +95,7 @@ class ActionModule(ActionBase):
         res = compute(args['facts'], settings)
         result.update(
             env=res['env'], sources=res['sources'], reasons=res['reasons'], transport=res['transport'],
-            link_layer=res['link_layer'], hcas=res['hcas'], left_out=res['left_out'],
+            link_layer=res['link_layer'], hcas=res['hcas'], left_out=res['left_out'], topology=res['topology'],
             socket_ifname=res['socket_ifname'], vendor=res['vendor'], library=res['library'],
             gpudirect=res['gpudirect'], unset=res['unset'], errors=res['errors'], warning_messages=res['warnings'],
             nccl_conf_path=nccl_conf_path(res['vendor']))

@@ -17,6 +17,7 @@
     link_layer "infiniband" | "roce" | "efa" | None   of the RDMA ports used (None over TCP)
     hcas      ["mlx5_0:1", ...]              the RDMA ports used ([] over TCP)
     left_out  {"mlx5_8:1": "why"}            ACTIVE ports the automatic choice did not take, and why
+    topology  str | None                     how the PCIe topology chose the HCAs, or why it could not (auto only)
     socket_ifname ["ens5"]                   the socket interface(s)
     vendor    "nvidia" | "amd" | "none"
     library   {name, version, source}        the NCCL/RCCL the decisions were made for
@@ -389,6 +390,8 @@ class _Out(object):
         self.env, self.sources, self.reasons = {}, {}, {}
         self.errors, self.warnings, self.unset = [], [], []
         self.left_out = {}
+        self.topology = None  # how the PCIe topology chose the HCAs, or why it could not (_gpu_local_ports)
+        self.by_topology = False
 
     def set(self, var, value, source, reason):
         self.env[var] = str(value)
@@ -621,16 +624,116 @@ def _leave_out(out, chosen, left, reason, warning):
     return [p for p in chosen if p not in left]
 
 
+# --- HCA choice by PCIe topology (NCCL src/graph/paths.cc ncclTopoSetPaths path types, topo.cc ncclTopoGetLocal) --
+
+PATH_TYPES = ('PIX', 'PXB', 'PHB', 'SYS')
+"""NCCL's PCIe path types, nearest first (src/graph/topo.h PATH_PIX .. PATH_SYS)."""
+GPU_LOCAL = 'PXB'
+"""The farthest path type at which an HCA serves a GPU: NCCL's default NCCL_NET_GDR_LEVEL (paths.cc netGdrLevel)."""
+
+
+def _pci_entry(entry):
+    """(path list, numa node) of a facts.pci entry, or None when it is not a path from a root complex."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get('path'), (list, tuple)) or len(entry['path']) < 2:
+        return None
+    return [str(c) for c in entry['path']], _int(entry.get('numa_node'))
+
+
+def pci_path_type(gpu, hca):
+    """NCCL's path type between two facts.pci entries: PIX (one PCIe bridge between them), PXB (several, no host
+    bridge), PHB (through the root complex / CPU), SYS (across NUMA nodes, or NUMA unknown)."""
+    (gpath, gnuma), (hpath, hnuma) = gpu, hca
+    if gpath[0] != hpath[0]:
+        return 'PHB' if gnuma is not None and gnuma == hnuma else 'SYS'
+    gbridges, hbridges = gpath[1:-1], hpath[1:-1]
+    shared = 0
+    while shared < min(len(gbridges), len(hbridges)) and gbridges[shared] == hbridges[shared]:
+        shared += 1
+    if not shared:
+        return 'PHB'
+    return 'PIX' if len(gbridges) + len(hbridges) - 2 * shared == 0 else 'PXB'
+
+
+def _pci_layout(facts, chosen):
+    """(gpus {bdf: entry}, hcas {dev: entry}, why not) from facts.pci; why not is a sentence when the topology
+    cannot be read for the chosen ports (no GPU paths, a missing link, GPUs straight on the root complex as in VMs)."""
+    pci = _get(facts, 'pci') or {}
+    gpus = dict((bdf, _pci_entry(e)) for bdf, e in (pci.get('gpus') or {}).items())
+    hcas = dict((dev, _pci_entry(e)) for dev, e in (pci.get('rdma') or {}).items())
+    if not gpus:
+        return None, None, 'the facts show no GPU PCI paths'
+    missing = sorted(b for b, e in gpus.items() if e is None) + sorted(
+        set(p['dev'] for p in chosen if not hcas.get(p['dev'])), key=_natural)
+    if missing:
+        return None, None, 'no sysfs PCI path for %s' % ', '.join(missing)
+    if all(len(e[0]) == 2 for e in gpus.values()):
+        return None, None, 'the GPUs sit straight on the root complex (a flat PCI layout, as in VMs)'
+    return gpus, hcas, None
+
+
+def _gpu_local_ports(out, facts, chosen):
+    """Keep the HCAs nearest a GPU (path type PIX/PXB, the nearest of each GPU: NCCL's ncclTopoGetLocal), leave out
+    the others with the reason; keep every port when the topology cannot be read or no HCA is near a GPU."""
+    if len(chosen) < 2:
+        return chosen
+    gpus, hcas, why_not = _pci_layout(facts, chosen)
+    if why_not:
+        out.topology = 'PCIe topology not read (%s): every ACTIVE port kept' % why_not
+        return chosen
+    devs = sorted(set(p['dev'] for p in chosen), key=_natural)
+    types = dict((dev, dict((bdf, pci_path_type(gpus[bdf], hcas[dev])) for bdf in gpus)) for dev in devs)
+    serving = {}
+    for bdf in sorted(gpus):
+        near = [(PATH_TYPES.index(types[dev][bdf]), dev) for dev in devs
+                if PATH_TYPES.index(types[dev][bdf]) <= PATH_TYPES.index(GPU_LOCAL)]
+        if near:
+            best = min(near)[0]
+            serving[bdf] = [dev for rank, dev in near if rank == best]
+    keep = set(dev for devs_ in serving.values() for dev in devs_)
+    if not keep:
+        out.topology = 'PCIe topology: no HCA within %s of a GPU: every ACTIVE port kept' % GPU_LOCAL
+        return chosen
+    rails = ', '.join('GPU %s -> %s (%s)' % (bdf, '+'.join(serving[bdf]), types[serving[bdf][0]][bdf])
+                      for bdf in sorted(serving))
+    one_rail = len(serving) == len(gpus) and all(len(v) == 1 for v in serving.values()) and \
+        len(keep) == len(gpus)
+    out.topology = 'PCIe topology%s: %s' % (': one rail per GPU' if one_rail else '', rails)
+    out.by_topology = True
+    left = [p for p in chosen if p['dev'] not in keep]
+    for reason, group in _far_reasons(left, types, _front_end_netdevs(facts)):
+        chosen = _leave_out(out, chosen, group, reason,
+                            'leaving out %s: %s; list them in ib_hca to use them' % (
+                                ', '.join(p['key'] for p in group), reason))
+    return chosen
+
+
+def _far_reasons(left, types, front):
+    """[(reason, ports)] for the ports the topology rule leaves out, grouped by reason; a port whose netdev carries
+    the default route (``front``, see _front_end_netdevs) is also named a front-end NIC."""
+    groups = {}
+    for port in left:
+        nearest = min(types[port['dev']].values(), key=PATH_TYPES.index)
+        if PATH_TYPES.index(nearest) > PATH_TYPES.index(GPU_LOCAL):
+            reason = 'no GPU under the same PCIe switch (nearest GPU path %s)' % nearest
+        else:
+            reason = 'a nearer HCA serves the GPUs under its PCIe switch (this one is %s)' % nearest
+        if port['netdev'] and str(port['netdev']) in front:
+            reason += '; front-end NIC: its netdev carries the default route'
+        groups.setdefault(reason, []).append(port)
+    return sorted(groups.items())
+
+
 def _auto_ports(out, facts, active, gid_auto):
     """The ACTIVE ports NCCL should use when ib_hca is auto.
 
-    InfiniBand before RoCE when a node has both (the Ethernet ports are then the front-end network), physical
-    functions before SR-IOV virtual functions when both are ACTIVE (VFs share the PFs' links), RoCE ports without a
-    RoCE v2 GID left out (when the GID index is auto), a port whose netdev carries the default route left out when
-    other ports remain (a front-end NIC), and only the fastest ports when rates differ (a slower
+    The HCAs that serve the GPUs by PCIe topology first (_gpu_local_ports: storage and front-end HCAs away from the
+    GPUs are left out), then InfiniBand before RoCE when a node has both (the Ethernet ports are then the front-end
+    network), physical functions before SR-IOV virtual functions when both are ACTIVE (VFs share the PFs' links),
+    RoCE ports without a RoCE v2 GID left out (when the GID index is auto), a port whose netdev carries the default
+    route left out when other ports remain (a front-end NIC), and only the fastest ports when rates differ (a slower
     port is a front-end or storage NIC). Each choice is a warning and an entry of out.left_out.
     """
-    chosen = list(active)
+    chosen = _gpu_local_ports(out, facts, list(active))
     if len(set(p['link_layer'] for p in chosen)) > 1 and any(p['link_layer'] == 'infiniband' for p in chosen):
         left = [p for p in chosen if p['link_layer'] != 'infiniband']
         chosen = _leave_out(out, chosen, left, 'not InfiniBand: the node has InfiniBand ports',
@@ -680,9 +783,13 @@ def _efa_plugin(out, facts, mode, chosen):
     plugin = _get(facts, 'library', 'aws_ofi_nccl')
     if plugin:
         return True
+    others = [o for o in _get(facts, 'library', 'other_net_plugins') or [] if isinstance(o, Mapping)]
     message = ('the EFA devices %s need the aws-ofi-nccl plugin (libnccl-net-ofi.so / libnccl-net.so, from the EFA '
-               'installer or the aws-ofi-nccl package), and none was found on this node' % ', '.join(
-                   p['key'] for p in chosen))
+               'installer or the aws-ofi-nccl package), and none was found on this node%s' % (
+                   ', '.join(p['key'] for p in chosen), ''.join(
+                       ' (%s is not aws-ofi-nccl: it has no "%s" net name and aws-ofi-nccl package string%s)' % (
+                           o.get('path'), AWS_OFI_NET_NAME, '; its net names: %s' % ', '.join(o['names'])
+                           if o.get('names') else '') for o in others)))
     if mode == 'rdma':
         out.errors.append(message + '; install it or set network_mode tcp')
     else:
@@ -741,8 +848,10 @@ def _ib_disable(out, transport, mode, vendor):
 def _ib_hca(out, transport, chosen, hca_auto):
     """NCCL_IB_HCA: the chosen InfiniBand/RoCE ports in NCCL's exact-match form (never EFA devices)."""
     if transport == 'rdma' and chosen:
+        auto = 'the ACTIVE RDMA ports%s, matched exactly' % (
+            ' nearest the GPUs by PCIe topology' if out.by_topology else '')
         out.set('NCCL_IB_HCA', '=' + ','.join(p['key'] for p in chosen), 'detected' if hca_auto else 'knob',
-                ('the ACTIVE RDMA ports, matched exactly' if hca_auto else 'ib_hca setting, matched exactly'))
+                auto if hca_auto else 'ib_hca setting, matched exactly')
 
 
 def _gid_explicit(out, roce, index):
@@ -1415,8 +1524,8 @@ def compute(facts, settings=None):
     transport, link_layer, chosen = _final_transport(out, transport, link_layer, chosen, active)
     gpudirect = None if path is None else bool(path) and transport != 'tcp'
     return dict(env=out.env, sources=out.sources, reasons=out.reasons, transport=transport, link_layer=link_layer,
-                hcas=[p['key'] for p in chosen], left_out=dict(out.left_out), socket_ifname=socket_names,
-                vendor=vendor, gpudirect=gpudirect,
+                hcas=[p['key'] for p in chosen], left_out=dict(out.left_out), topology=out.topology,
+                socket_ifname=socket_names, vendor=vendor, gpudirect=gpudirect,
                 library=dict(name=library['name'], version=library.get('text'), source=library.get('source')),
                 unset=sorted(out.unset), errors=out.errors, warnings=out.warnings)
 
@@ -1514,8 +1623,10 @@ def check_cluster(per_host):
                         'bandwidth of the whole job' % '; '.join('%d on %s' % (n, ', '.join(sorted(h, key=_natural)))
                                                                  for n, h in sorted(counts.items())))
     table = _table(rows, ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status'])
-    notes = ['%s: left out %s (%s)' % (host, key, why) for host in hosts if host in valid
-             for key, why in sorted((valid[host].get('left_out') or {}).items(), key=lambda i: _natural(i[0]))]
+    notes = ['%s: %s' % (host, valid[host]['topology']) for host in hosts
+             if host in valid and valid[host]['transport'] == 'rdma' and valid[host].get('topology')]
+    notes += ['%s: left out %s (%s)' % (host, key, why) for host in hosts if host in valid
+              for key, why in sorted((valid[host].get('left_out') or {}).items(), key=lambda i: _natural(i[0]))]
     if notes:
         table += '\n' + '\n'.join(notes)
     return dict(errors=errors, warnings=warnings, table=table, transports=transports)

@@ -735,6 +735,46 @@ def rdma_facts(root='/', gpu_vendor='none'):
 
 
 # ------------------------------------------------------------------------------------------------
+# PCIe topology (which HCA sits under which PCIe switch, as NCCL's src/graph/xml.cc reads it)
+# ------------------------------------------------------------------------------------------------
+
+_ROOT_COMPLEX = re.compile(r'^pci[0-9a-f]{4,8}:[0-9a-f]{2}$')
+
+
+def pci_path(root, *parts):
+    """``dict(path=[...], numa_node=n)`` for the PCI device a sysfs link leads to, or None when it cannot be read.
+
+    ``path`` runs from the root complex (``pci0000:00``) through every bridge (root port, switch ports) to the device,
+    from the link's target under /sys/devices, as NCCL walks it (src/graph/xml.cc ncclTopoGetXmlFromSys). A path that
+    does not start at a root complex (a link missing, or not into /sys/devices/pci*) is None.
+    """
+    path = _path(root, *parts)
+    if not os.path.lexists(path):
+        return None
+    components = os.path.realpath(path).split(os.sep)
+    start = [i for i, c in enumerate(components) if _ROOT_COMPLEX.match(c)]
+    if not start:
+        return None
+    chain = [components[start[-1]]]
+    for component in components[start[-1] + 1:]:
+        if not _BDF.match(component):
+            break
+        chain.append(component)
+    if len(chain) < 2:
+        return None
+    numa = _read(root, *(parts + ('numa_node',)))
+    numa = int(numa) if numa and re.match(r'^-?\d+$', numa) and int(numa) >= 0 else None
+    return dict(path=chain, numa_node=numa)
+
+
+def pci_topology(root, gpu_pci_ids, rdma_devices):
+    """The PCI paths of the GPUs (by bus id) and RDMA devices (by name); a None entry when sysfs does not show it."""
+    gpus = dict((bdf, pci_path(root, 'sys/bus/pci/devices', bdf)) for bdf in gpu_pci_ids or [] if bdf)
+    rdma = dict((dev['name'], pci_path(root, _IB_CLASS, dev['name'], 'device')) for dev in rdma_devices or [])
+    return dict(gpus=gpus, rdma=rdma)
+
+
+# ------------------------------------------------------------------------------------------------
 # network
 # ------------------------------------------------------------------------------------------------
 
@@ -894,15 +934,59 @@ def library_facts(root='/', gpu_vendor='none', runner=None, python=None, prefix=
         found = _library_from_python(runner, python, prefix, gpu_vendor) or _library_from_files(root, gpu_vendor)
         if found:
             library.update(found)
-    plugin = None
+    plugin, others = None, []
     for lib_dir in _OFI_DIRS:
-        names = _listdir(root, lib_dir)
-        hit = [name for name in _OFI_NAMES if name in names]
-        if hit:
-            plugin = '/{0}/{1}'.format(lib_dir, hit[0])
+        for name in [n for n in _OFI_NAMES if n in _listdir(root, lib_dir)]:
+            what = net_plugin_identity(root, lib_dir, name)
+            if what['aws_ofi_nccl']:
+                plugin = '/{0}/{1}'.format(lib_dir, name)
+                break
+            others.append(dict(what, path='/{0}/{1}'.format(lib_dir, name)))
+        if plugin:
             break
     library['aws_ofi_nccl'] = plugin
+    if others and not plugin:
+        library['other_net_plugins'] = others  # libnccl-net*.so files that are not aws-ofi-nccl (an HPC-X SHARP one)
     return library
+
+
+_OFI_NET_NAME = b'Libfabric'
+"""The name aws-ofi-nccl's ncclNet_v* structs give NCCL (``.name = "Libfabric"``; NCCL_NET must name it)."""
+_OFI_PACKAGE = re.compile(br'aws-ofi-nccl[ /-]?v?(\d+\.\d+\.\d+)?')
+_NET_NAMES = re.compile(br'(?<=\x00)(Libfabric|IBext(?:_v\d+)?|IB|Socket|SHARP|UCX(?:-RMA)?|'
+                        br'NCCL RDMA (?:SHARP )?Plugin)(?=\x00)')
+"""Net names plugins give NCCL, reported for the ones that are not aws-ofi-nccl (nccl-rdma-sharp-plugins, HPC-X:
+"NCCL RDMA Plugin", "IBext", "UCX", collnet "SHARP")."""
+_PLUGIN_READ_LIMIT = 64 << 20
+_PLUGIN_CHUNK = 1 << 20
+
+
+def net_plugin_identity(root, lib_dir, name, limit=_PLUGIN_READ_LIMIT):
+    """What a ``libnccl-net*.so`` is, from its bytes (never loaded): ``dict(aws_ofi_nccl, version, names)``.
+
+    aws-ofi-nccl is the library that holds the NUL-terminated net name ``Libfabric`` and its package name
+    ``aws-ofi-nccl`` (the version follows it where the build put ``PACKAGE_STRING`` in). ``names`` lists the net
+    names found (``IBext``/``SHARP`` for nccl-rdma-sharp-plugins). At most ``limit`` bytes are read.
+    """
+    found, version, seen, tail = set(), None, 0, b''
+    package = False
+    try:
+        with open(_path(root, lib_dir, name), 'rb') as handle:
+            while seen < limit:
+                chunk = handle.read(min(_PLUGIN_CHUNK, limit - seen))
+                if not chunk:
+                    break
+                seen += len(chunk)
+                data = tail + chunk
+                found.update(m.group(1).decode('ascii') for m in _NET_NAMES.finditer(data))
+                for match in _OFI_PACKAGE.finditer(data):
+                    package = True
+                    version = version or (match.group(1).decode('ascii') if match.group(1) else None)
+                tail = data[-64:]
+    except (IOError, OSError):
+        return dict(aws_ofi_nccl=False, version=None, names=[])
+    return dict(aws_ofi_nccl=package and _OFI_NET_NAME.decode('ascii') in found, version=version,
+                names=sorted(found))
 
 
 def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None, python=None,
@@ -911,5 +995,6 @@ def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, roo
     network = network_facts(runner, master_addr, socket_ifname, check_ifname)
     network['default_ifnames'] = default_route_ifnames(root)
     gpu = gpu_details(root, runner, warnings)
-    return dict(gpu=gpu, rdma=rdma_facts(root, gpu['vendor']), network=network,
+    rdma = rdma_facts(root, gpu['vendor'])
+    return dict(gpu=gpu, rdma=rdma, network=network, pci=pci_topology(root, gpu['pci_ids'], rdma['devices']),
                 library=library_facts(root, gpu['vendor'], runner, python, python_prefix))

@@ -87,7 +87,10 @@ options:
     description:
       - RDMA ports to use, as a list (or comma-separated string) of C(name) or C(name:port). A bare name takes the
         device's ACTIVE ports. Every name and port must exist and be ACTIVE.
-      - V(auto) (the default when not given, or null) takes the ACTIVE ports, preferring InfiniBand over RoCE ports
+      - V(auto) (the default when not given, or null) takes the ACTIVE ports, first the HCAs that serve the GPUs by
+        PCIe topology (each GPU's nearest HCAs within PXB, as NCCL ranks paths; storage and front-end HCAs with no GPU
+        under the same PCIe switch left out; every port kept when the topology cannot be read, see RV(topology)),
+        preferring InfiniBand over RoCE ports
         when a node has both, physical functions over SR-IOV virtual functions when both are ACTIVE, leaving out RoCE
         ports without a RoCE v2 GID (when O(gid_index=auto)), leaving out a port whose netdev carries the default route
         (a front-end NIC) when other ports remain, and keeping the fastest ports when rates
@@ -291,6 +294,12 @@ left_out:
   returned: with O(facts)
   type: dict
   sample: {"mlx5_8:1": "not InfiniBand: the node has InfiniBand ports"}
+topology:
+  description: How the PCIe topology chose the HCAs (each GPU's HCAs and the path type), or why it could not be read
+    and every ACTIVE port was kept; null when O(ib_hca) lists the ports or no choice was made.
+  returned: with O(facts)
+  type: str
+  sample: "PCIe topology: one rail per GPU: GPU 0000:1b:00.0 -> mlx5_0 (PXB), GPU 0000:43:00.0 -> mlx5_3 (PXB)"
 library:
   description: The NCCL/RCCL the environment was computed for (C(name), C(version), C(source)); C(version) null when
     unknown.

@@ -362,10 +362,34 @@ ansible_facts:
           type: dict
           returned: always
           sample: {ifname: ens5, routed_ifname: ens5, address: 10.0.0.12, mtu: 9000, overridden: false}
+        pci:
+          description:
+            - The PCI paths of the GPUs (C(gpus), by bus id) and RDMA devices (C(rdma), by name), for the HCA choice by
+              topology; each C(path) runs from the root complex (C(pci0000:15)) through every bridge to the device,
+              from C(/sys/bus/pci/devices/<bdf>) and C(/sys/class/infiniband/<dev>/device), with its C(numa_node);
+              V(null) when sysfs does not show the device.
+          type: dict
+          returned: always
+          contains:
+            gpus:
+              description: "C({bus id: {path, numa_node} or null}) for every GPU of C(gpu.pci_ids)."
+              type: dict
+              returned: always
+              sample: {"0000:1b:00.0": {path: [pci0000:15, "0000:15:01.0", "0000:16:00.0", "0000:17:02.0",
+                       "0000:1b:00.0"], numa_node: 0}}
+            rdma:
+              description: "C({device name: {path, numa_node} or null}) for every device of C(rdma.devices)."
+              type: dict
+              returned: always
+              sample: {mlx5_0: {path: [pci0000:15, "0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:18:00.0"],
+                       numa_node: 0}}
         library:
           description:
             - C(name) (V(nccl), V(rccl) or V(null) without GPUs), C(version) (V(null) when nothing tells), C(source)
               (what told it) and C(aws_ofi_nccl) (the path of the aws-ofi-nccl plugin, or V(null)).
+            - A C(libnccl-net*.so) is aws-ofi-nccl when its bytes hold the net name C(Libfabric) and the package name
+              C(aws-ofi-nccl) (read, never loaded); others found are listed in C(other_net_plugins) (C(path),
+              C(names), C(version)) only when no aws-ofi-nccl was found.
           type: dict
           returned: always
           sample: {name: nccl, version: 2.21.5, source: python package nvidia-nccl-cu12, aws_ofi_nccl: null}

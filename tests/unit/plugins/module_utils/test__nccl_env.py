@@ -829,3 +829,94 @@ def test_check_cluster_warns_about_different_library_versions():
                               'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
     assert check['errors'] == []
     assert has(check['warnings'], 'different library versions', 'NCCL 2.21.5 on a', 'NCCL 2.23.4 on b')
+
+
+# --- HCA choice by PCIe topology ----------------------------------------------------------------------------------
+
+def pci(*path, numa=0):
+    return dict(path=list(path), numa_node=numa)
+
+
+def entry(*path, numa=0):
+    return [str(c) for c in path], numa
+
+
+def test_pci_path_types_follow_nccl():
+    # NCCL src/graph/topo.h: PIX at most one PCIe bridge, PXB several without the host bridge, PHB through the host
+    # bridge (CPU), SYS across NUMA nodes; src/graph/paths.cc ncclTopoSetPaths: a PCI-PCI hop is PXB
+    gpu = entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0', '0000:1b:00.0')
+    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0',
+                                       '0000:1b:00.1')) == 'PIX'
+    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:00.0',
+                                       '0000:18:00.0')) == 'PXB'
+    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:02.0', '0000:29:00.0')) == 'PHB'
+    assert ne.pci_path_type(gpu, entry('pci0000:28', '0000:28:01.0', '0000:29:00.0')) == 'PHB'
+    assert ne.pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=1)) == 'SYS'
+    assert ne.pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=None)) == 'SYS'
+
+
+def topo_facts(gpus, hcas):
+    facts = h100_ib()
+    facts['pci'] = dict(gpus=gpus, rdma=hcas)
+    return facts
+
+
+def test_topology_keeps_the_rail_of_each_gpu_and_names_the_others():
+    gpus = dict(('0000:%02x:00.0' % (0x1b + i), pci('pci0000:%02x' % i, '0000:%02x:01.0' % i, '0000:%02x:00.0' % (0x1b + i)))
+                for i in range(2))
+    hcas = dict(('mlx5_%d' % i, pci('pci0000:%02x' % i, '0000:%02x:01.0' % i, '0000:%02x:00.1' % (0x1b + i)))
+                for i in range(2))
+    hcas.update(('mlx5_%d' % i, pci('pci0000:80', '0000:80:01.0', '0000:%02x:00.0' % (0x90 + i), numa=1))
+                for i in range(2, 8))
+    res = run(topo_facts(gpus, hcas))
+    assert res['env']['NCCL_IB_HCA'] == '=mlx5_0:1,mlx5_1:1'
+    assert res['left_out'] == dict(('mlx5_%d:1' % i, 'no GPU under the same PCIe switch (nearest GPU path SYS)')
+                                   for i in range(2, 8))
+    assert res['topology'] == ('PCIe topology: one rail per GPU: GPU 0000:1b:00.0 -> mlx5_0 (PIX), '
+                               'GPU 0000:1c:00.0 -> mlx5_1 (PIX)')
+    # a second HCA further up the same switch: the GPU's nearest one serves it, the other is named
+    hcas['mlx5_2'] = pci('pci0000:00', '0000:00:01.0', '0000:1d:00.0')
+    gpus['0000:1b:00.0'] = pci('pci0000:00', '0000:00:01.0', '0000:1e:00.0', '0000:1b:00.0')
+    hcas['mlx5_0'] = pci('pci0000:00', '0000:00:01.0', '0000:1e:00.0', '0000:1b:00.1')
+    res = run(topo_facts(gpus, hcas))
+    assert res['left_out']['mlx5_2:1'] == 'a nearer HCA serves the GPUs under its PCIe switch (this one is PXB)'
+    assert res['hcas'] == ['mlx5_0:1', 'mlx5_1:1']
+    assert res['topology'].startswith('PCIe topology: one rail per GPU: GPU 0000:1b:00.0 -> mlx5_0 (PIX)')
+    # two HCAs as near one GPU: both serve it (NCCL's ncclTopoGetLocal returns every NIC of the best path type)
+    hcas['mlx5_2'] = pci('pci0000:00', '0000:00:01.0', '0000:1e:00.0', '0000:1b:00.2')
+    res = run(topo_facts(gpus, hcas))
+    assert res['hcas'] == ['mlx5_0:1', 'mlx5_1:1', 'mlx5_2:1']
+    assert res['topology'] == ('PCIe topology: GPU 0000:1b:00.0 -> mlx5_0+mlx5_2 (PIX), '
+                               'GPU 0000:1c:00.0 -> mlx5_1 (PIX)')
+
+
+def test_topology_not_read_keeps_todays_choice():
+    eight = ['mlx5_%d:1' % i for i in range(8)]
+    # no pci section (facts from an older node_facts), GPU paths missing, or GPUs straight on a root complex (a VM)
+    assert run(h100_ib())['hcas'] == eight
+    assert run(h100_ib())['topology'] == 'PCIe topology not read (the facts show no GPU PCI paths): every ACTIVE port kept'
+    hcas = dict(('mlx5_%d' % i, pci('pci0000:00', '0000:00:%02x.0' % (4 + i))) for i in range(8))
+    flat = dict(('0000:00:%02x.0' % (0x10 + i), pci('pci0000:00', '0000:00:%02x.0' % (0x10 + i))) for i in range(8))
+    res = run(topo_facts(flat, hcas))
+    assert res['hcas'] == eight and res['left_out'] == {}
+    assert res['topology'] == ('PCIe topology not read (the GPUs sit straight on the root complex (a flat PCI layout, '
+                               'as in VMs)): every ACTIVE port kept')
+    res = run(topo_facts({'0000:1b:00.0': None}, hcas))
+    assert res['hcas'] == eight and 'no sysfs PCI path for 0000:1b:00.0' in res['topology']
+    # never drop every HCA: none near a GPU keeps them all
+    far = {'0000:1b:00.0': pci('pci0000:15', '0000:15:01.0', '0000:1b:00.0', numa=1)}
+    res = run(topo_facts(far, hcas))
+    assert res['hcas'] == eight and res['topology'] == 'PCIe topology: no HCA within PXB of a GPU: every ACTIVE port kept'
+    table = ne.check_cluster({'n1': res})['table']
+    assert 'n1: PCIe topology: no HCA within PXB of a GPU' in table
+
+
+def test_efa_plugin_that_is_not_aws_ofi_nccl_is_named():
+    facts = h100_ib()
+    facts['rdma']['devices'] = [device('rdmap%ds0' % i, 'efa', '0000:%02x:00.0' % (0x10 + i),
+                                       [port(layer='Unspecified', rate=None)]) for i in range(2)]
+    facts['library'] = dict(name='nccl', version='2.23.4', source='test', aws_ofi_nccl=None, other_net_plugins=[
+        dict(path='/usr/lib/libnccl-net.so', aws_ofi_nccl=False, version=None, names=['IBext', 'SHARP'])])
+    res = run(facts)
+    assert res['transport'] == 'tcp'
+    assert has(res['warnings'], '/usr/lib/libnccl-net.so is not aws-ofi-nccl', '"Libfabric"', 'IBext, SHARP')

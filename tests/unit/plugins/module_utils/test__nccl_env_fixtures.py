@@ -358,3 +358,61 @@ def test_secondary_address_and_gloo_overrides(node):
 def test_every_decider_exists():
     for var, name in ne.DECIDERS.items():
         assert callable(getattr(ne, name.split()[0])), (var, name)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# DGX H100: 8 compute HCAs mlx5_0,3,4,5,6,9,10,11 beside the GPUs, storage / in-band management ConnectX-7 in slots
+# 1 and 2 (mlx5_1,2,7,8) on the CPUs' root ports (fixture README: DGX H100 User Guide, Network Modules table)
+# ------------------------------------------------------------------------------------------------------------------
+
+DGX_LINKS = [LO, link('enp41s0f1np1', '10.10.10.12/24'), link('enp170s0f1np1', '10.10.11.12/24')] + [
+    link('ibp%ds0' % bus, '10.20.%d.12/24' % i) for i, bus in enumerate((24, 64, 79, 94, 154, 192, 206, 220))]
+DGX_ROUTE = {'dst': '10.10.10.11', 'dev': 'enp41s0f1np1', 'prefsrc': '10.10.10.12'}
+DGX_COMPUTE = ['mlx5_0', 'mlx5_3', 'mlx5_4', 'mlx5_5', 'mlx5_6', 'mlx5_9', 'mlx5_10', 'mlx5_11']
+DGX_HCA = '=' + ','.join('%s:1' % d for d in DGX_COMPUTE)
+DGX_FAR = 'no GPU under the same PCIe switch (nearest GPU path PHB)'
+DGX_FRONT = '; front-end NIC: its netdev carries the default route'
+
+
+def dgx(node):
+    return node('dgx_h100_compute_storage', DGX_LINKS, '10.10.10.11', DGX_ROUTE)[0]
+
+
+def test_dgx_h100_takes_the_eight_compute_hcas(node):
+    facts = dgx(node)
+    res = compute(facts, nproc_per_node=8)
+    # NCCL src/graph/topo.h path types, src/graph/paths.cc ncclTopoSetPaths (a PCI-PCI hop is PXB, a hop through the
+    # CPU is PHB), netGdrLevel PATH_PXB; src/graph/topo.cc ncclTopoGetLocal: each GPU's nearest NICs. Each compute
+    # HCA shares its GPU's PCIe switch (PXB); the storage / management ConnectX-7s reach the GPUs only through a CPU.
+    assert res['env']['NCCL_IB_HCA'] == DGX_HCA
+    assert res['hcas'] == ['%s:1' % d for d in DGX_COMPUTE]
+    assert res['left_out'] == {'mlx5_1:1': DGX_FAR, 'mlx5_2:1': DGX_FAR + DGX_FRONT, 'mlx5_7:1': DGX_FAR,
+                               'mlx5_8:1': DGX_FAR}
+    assert res['reasons']['NCCL_IB_HCA'] == 'the ACTIVE RDMA ports nearest the GPUs by PCIe topology, matched exactly'
+    assert res['topology'].startswith('PCIe topology: one rail per GPU: GPU 0000:1b:00.0 -> mlx5_0 (PXB), ')
+    assert res['errors'] == [] and res['transport'] == 'rdma' and res['link_layer'] == 'infiniband'
+    assert has(res['warnings'], 'leaving out mlx5_1:1, mlx5_7:1, mlx5_8:1', 'list them in ib_hca')
+    assert has(res['warnings'], 'leaving out mlx5_2:1', 'front-end NIC')
+    table = ne.check_cluster({'dgx-01': res})['table']
+    print(table)
+    for dev in ('mlx5_1', 'mlx5_2', 'mlx5_7', 'mlx5_8'):
+        assert 'dgx-01: left out %s:1 (%s' % (dev, DGX_FAR) in table
+    assert 'dgx-01: left out mlx5_2:1 (%s%s)' % (DGX_FAR, DGX_FRONT) in table
+    assert 'dgx-01: PCIe topology: one rail per GPU: ' in table and 'GPU 0000:df:00.0 -> mlx5_11 (PXB)' in table
+
+
+def test_dgx_h100_user_list_still_wins(node):
+    facts = dgx(node)
+    res = compute(facts, ib_hca=DGX_COMPUTE + ['mlx5_1'])
+    assert res['env']['NCCL_IB_HCA'] == DGX_HCA + ',mlx5_1:1' and res['left_out'] == {} and res['topology'] is None
+
+
+def test_dgx_h100_without_pci_links_keeps_every_port(node):
+    facts = dgx(node)
+    facts['pci']['gpus']['0000:1b:00.0'] = None  # a missing link: the topology is not read, nothing is dropped by it
+    res = compute(facts)
+    # the old rule alone: InfiniBand before RoCE leaves the Ethernet ports out, the IB storage ports stay
+    assert res['env']['NCCL_IB_HCA'] == '=' + ','.join(
+        '%s:1' % d for d in sorted(DGX_COMPUTE + ['mlx5_1', 'mlx5_7'], key=ne._natural))
+    assert res['topology'] == 'PCIe topology not read (no sysfs PCI path for 0000:1b:00.0): every ACTIVE port kept'
+    assert 'dgx-01: PCIe topology not read' in ne.check_cluster({'dgx-01': res})['table']

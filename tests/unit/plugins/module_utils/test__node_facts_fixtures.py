@@ -369,7 +369,9 @@ def test_node_facts_puts_gpu_rdma_and_network_together(tree):
                                                                    'prefsrc': '10.10.0.12'}]))})
     runner.paths['ip'] = 'ip'
     facts = nf.node_facts(runner, '10.10.0.11', root=root)
-    assert sorted(facts) == ['gpu', 'library', 'network', 'rdma']
+    assert sorted(facts) == ['gpu', 'library', 'network', 'pci', 'rdma']
+    # this tree records no sysfs entry for the GPUs: their PCI paths are unknown, so the HCA choice keeps every port
+    assert set(facts['pci']['gpus'].values()) == {None} and len(facts['pci']['gpus']) == 8
     # the driver's header and library files are not in this tree, and no interpreter was named
     assert facts['library'] == dict(name='nccl', version=None, source=None, aws_ofi_nccl=None)
     assert facts['gpu']['interconnect']['type'] == 'nvlink'
@@ -564,3 +566,71 @@ def test_unparsable_tool_output_is_a_warning_not_a_failure(tree):
     assert gpu['sources'] == ['kfd-topology', 'amd-smi']
     assert warnings == ['cannot parse the JSON output of amd-smi static --asic --bus --driver --json; '
                         'its facts are left out']
+
+
+# ------------------------------------------------------------------------------------------------
+# PCIe topology (DGX H100 tree) and the net plugin identified by its contents
+# ------------------------------------------------------------------------------------------------
+
+def test_dgx_h100_pci_paths_of_gpus_and_hcas(tree):
+    root = tree('dgx_h100_compute_storage')
+    gpu = nf.gpu_details(root)
+    rdma = nf.rdma_facts(root, 'nvidia')
+    assert [d['name'] for d in rdma['devices']] == ['mlx5_%d' % i for i in range(12)]
+    pci = nf.pci_topology(root, gpu['pci_ids'], rdma['devices'])
+    # src/graph/xml.cc ncclTopoGetXmlFromSys walks the same path: every bridge up to the pciDDDD:BB root complex
+    assert pci['gpus']['0000:1b:00.0'] == dict(
+        path=['pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0', '0000:1b:00.0'], numa_node=0)
+    assert pci['rdma']['mlx5_0'] == dict(
+        path=['pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:00.0', '0000:18:00.0'], numa_node=0)
+    assert pci['rdma']['mlx5_8'] == dict(path=['pci0000:a9', '0000:a9:01.0', '0000:aa:00.1'], numa_node=1)
+    assert sorted(pci['gpus']) == sorted(gpu['pci_ids']) and None not in pci['gpus'].values()
+
+
+def test_pci_path_is_none_without_a_link(tree):
+    root = tree('h100_8gpu_mlx5_ib')
+    gpu = nf.gpu_details(root)
+    pci = nf.pci_topology(root, gpu['pci_ids'], nf.rdma_facts(root, 'nvidia')['devices'])
+    assert set(pci['gpus'].values()) == {None}  # /proc/driver/nvidia only: no /sys/bus/pci/devices entry
+    assert pci['rdma']['mlx5_0'] == dict(path=['pci0000:00', '0000:00:01.1', '0000:18:00.0'], numa_node=None)
+    assert nf.pci_topology(root, [], []) == dict(gpus={}, rdma={})
+
+
+OFI_SO = b'\x7fELF\x02\x01\x01\x00' + b'\x00' * 64 + b'\x00Libfabric\x00Initializing aws-ofi-nccl 1.14.0\x00'
+SHARP_SO = (b'\x7fELF\x02\x01\x01\x00' + b'\x00' * 64 +
+            b'\x00NCCL RDMA Plugin\x00IBext\x00UCX\x00SHARP\x00NET/IB : Using interface %s for sideband communication\x00')
+
+
+def _plugin_root(tmp_path, lib_dir, files):
+    directory = tmp_path / 'root' / lib_dir
+    directory.mkdir(parents=True)
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    return str(tmp_path / 'root')
+
+
+def test_aws_ofi_nccl_is_identified_by_its_net_name_and_package(tmp_path):
+    root = _plugin_root(tmp_path, 'opt/amazon/ofi-nccl/lib', {'libnccl-net.so': OFI_SO})
+    assert nf.net_plugin_identity(root, 'opt/amazon/ofi-nccl/lib', 'libnccl-net.so') == dict(
+        aws_ofi_nccl=True, version='1.14.0', names=['Libfabric'])
+    lib = nf.library_facts(root, 'nvidia')
+    assert lib['aws_ofi_nccl'] == '/opt/amazon/ofi-nccl/lib/libnccl-net.so' and 'other_net_plugins' not in lib
+
+
+def test_hpcx_sharp_plugin_is_not_aws_ofi_nccl(tmp_path):
+    # HPC-X puts nccl-rdma-sharp-plugins' libnccl-net.so on the library path: a file of the same name, not the plugin
+    root = _plugin_root(tmp_path, 'usr/lib', {'libnccl-net.so': SHARP_SO})
+    lib = nf.library_facts(root, 'nvidia')
+    assert lib['aws_ofi_nccl'] is None
+    assert lib['other_net_plugins'] == [dict(path='/usr/lib/libnccl-net.so', aws_ofi_nccl=False, version=None,
+                                             names=['IBext', 'NCCL RDMA Plugin', 'SHARP', 'UCX'])]
+
+
+def test_net_plugin_read_is_bounded_and_empty_files_are_not_plugins(tmp_path):
+    root = _plugin_root(tmp_path, 'usr/lib', {'libnccl-net.so': b'', 'libnccl-net-ofi.so': b'\x00' * 4096 + OFI_SO})
+    assert nf.net_plugin_identity(root, 'usr/lib', 'libnccl-net.so')['aws_ofi_nccl'] is False
+    assert nf.net_plugin_identity(root, 'usr/lib', 'libnccl-net-ofi.so', limit=4096)['aws_ofi_nccl'] is False
+    assert nf.net_plugin_identity(root, 'usr/lib', 'libnccl-net-ofi.so')['aws_ofi_nccl'] is True
+    assert nf.net_plugin_identity(root, 'usr/lib', 'missing.so') == dict(aws_ofi_nccl=False, version=None, names=[])
+    lib = nf.library_facts(root, 'nvidia')
+    assert lib['aws_ofi_nccl'] == '/usr/lib/libnccl-net-ofi.so'

@@ -83,7 +83,7 @@ def test_dgx_h100_facts_through_main(tmp_path):
     kind, result = run(dict(master_addr='10.10.0.11', root=root), machine)
     assert kind == 'exit' and result['changed'] is False
     node = result['ansible_facts']['trainops_node']
-    assert sorted(node) == ['gpu', 'library', 'network', 'rdma']
+    assert sorted(node) == ['gpu', 'library', 'network', 'pci', 'rdma']
     assert node['gpu'] == dict(vendor='nvidia', count=8, models=['NVIDIA H100 80GB HBM3'] * 8,
                                pci_ids=['0000:1b:00.0', '0000:43:00.0', '0000:52:00.0', '0000:61:00.0',
                                         '0000:9d:00.0', '0000:c3:00.0', '0000:d1:00.0', '0000:df:00.0'],
@@ -165,6 +165,7 @@ def test_documentation_lists_every_returned_key(tmp_path):
     assert sorted(rdma['devices']['contains']) == sorted(node['rdma']['devices'][0])
     assert sorted(rdma['devices']['contains']['ports']['contains']) == sorted(node['rdma']['devices'][0]['ports'][0])
     assert sorted(rdma['gpudirect']['contains']) == sorted(node['rdma']['gpudirect'])
+    assert sorted(returned['pci']['contains']) == sorted(node['pci'])
     from ansible_collections.trainops.multinode.plugins.doc_fragments._node_network import ModuleDocFragment
     documented_options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
     documented_options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
