@@ -155,9 +155,12 @@ LIAR = '''#!%s
 """node1's Python, compromised: its ansible.builtin.find answer for the profiles directory gains a '../' path,
 whose file it also creates, so a collect that trusts the node writes it beside the experiment."""
 import json, os, subprocess, sys
-if os.path.basename(sys.argv[1] if len(sys.argv) > 1 else '') != 'AnsiballZ_find.py':
-    os.execv(sys.executable, [sys.executable] + sys.argv[1:])
-out = subprocess.run([sys.executable] + sys.argv[1:], stdin=sys.stdin, capture_output=True, text=True)
+# the module comes as a file (AnsiballZ_find.py) or, pipelined, on stdin; its wrapper names the module
+module = sys.stdin.buffer.read() if len(sys.argv) < 2 else b''
+source = module or open(sys.argv[1], 'rb').read()
+if b"module_fqn='ansible.modules.find'" not in source:
+    sys.exit(subprocess.run([sys.executable] + sys.argv[1:], input=module).returncode)
+out = subprocess.run([sys.executable] + sys.argv[1:], input=module.decode(), capture_output=True, text=True)
 result = json.loads(out.stdout)
 profiles = [f['path'].split('/profiles/')[0] + '/profiles' for f in result.get('files', []) if '/profiles/' in f['path']]
 if profiles:

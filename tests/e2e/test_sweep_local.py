@@ -70,8 +70,11 @@ def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
         assert manifest['parameters']['threads'] == point['values']['threads'] == int(row['threads'])
         assert {n['env']['NCCL_MAX_NCHANNELS'] for n in manifest['nodes']} == {str(point['values']['channels'])}
         assert sorted(os.listdir(os.path.join(point['experiment_dir'], 'logs'))) == ['node_0.txt', 'node_1.txt']
-        traces = sorted(os.listdir(os.path.join(point['experiment_dir'], 'profiles')))
-        assert traces == ['node0_rank0.json', 'node1_rank2.json']
+        # each node's traces in its own place, profiles/<node>/
+        profiles = os.path.join(point['experiment_dir'], 'profiles')
+        traces = sorted(os.path.join(node, name) for node in os.listdir(profiles)
+                        for name in os.listdir(os.path.join(profiles, node)))
+        assert traces == ['node0/node0_rank0.json', 'node1/node1_rank2.json']
         # the table holds the figures of that point's own manifest
         summary = manifest['summary']
         assert summary['throughput_samples_per_s'] > 0
