@@ -741,6 +741,8 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
         "nccl_version": nccl_version() if device.type == "cuda" and backend == "nccl" else None,
         "python_version": platform.python_version(),
         "pid": os.getpid(),
+        # the CPUs this rank may run on (a launcher or Slurm's task binding may have narrowed them)
+        "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "num_threads": torch.get_num_threads(),
         "model_params": num_params,
         "train_flops_per_sample": flops_per_sample,

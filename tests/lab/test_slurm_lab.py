@@ -52,8 +52,9 @@ class Slurm:
         return self.run('scontrol', 'show', 'hostnames', expression).stdout.split()
 
     def hold(self, *names):
-        """Occupy these nodes with a sleeping job (so an allocation gets the others); its job id."""
-        job = self.run('sbatch', '--parsable', '--job-name', 'hold', '--nodes', str(len(names)),
+        """Occupy these nodes, all their CPUs and GPUs, with a sleeping job (so an allocation gets the
+        others); its job id."""
+        job = self.run('sbatch', '--parsable', '--job-name', 'hold', '--exclusive', '--nodes', str(len(names)),
                        '--nodelist', ','.join(names), '--output', '/dev/null', '--wrap', 'sleep 600').stdout.strip()
         self.jobs.append(job)
         deadline = time.monotonic() + 60
@@ -350,8 +351,9 @@ class Allocation:
 
 @pytest.fixture(scope='module')
 def allocation(slurm):  # pylint: disable=redefined-outer-name
-    granted = [line.split()[-1] for line in slurm.run('salloc', '--no-shell', '--nodes', '4', '--job-name',
-                                                      'srun-tests').stderr.splitlines()
+    # whole nodes (all their CPUs), 2 GPUs a node for the steps (lab-node04 has 2 of them)
+    granted = [line.split()[-1] for line in slurm.run('salloc', '--no-shell', '--nodes', '4', '--exclusive',
+                                                      '--gres=gpu:2', '--job-name', 'srun-tests').stderr.splitlines()
                if 'Granted job allocation' in line]
     assert granted, 'salloc --no-shell granted no allocation'
     job_id = granted[0]

@@ -358,6 +358,7 @@ def test_torchrun_env_file_records_comm_variables(base_run):
         assert env["master_addr"] == "127.0.0.1" and env["master_port"]
         assert env["backend"] == "gloo" and env["device"] == "cpu" and env["accelerator"] == "cpu"
         assert env["torch_version"]
+        assert env["cpu_affinity"] == sorted(os.sched_getaffinity(0))  # (the test's own CPUs: nothing narrowed them)
         assert env["env"]["NCCL_TRAINOPS_MARKER"] == "nccl-marker"
         assert env["env"]["GLOO_TRAINOPS_MARKER"] == "gloo-marker"
         assert env["env"]["NCCL_DEBUG"] == "WARN"
