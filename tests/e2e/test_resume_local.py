@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def test_a_launch_resumes_an_earlier_runs_checkpoint_in_a_new_run(lab):
     tiny = {'config': 'config/tiny.yaml', 'nproc': 1}
     run_id_file = os.path.join(lab.root, 'last.run_id')
-    first = lab.run('playbooks/launch.yml', dict(tiny, overrides=['training.epochs=1'],
-                                                  trainops_run_id_file=run_id_file))
+    first = lab.run('playbooks/launch.yml',
+                    dict(tiny, overrides=['training.epochs=1'], trainops_run_id_file=run_id_file))
     assert first.returncode == 0, first.stdout[-4000:]
     old = first.summary['artifact_data']['trainops_experiment']
     old_id = old['run_id']
@@ -38,8 +38,8 @@ def test_a_launch_resumes_an_earlier_runs_checkpoint_in_a_new_run(lab):
     assert 'trainops_resume_from=multinode_nothing_20260101_000000: no node has that run' in ' '.join(
         missing.stdout.split()), missing.stdout[-3000:]
 
-    again = lab.run('playbooks/launch.yml', dict(tiny, overrides=['training.epochs=2'], trainops_resume_from=old_id,
-                                                  trainops_run_id_file=run_id_file))
+    again = lab.run('playbooks/launch.yml', dict(tiny, overrides=['training.epochs=2'],
+                                                 trainops_resume_from=old_id, trainops_run_id_file=run_id_file))
     assert again.returncode == 0, again.stdout[-4000:]
     new = again.summary['artifact_data']['trainops_experiment']
     assert new['path'] != old['path'] and new['run_id'] != old_id
@@ -49,8 +49,8 @@ def test_a_launch_resumes_an_earlier_runs_checkpoint_in_a_new_run(lab):
         seen = json.load(open(os.path.join(new['path'], 'outputs', node, 'rank_%02d_env.json' % rank)))
         assert seen['resumed_from_global_step'] == steps_per_epoch, seen['resumed_from_global_step']
         assert seen['env']['TRAINOPS_RESUME_FROM'].endswith('/runs/%s/outputs' % old_id)
-        steps = [r['global_step'] for r in map(json.loads, open(os.path.join(new['path'], 'outputs', node,
-                                                                      'rank_%02d_metrics.jsonl' % rank)))]
+        metrics = os.path.join(new['path'], 'outputs', node, 'rank_%02d_metrics.jsonl' % rank)
+        steps = [json.loads(line)['global_step'] for line in open(metrics)]
         assert steps and min(steps) > steps_per_epoch and max(steps) == 2 * steps_per_epoch, steps
     manifest = json.load(open(os.path.join(new['path'], 'manifest.json')))
     assert manifest['parameters']['resume_from'] == old_id and manifest['outcome'] == 'succeeded'

@@ -146,8 +146,8 @@ def fake_playbook(tmp_path):
 
 
 def start_script(script, calls, **env):
-    proc = subprocess.Popen(['bash', str(script)], env=dict(os.environ, SLURM_JOB_ID='41', SLURM_JOB_NODELIST='n1',
-                                                             **env),
+    env = dict(os.environ, SLURM_JOB_ID='41', SLURM_JOB_NODELIST='n1', **env)
+    proc = subprocess.Popen(['bash', str(script)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while not (calls.exists() and 'started' in calls.read_text()):
