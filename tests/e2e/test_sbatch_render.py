@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -55,10 +57,11 @@ def test_renders_a_batch_script_and_its_private_variables(tmp_path):
     text = script.read_text()
     sbatch_lines = [line for line in text.splitlines() if line.startswith('#SBATCH')]
     assert sbatch_lines == ['#SBATCH --job-name=nightly', '#SBATCH --nodes=3',
-                            '#SBATCH --output=%s/%%x-%%j.out' % (tmp_path / 'batch'), '#SBATCH --signal=B:TERM@120',
-                            '#SBATCH --partition=gpu', '#SBATCH --time=01:00:00']
+                            '#SBATCH --output=%s/%%x-%%j.out' % (tmp_path / 'batch'), '#SBATCH --signal=B:USR1@120',
+                            '#SBATCH --no-requeue', '#SBATCH --partition=gpu', '#SBATCH --time=01:00:00']
     assert '-i %s -e @%s' % (tmp_path / 'allocation.slurm.yml', variables) in text
     assert '%s/playbooks/launch.yml &' % REPO in text and '%s/playbooks/stop.yml' % REPO in text
+    assert 'run_id_file' not in text and 'trainops_resume_from' not in text  # no --requeue, nothing to resume
     assert subprocess.run(['bash', '-n', str(script)], check=False).returncode == 0
     assert 'Rendered %s (submit it with sbatch)' % script in ' '.join(proc.stdout.split()), proc.stdout
 
@@ -85,3 +88,141 @@ def test_bad_input_fails_before_anything_is_written(tmp_path, extravars, message
     assert proc.returncode != 0
     assert message in proc.stdout, proc.stdout[-3000:]
     assert not (tmp_path / 'batch').exists()
+
+
+def test_a_job_name_with_a_newline_is_refused_before_anything_is_written(tmp_path):
+    # the newline would end the #SBATCH line: the rest would run as a shell command, and sbatch would ignore
+    # every #SBATCH line after it
+    proc = sbatch_play(tmp_path, trainops_sbatch_job_name='nightly\ntouch /tmp/pwned',
+                       trainops_sbatch_options=['--partition=gpu', '--nodes=9'], trainops_sbatch_submit=True)
+    assert proc.returncode != 0
+    out = ' '.join(proc.stdout.split())
+    assert "trainops_sbatch_job_name='nightly\\ntouch /tmp/pwned': the job name" in out, proc.stdout[-3000:]
+    assert "trainops_sbatch_options item '--nodes=9': --nodes is not taken here" in out, proc.stdout[-3000:]
+    assert '--partition=gpu' not in out  # a value that fits is not mentioned
+    assert not (tmp_path / 'batch').exists()
+    assert 'Submit the batch script' not in proc.stdout
+
+
+def test_values_that_reach_the_shell_are_quoted(tmp_path):
+    odd = tmp_path / "it's $(touch pwned) \"dir\""
+    (odd / 'playbooks').mkdir(parents=True)
+    for name in ('launch.yml', 'stop.yml'):
+        (odd / 'playbooks' / name).write_text('- hosts: localhost\n  gather_facts: false\n  tasks: []\n')
+    (odd / 'playbooks' / "my `id` play.yml").write_text('- hosts: localhost\n  gather_facts: false\n  tasks: []\n')
+    proc = sbatch_play(tmp_path, trainops_sbatch_playbook=str(odd / 'playbooks' / "my `id` play.yml"),
+                       trainops_sbatch_stop_playbook=str(odd / 'playbooks' / 'stop.yml'),
+                       trainops_sbatch_ansible_playbook='/bin/true')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    script, _variables = rendered(tmp_path)
+    text = script.read_text()
+    assert "launch_name='my `id` play.yml'" in text
+    assert '"trainops: job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST}: ${launch_name}"' in text
+    env = dict(os.environ, SLURM_JOB_ID='7', SLURM_JOB_NODELIST='n1')
+    run = subprocess.run(['bash', str(script)], env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert 'trainops: job 7 on n1: my `id` play.yml' in run.stdout
+    assert 'trainops: my `id` play.yml exited with 0' in run.stdout
+    assert not list(tmp_path.rglob('pwned')) and 'uid=' not in run.stdout + run.stderr
+
+
+FAKE_PLAYBOOK = """#!/usr/bin/env bash
+# stands in for ansible-playbook: records its arguments; the launch runs until it is stopped
+printf '%%s\\n' "$*" >> %(calls)s
+case "$*" in
+  *launch.yml*) trap 'echo launch got TERM >> %(calls)s; exit 143' TERM; echo started >> %(calls)s;
+                while :; do sleep 0.1; done ;;
+esac
+"""
+
+
+def fake_playbook(tmp_path):
+    calls = tmp_path / 'calls.txt'
+    fake = tmp_path / 'ansible-playbook'
+    fake.write_text(FAKE_PLAYBOOK % {'calls': calls})
+    fake.chmod(0o755)
+    return fake, calls
+
+
+def start_script(script, calls, **env):
+    env = dict(os.environ, SLURM_JOB_ID='41', SLURM_JOB_NODELIST='n1', **env)
+    proc = subprocess.Popen(['bash', str(script)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while not (calls.exists() and 'started' in calls.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
+    fake, calls = fake_playbook(tmp_path)
+    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake)).returncode == 0
+    script, _variables = rendered(tmp_path)
+    proc = start_script(script, calls)
+    proc.send_signal(signal.SIGTERM)  # scancel, scontrol requeue
+    out = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 143, out
+    assert 'ends early (cancelled or out of time): stopping the ranks on every node' in out
+    assert 'trainops: stop.yml exited with 0' in out
+    lines = calls.read_text().splitlines()
+    assert lines[-2:] == ['launch got TERM', lines[-1]] and lines[-1].endswith('/playbooks/stop.yml'), lines
+
+
+def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(tmp_path):
+    # exiting on its own would make the job FAILED (143); Slurm ends it at the limit instead: TIMEOUT
+    fake, calls = fake_playbook(tmp_path)
+    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30).returncode == 0
+    script, _variables = rendered(tmp_path)
+    assert '#SBATCH --signal=B:USR1@30' in script.read_text()
+    proc = start_script(script, calls)
+    proc.send_signal(signal.SIGUSR1)  # --signal=B:USR1@30
+    deadline = time.monotonic() + 30
+    while not calls.read_text().rstrip().endswith('/playbooks/stop.yml'):
+        assert time.monotonic() < deadline, calls.read_text()
+        time.sleep(0.05)
+    time.sleep(1)
+    assert proc.poll() is None  # still there, after the stop playbook ran
+    proc.send_signal(signal.SIGTERM)  # the time limit
+    out = proc.communicate(timeout=30)[0]
+    assert proc.returncode == -signal.SIGTERM, out
+    assert 'reaches its time limit in 30 s (USR1)' in out and 'trainops: stop.yml exited with 0' in out
+    assert 'waiting for the time limit' in out
+
+
+def test_with_requeue_a_restarted_attempt_resumes_the_run_the_last_one_recorded(tmp_path):
+    fake, calls = fake_playbook(tmp_path)
+    proc = sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_requeue=True,
+                       trainops_sbatch_job_name='rq')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    script, _variables = rendered(tmp_path)
+    assert '#SBATCH --requeue' in script.read_text().splitlines()
+    run_id_file = str(script)[:-len('.sbatch')] + '.41.run_id'
+
+    # the first attempt: no resume; the launch is told where to record its run id
+    first = start_script(script, calls)
+    first.send_signal(signal.SIGTERM)  # scontrol requeue
+    assert first.communicate(timeout=30)[0] and first.returncode == 143
+    launch = [line for line in calls.read_text().splitlines() if 'launch.yml' in line]
+    assert launch[-1].endswith('launch.yml -e trainops_run_id_file=%s' % run_id_file), launch
+
+    # restarted before the launch recorded a run: from scratch
+    calls.unlink()
+    restarted = start_script(script, calls, SLURM_RESTART_COUNT='1')
+    restarted.send_signal(signal.SIGTERM)
+    out = restarted.communicate(timeout=30)[0]
+    assert 'restarted (1); no earlier attempt started a run: starting from scratch' in out
+    assert 'trainops_resume_from' not in calls.read_text()
+
+    # restarted after it did: the run is resumed
+    with open(run_id_file, 'w') as handle:
+        handle.write('multinode_autoch_autoth_20261123_101500')
+    calls.unlink()
+    restarted = start_script(script, calls, SLURM_RESTART_COUNT='2')
+    restarted.send_signal(signal.SIGTERM)
+    out = restarted.communicate(timeout=30)[0]
+    assert 'restarted (2): resuming run multinode_autoch_autoth_20261123_101500 from its latest checkpoint' in out
+    launch = [line for line in calls.read_text().splitlines() if 'launch.yml' in line]
+    assert launch[-1].endswith('launch.yml -e trainops_run_id_file=%s -e trainops_resume_from='
+                               'multinode_autoch_autoth_20261123_101500' % run_id_file), launch
