@@ -247,6 +247,16 @@ class Slurm(object):
         return {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None,
                 'error': '; '.join(e for e in (err if rc != 0 else '', err2) if e) or 'not in squeue or sacct'}
 
+    def step_end(self, job_id, step_id, seconds, step=None):
+        """:meth:`step_state` once the step has left squeue (it ended, and sacct has its final state), or as it stands
+        after ``seconds``."""
+        deadline = self.system.monotonic() + seconds
+        step = step or self.step_state(job_id, step_id)
+        while step['source'] == 'squeue' and self.system.monotonic() < deadline:
+            self.system.sleep(1.0)
+            step = self.step_state(job_id, step_id)
+        return step
+
     def job_state(self, job_id):
         """The job's (allocation's) own state in sacct: ``{'state': RUNNING|COMPLETED|TIMEOUT|CANCELLED|..., 'exit_code',
         'source': 'sacct'}``, or state ``UNKNOWN`` with the ``error`` when sacct does not say."""

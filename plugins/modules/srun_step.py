@@ -101,6 +101,12 @@ options:
     type: list
     elements: str
     default: []
+  end_wait:
+    description:
+      - With O(state=query), seconds to wait for a step that C(squeue) still lists (running, or ending) to leave it, so
+        that the answer is C(sacct)'s final state; V(0) answers at once.
+    type: int
+    default: 0
   checkpoint_signal:
     description:
       - The run's checkpoint signal, sent to the step O(checkpoint_seconds) before its time limit. Only with
@@ -227,6 +233,8 @@ def run(module):
                         argv=argv[:-2] + ['<task script>', argv[-1]], task_script=argv[-2], output=params['output'])
         return dict(start_step(params, slurm=slurm), changed=True)
     step = slurm.step_state(params['job_id'], params['step_id'])
+    if params['state'] == 'query' and params['end_wait'] > 0:
+        step = slurm.step_end(params['job_id'], params['step_id'], params['end_wait'], step)
     if params['state'] == 'query':
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step,
                     job=slurm.job_state(params['job_id']))
@@ -252,6 +260,7 @@ def main():
             srun=dict(type='str', default='srun'),
             srun_args=dict(type='list', elements='str', default=[]),
             secret_env=dict(type='dict', default={}, no_log=True),
+            end_wait=dict(type='int', default=0),
             checkpoint_signal=dict(type='str', choices=['USR1', 'USR2']),
             checkpoint_seconds=dict(type='int', default=0),
         ),

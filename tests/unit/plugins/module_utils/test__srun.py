@@ -277,6 +277,17 @@ def test_start_step_schedules_the_checkpoint_signal_without_the_secrets(tmp_path
     assert result['checkpoint_timer'] is None
 
 
+def test_step_end_waits_for_the_step_to_leave_squeue():
+    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', ''), (0, '14.0|trainops-x\n', ''), (0, '', '')],
+                       'sacct': [(0, '14.0|trainops-x|TIMEOUT|0:15\n', '')]})
+    step = _srun.Slurm(system=fake).step_end('14', '0', 20)
+    assert step == {'state': 'TIMEOUT', 'exit_code': '0:15', 'name': 'trainops-x', 'source': 'sacct'}
+    assert fake.clock == 2.0
+    # still listed after the wait: as it stands
+    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', '')]})
+    assert _srun.Slurm(system=fake).step_end('14', '0', 5)['state'] == 'RUNNING' and fake.clock == 5.0
+
+
 def test_job_state_from_sacct():
     fake = FakeSystem({'sacct': [(0, '14|TIMEOUT|0:0\n', '')]})
     assert _srun.Slurm(system=fake).job_state('14') == {'state': 'TIMEOUT', 'exit_code': '0:0', 'source': 'sacct'}
