@@ -26,7 +26,7 @@ description:
     and the job's, read from C(squeue) once the step runs). Slurm signals every process of the step on every node.
     C(srun --signal) would not do this - Slurm keeps a warning signal for job allocations (C(salloc)/C(sbatch
     --signal)) only.
-  - With O(state=query), reports the step's state (C(squeue), then C(sacct)) and the job's (C(sacct)): a step or job
+  - With O(state=query), reports the step's state (C(squeue), then C(sacct)) and the job's (C(sacct)); a step or job
     that Slurm ended at its time limit is C(TIMEOUT).
   - With O(state=signalled), sends the step's tasks C(SIGTERM) with C(scancel --signal=TERM JOB.STEP); a node's supervisor
     then stops torchrun and writes C(exit.json), and when the run was stopped on request (C(stop.json)) waits for the
