@@ -13,7 +13,17 @@ Outputs, all under ``training.output_dir``:
 
 * ``rank_XX_metrics.jsonl`` - one JSON record per logged step, per rank.
 * ``rank_XX_env.json`` - once per rank: host, ranks, backend, versions, NCCL/RCCL/GLOO/... variables.
-* ``checkpoint.pt`` - written atomically by global rank 0 at every epoch end and at the end.
+* ``checkpoint.pt`` - written atomically by global rank 0 at every epoch end, at the end, every
+  ``training.checkpoint_interval`` steps and when the checkpoint signal arrives (below).
+* ``checkpoint.json`` - rank 0's record of the last ``checkpoint.pt``: ``global_step``, ``epoch``, ``reason``
+  (``epoch_end``, ``interval``, ``signal``, ``end``), ``signal``, ``path``, ``time``, and
+  ``last_signal_checkpoint`` (the same keys, of the last checkpoint the signal caused; null when none).
+
+The checkpoint signal (``TRAINOPS_CHECKPOINT_SIGNAL``, default ``SIGUSR1``: what Slurm's ``--signal=USR1@90``
+sends every process of a job before its time limit) does not stop the run: every rank notes it, all ranks
+agree at the next step boundary (an all-reduce of the flag), rank 0 writes ``checkpoint.pt`` as at an epoch
+end, and every rank logs ``[trainops] checkpoint at global step N on SIGUSR1 node=<host> rank=<r>/<world>``.
+Training then goes on until the end or the time limit.
 
 Progress goes to stdout (local rank 0 of every node) in a fixed, machine-parsed format::
 
@@ -37,6 +47,7 @@ import math
 import os
 import platform
 import re
+import signal
 import socket
 import sys
 import time
@@ -57,7 +68,10 @@ LOG = logging.getLogger("trainops.train")
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CONFIG_PATH = os.path.join(SCRIPT_DIR, "config", "default.yaml")
 CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_RECORD_NAME = "checkpoint.json"
 CHECKPOINT_FORMAT = 1
+CHECKPOINT_SIGNAL_ENV = "TRAINOPS_CHECKPOINT_SIGNAL"
+DEFAULT_CHECKPOINT_SIGNAL = "SIGUSR1"
 PROGRESS_PREFIX = "[trainops]"
 
 #: Every config key with its default. ``config/default.yaml`` mirrors this; a key not listed here is an error.
@@ -548,6 +562,36 @@ def save_checkpoint(path: str, state: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class CheckpointSignal:
+    """The checkpoint signal (``TRAINOPS_CHECKPOINT_SIGNAL``: ``USR1``/``SIGUSR2``, default ``SIGUSR1``): its handler
+    only sets a flag (a second signal before the checkpoint changes nothing); :meth:`agreed` tells every rank,
+    at a step boundary, whether any rank got it since the last checkpoint."""
+
+    def __init__(self, environ: Optional[Dict[str, str]] = None) -> None:
+        name = ((environ if environ is not None else os.environ).get(CHECKPOINT_SIGNAL_ENV) or DEFAULT_CHECKPOINT_SIGNAL)
+        name = name.strip().upper()
+        self.name = name if name.startswith("SIG") else "SIG" + name
+        self.signum = getattr(signal, self.name, None)
+        if self.name not in ("SIGUSR1", "SIGUSR2") or self.signum is None:
+            raise ValueError("%s=%r is not a checkpoint signal (USR1 or USR2)" % (CHECKPOINT_SIGNAL_ENV, name))
+        self.pending = False
+
+    def install(self) -> None:
+        signal.signal(self.signum, self._handler)
+
+    def _handler(self, signum: int, frame: Any) -> None:  # pylint: disable=unused-argument
+        self.pending = True
+
+    def agreed(self, device: torch.device) -> bool:
+        """True on every rank when any rank got the signal since the last call that returned True (collective)."""
+        flag = torch.tensor([1 if self.pending else 0], dtype=torch.int32, device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if int(flag.item()):
+            self.pending = False
+            return True
+        return False
+
+
 def _torch_load(path: str) -> Dict[str, Any]:
     """Load a checkpoint onto the CPU (tensors only and plain containers where torch supports ``weights_only``)."""
     try:
@@ -656,6 +700,12 @@ def done_line(node: str, rank: int, world_size: int, final_loss: float) -> str:
     return "%s done node=%s rank=%d/%d final_loss=%.4f" % (PROGRESS_PREFIX, node, rank, world_size, final_loss)
 
 
+def checkpoint_line(node: str, rank: int, world_size: int, global_step: int, signal_name: str) -> str:
+    """The line every rank prints when it took part in a checkpoint on the checkpoint signal."""
+    return "%s checkpoint at global step %d on %s node=%s rank=%d/%d" % (
+        PROGRESS_PREFIX, global_step, signal_name, node, rank, world_size)
+
+
 def inject_failure(mode: str, rank: int, global_step: int) -> None:
     """debug.fail_rank/fail_step: crash (``raise``) or hang outside any collective (``hang``, for stall tests)."""
     if mode == "hang":
@@ -678,6 +728,9 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     out_dir = os.path.abspath(tcfg["output_dir"])
     os.makedirs(out_dir, exist_ok=True)
     ckpt_path = os.path.join(out_dir, CHECKPOINT_NAME)
+    checkpoint_signal = CheckpointSignal()
+    checkpoint_signal.install()
+    last_signalled = None  # rank 0: the last checkpoint the signal caused, kept in checkpoint.json
 
     torch.manual_seed(tcfg["seed"])
     model = build_model(cfg["model"]).to(device)
@@ -820,12 +873,25 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
 
                 end_of_epoch = step == steps_per_epoch
                 periodic = tcfg["checkpoint_interval"] and global_step % tcfg["checkpoint_interval"] == 0
-                if rank == 0 and (end_of_epoch or is_last or periodic):
+                # every rank takes part: the ranks agree on the checkpoint signal at this step boundary
+                signalled = checkpoint_signal.agreed(device)
+                reason = ("end" if is_last else "epoch_end" if end_of_epoch else "interval" if periodic
+                          else "signal" if signalled else None)
+                if rank == 0 and reason:
                     save_checkpoint(ckpt_path, {
                         "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(), "epoch": epoch, "global_step": global_step,
                         "loss": final_loss, "world_size": world_size, "config": cfg,
                     })
+                    written = {"global_step": global_step, "epoch": epoch, "reason": "signal" if signalled else reason,
+                               "signal": checkpoint_signal.name if signalled else None, "path": ckpt_path,
+                               "world_size": world_size, "time": time.time()}
+                    if signalled:
+                        last_signalled = dict(written)
+                    write_json_atomic(os.path.join(out_dir, CHECKPOINT_RECORD_NAME),
+                                      dict(written, last_signal_checkpoint=last_signalled))
+                if signalled:
+                    emit(checkpoint_line(node, rank, world_size, global_step, checkpoint_signal.name))
                 if sleep_s:
                     time.sleep(sleep_s)
                     window_start += sleep_s  # keep the sleep out of step_time_s / samples_per_s

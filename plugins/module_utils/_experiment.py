@@ -619,7 +619,127 @@ def with_step_stops(results):
     return dict((node, dict(job or {}, stop=stops[node]) if node in stops else job) for node, job in results.items())
 
 
-def judge_results(results, verdicts=None, missing_nodes=None):
+SRUN_LOG = 'srun.log'
+"""The srun client's output in the experiment directory (launcher=srun), written on the controller."""
+
+_TIME_LIMIT_LINE = re.compile(r'^(?:\d+: )?slurmstepd: error: \*\*\* (STEP|JOB) ([0-9]+(?:\.[0-9]+)?) ON (\S+) CANCELLED AT '
+                              r'(\S+) DUE TO TIME LIMIT \*\*\*\s*$')
+
+
+def srun_log_time_limit(text, job_id, step_id):
+    """The line of ``srun.log`` in which slurmstepd says it ended step ``job_id.step_id`` (or job ``job_id``) at its
+    time limit (``slurmstepd: error: *** STEP 14.0 ON lab-node01 CANCELLED AT 2026-11-25T03:11:02 DUE TO TIME LIMIT
+    ***``), None when there is none. Only a whole line in that form, for this very step or job, counts."""
+    wanted = (('STEP', '%s.%s' % (job_id, step_id)), ('JOB', str(job_id)))
+    for line in (text or '').splitlines():
+        match = _TIME_LIMIT_LINE.match(line.strip())
+        if match and (match.group(1), match.group(2)) in wanted:
+            return line.strip()
+    return None
+
+
+def slurm_time_limit(slurm, results, srun_log=None):
+    """Whether Slurm ended a job launched as one step (launcher=srun) at a time limit, from what the controller asked
+    Slurm after the end (``slurm``: ``{job_id, step_id, step: {state, source}, job: {state, source}}``, the srun_step
+    module's query) - never from what the nodes wrote. Returns ``{'by': 'step'|'job', 'source', 'detail'}`` or None:
+
+    - the step's sacct state ``TIMEOUT`` (its own limit, ``srun --time``): Slurm says so, whatever the nodes did;
+    - the job's sacct state ``TIMEOUT`` (the allocation's limit): only when no node's run failed on its own (a run
+      that ended with no signal from Slurm and no stop), since the job may have reached its limit long after the
+      step ended;
+    - without an answer from sacct for either (no accounting), the line slurmstepd writes into the srun client's
+      output (``srun_log``, on the controller), under the same condition as the job's.
+    """
+    slurm = slurm or {}
+    job_id, step_id = slurm.get('job_id'), slurm.get('step_id')
+    if not job_id or not step_id:
+        return None
+    step = slurm.get('step') or {}
+    job = slurm.get('job') or {}
+    step_name = '%s.%s' % (job_id, step_id)
+    if step.get('state') == 'TIMEOUT' and step.get('source') == 'sacct':
+        return {'by': 'step', 'source': 'sacct',
+                'detail': 'Slurm ended step %s at its time limit (sacct: TIMEOUT)' % step_name}
+    jobs = dict((node, job_ or {}) for node, job_ in (results or {}).items())
+    own = [node for node, job_ in jobs.items()
+           if job_.get('exit_code') != 0 and not job_.get('stop') and not ended_by_step(job_)]
+    if own:
+        return None
+    if job.get('state') == 'TIMEOUT' and job.get('source') == 'sacct':
+        return {'by': 'job', 'source': 'sacct',
+                'detail': 'Slurm ended job %s, and step %s with it, at its time limit (sacct: TIMEOUT)' % (job_id, step_name)}
+    if step.get('source') == 'sacct' or job.get('source') == 'sacct':
+        return None
+    line = srun_log_time_limit(srun_log, job_id, step_id)
+    if line is None:
+        return None
+    return {'by': 'job' if ' JOB ' in line else 'step', 'source': SRUN_LOG,
+            'detail': 'Slurm ended %s at its time limit (srun.log: %s; sacct had no answer)' % (
+                'job %s, and step %s with it,' % (job_id, step_name) if ' JOB ' in line else 'step %s' % step_name, line)}
+
+
+def with_time_limit_stops(results, limit):
+    """``results`` with a stop record ``{reason: timeout, by: slurm, detail}`` for every node whose run Slurm ended at
+    the time limit (``limit`` from :func:`slurm_time_limit`; a new dict), as the wait records for its own limit."""
+    if not limit:
+        return results
+    stopped = {}
+    for node, job in (results or {}).items():
+        job = job or {}
+        if job.get('exit_code') == 0 or job.get('stop'):
+            stopped[node] = job
+            continue
+        stopped[node] = dict(job, stop={'reason': 'timeout', 'by': 'slurm', 'detail': limit['detail'],
+                                        'requested_at': job.get('ended_at'), 'requested_at_epoch': _ended_epoch(job)})
+    return stopped
+
+
+CHECKPOINT_RECORD = 'checkpoint.json'
+"""Rank 0's record of the last checkpoint it wrote (files/workspace/train.py), collected with its outputs."""
+
+
+def _checkpoint_fields(record):
+    """The fields of one checkpoint record that have the expected types (what the job wrote is not trusted)."""
+    if not isinstance(record, dict) or _int(record.get('global_step')) is None:
+        return None
+    fields = {'global_step': _int(record['global_step'])}
+    for key in ('reason', 'signal', 'path'):
+        value = record.get(key)
+        fields[key] = value if isinstance(value, str) and len(value) <= 4096 and '\n' not in value else None
+    fields['epoch'] = _int(record.get('epoch'))
+    return fields
+
+
+def read_checkpoint(path):
+    """The job's last checkpoint as rank 0 reported it in ``outputs/<node>/checkpoint.json``: ``{node, global_step,
+    epoch, reason, signal, path (on the node), last_signal_checkpoint}``, None when there is none or it does not
+    read as one."""
+    found = rank_zero_output(path, CHECKPOINT_RECORD)
+    if found is None:
+        return None
+    try:
+        with open(found) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    fields = _checkpoint_fields(record)
+    if fields is None:
+        return None
+    fields['node'] = os.path.basename(os.path.dirname(found))
+    fields['last_signal_checkpoint'] = _checkpoint_fields(record.get('last_signal_checkpoint'))
+    return fields
+
+
+def checkpoint_line(checkpoint):
+    """``global step 12 (SIGUSR1) on lab-node01: /srv/.../checkpoint.pt`` for the summary and the outcome."""
+    if not checkpoint:
+        return None
+    why = checkpoint.get('signal') or checkpoint.get('reason')
+    return 'global step %s%s on %s: %s' % (checkpoint['global_step'], ' (%s)' % why if why else '', checkpoint['node'],
+                                           checkpoint.get('path') or '?')
+
+
+def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None):
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
     ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
@@ -635,8 +755,20 @@ def judge_results(results, verdicts=None, missing_nodes=None):
     - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
 
     Under launcher=srun the nodes Slurm ended because another node failed or was stopped (``step_stops``) count as
-    stopped by that node (reason ``peer``), not as failures.
+    stopped by that node (reason ``peer``), not as failures; and a step that Slurm ended at a time limit
+    (``time_limit``, from :func:`slurm_time_limit`) is ``timed_out`` before anything else, its nodes stopped by it, with
+    the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line.
     """
+    if time_limit:
+        jobs = with_time_limit_stops(results or {}, time_limit)
+        stopped = sorted(node for node, job in jobs.items() if (job or {}).get('exit_code') != 0)
+        line = 'timed out: %s' % time_limit['detail']
+        if checkpoint_line(checkpoint):
+            line += '; last checkpoint: %s' % checkpoint_line(checkpoint)
+        stop = {'reason': 'timeout', 'by': 'slurm', 'source': time_limit['source'], 'detail': time_limit['detail'],
+                'requested_at': None}
+        return dict(outcome='timed_out', outcome_detail=line, failed_nodes=[], also_failed=[], stopped_nodes=stopped,
+                    stop=stop)
     # a Slurm step's nodes that Slurm ended because of another node are stopped, as if the wait had stopped them
     jobs = dict((node, job or {}) for node, job in with_step_stops(results or {}).items())
     missing = sorted(set(missing_nodes or []))
@@ -710,7 +842,7 @@ def mark_interrupted(path, when, pid):
 
 
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
-                      refused=None):
+                      refused=None, slurm=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
@@ -718,6 +850,10 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     With ``results`` (node -> final job state), the outcome (see judge_results) is returned, added to the
     manifest together with ``results``, and shown in the table. ``refused`` (lines naming a node and a path the
     collect refused to write, module_utils._collect) lands in the manifest's ``collect_refused`` and the table.
+    ``slurm`` (launcher=srun: the step's and the job's state, as the srun_step module's query returns them, with
+    ``job_id`` and ``step_id``) says whether Slurm ended the step at a time limit (:func:`slurm_time_limit`; the
+    manifest's ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
+    ``checkpoint`` and a line of the table.
     """
     path = os.path.abspath(path)
     if not os.path.isdir(path):
@@ -725,11 +861,20 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
 
     summary = summarize(read_metrics(path))
     table = summary_table(summary)
+    checkpoint = read_checkpoint(path)
+    if checkpoint is not None:
+        manifest = dict(manifest or {}, checkpoint=checkpoint)
+        table.append('{0:<10} : {1}'.format('checkpoint', checkpoint_line(checkpoint)))
     verdict = None
     if results is not None:
-        # the records say which nodes Slurm ended because of another (launcher=srun): the manifest keeps that
-        results = with_step_stops(results)
-        verdict = judge_results(results, verdicts, missing_nodes)
+        time_limit = None
+        if slurm:
+            time_limit = slurm_time_limit(slurm, results, _read_text(os.path.join(path, SRUN_LOG)))
+            manifest = dict(manifest or {}, slurm_end=dict(slurm, time_limit=time_limit))
+        # the records say which nodes Slurm ended because of another (launcher=srun), or at a time limit: the
+        # manifest keeps that
+        results = with_time_limit_stops(results, time_limit) if time_limit else with_step_stops(results)
+        verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint)
         manifest = dict(manifest or {})
         manifest.update(verdict)
         manifest['results'] = results

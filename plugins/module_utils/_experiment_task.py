@@ -28,6 +28,7 @@ ARGUMENT_SPEC = dict(
     verdicts=dict(type='dict', default={}),
     missing_nodes=dict(type='list', elements='str', default=[]),
     refused=dict(type='list', elements='str', default=[]),
+    slurm=dict(type='dict'),
 )
 
 REQUIRED_IF = [
@@ -43,4 +44,5 @@ def run(params, check_mode=False):
         result['changed'] = True
         return result
     return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
-                             verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'])
+                             verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'],
+                             slurm=params['slurm'])

@@ -230,6 +230,28 @@ def _launcher_problems(params):
     return problems
 
 
+def _checkpoint_problems(params):
+    """The checkpoint signal (USR1, USR2, or empty/null: none) and the seconds before a step's time limit at which the
+    srun launcher sends it (an integer >= 0; 0 leaves it to the allocation's own --signal)."""
+    problems = []
+    signal_name = params.get('checkpoint_signal')
+    if signal_name not in (None, '', 'USR1', 'USR2'):
+        problems.append('trainops_checkpoint_signal=%s: the checkpoint signal must be USR1, USR2, or empty for none '
+                        '(e.g. -e trainops_checkpoint_signal=USR1)' % (signal_name,))
+    seconds = params.get('checkpoint_signal_seconds')
+    if seconds is not None:
+        line = _integer_rule(params, 'checkpoint_signal_seconds', 'trainops_checkpoint_signal_seconds',
+                             'seconds before the step\'s time limit at which the checkpoint signal is sent (0: not sent '
+                             'by the launch)', 0, example=90)
+        if line:
+            problems.append(line)
+        elif _integer(seconds) > 0 and signal_name in (None, ''):
+            problems.append('trainops_checkpoint_signal_seconds=%s: there is no checkpoint signal to send '
+                            '(trainops_checkpoint_signal is empty); set trainops_checkpoint_signal=USR1, or 0 seconds'
+                            % (seconds,))
+    return problems
+
+
 def _controller_problems(params, which):
     """What the controller itself needs: rsync, when it syncs the workspace to a node that is not the controller
     itself, or with rsync options that only rsync implements (module_utils/_local_copy.py)."""
@@ -250,7 +272,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``node``: the node's inventory name, which names its directories in the
+    ``launcher``, ``slurm_job_id``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``node``: the node's
+    inventory name, which names its directories in the
     experiment, module_utils._collect),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
     (booleans) for the file checks, and ``connection`` (the node's ``ansible_connection``) and ``sync_rsync_opts``
@@ -308,7 +331,7 @@ def launch_problems(params, which=shutil.which):
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
     return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _launcher_problems(params) + _controller_problems(params, which))
+            + _launcher_problems(params) + _checkpoint_problems(params) + _controller_problems(params, which))
 
 
 def merge_problems(by_node):

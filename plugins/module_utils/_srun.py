@@ -27,6 +27,10 @@ JOB_ID_RE = re.compile(r'[0-9]+')
 NAME_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]*')
 ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 STEP_PREFIX = 'trainops-'
+CHECKPOINT_TIMER = 'trainops-checkpoint-timer'
+"""$0 of the controller's checkpoint timer (``sleep`` then ``scancel --signal=SIG JOB.STEP``, see :func:`start_step`)."""
+CHECKPOINT_SIGNALS = ('USR1', 'USR2')
+"""The signals a run's checkpoint signal may be (plugins/module_utils/_supervisor.py takes the same)."""
 # a step that is neither in squeue nor (yet) in sacct after this long was not started
 FIND_TIMEOUT = 30.0
 
@@ -122,6 +126,26 @@ def parse_sacct(text, name=None, step_id=None):
         if (name is not None and fields[1] == name) or (step_id is not None and job_step == str(step_id)):
             return {'step_id': job_step, 'name': fields[1], 'state': fields[2].split()[0] if fields[2] else '',
                     'exit_code': fields[3]}
+    return None
+
+
+def parse_duration(text):
+    """Seconds of a duration as squeue prints one (``M:SS``, ``H:MM:SS``, ``D-HH:MM:SS``); None for ``UNLIMITED``,
+    ``NOT_SET``, ``INVALID`` or anything else."""
+    match = re.fullmatch(r'(?:(\d+)-)?(?:(\d+):)?(\d+):(\d{2})', (text or '').strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def parse_job_state(text, job_id):
+    """``sacct --jobs JOB -X --parsable2 --noheader --format JobID,State,ExitCode`` -> ``{'state', 'exit_code'}`` of the
+    job itself (``CANCELLED by 0`` -> ``CANCELLED``), None when sacct does not list it."""
+    for line in text.splitlines():
+        fields = line.strip().split('|')
+        if len(fields) >= 3 and fields[0] == str(job_id):
+            return {'state': fields[1].split()[0] if fields[1] else '', 'exit_code': fields[2]}
     return None
 
 
@@ -223,6 +247,47 @@ class Slurm(object):
         return {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None,
                 'error': '; '.join(e for e in (err if rc != 0 else '', err2) if e) or 'not in squeue or sacct'}
 
+    def step_end(self, job_id, step_id, seconds, step=None):
+        """:meth:`step_state` once the step has left squeue (it ended, and sacct has its final state), or as it stands
+        after ``seconds``."""
+        deadline = self.system.monotonic() + seconds
+        step = step or self.step_state(job_id, step_id)
+        while step['source'] == 'squeue' and self.system.monotonic() < deadline:
+            self.system.sleep(1.0)
+            step = self.step_state(job_id, step_id)
+        return step
+
+    def job_state(self, job_id):
+        """The job's (allocation's) own state in sacct: ``{'state': RUNNING|COMPLETED|TIMEOUT|CANCELLED|..., 'exit_code',
+        'source': 'sacct'}``, or state ``UNKNOWN`` with the ``error`` when sacct does not say."""
+        rc, out, err = self.run(['sacct', '--jobs', str(job_id), '-X', '--parsable2', '--noheader',
+                                 '--format', 'JobID,State,ExitCode'])
+        record = parse_job_state(out, job_id) if rc == 0 else None
+        if record is None:
+            return {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
+                    'error': (err.strip() if rc != 0 else '') or 'job %s is not in sacct' % job_id}
+        return dict(record, source='sacct')
+
+    def time_left(self, job_id, step_id):
+        """Seconds until Slurm ends step ``job_id.step_id`` for a time limit: the earlier of the step's own (``srun
+        --time``; squeue's limit less the time used) and the job's (squeue's time left). Returns ``(seconds, why)``:
+        seconds None when neither has a limit (or squeue cannot say), ``why`` names the limit that applies."""
+        limits = []
+        rc, out, err = self.run(['squeue', '--steps', '%s.%s' % (job_id, step_id), '--noheader', '--format', '%l|%M'])
+        fields = out.strip().splitlines()[0].split('|') if rc == 0 and out.strip() else []
+        if len(fields) == 2 and parse_duration(fields[0]) is not None and parse_duration(fields[1]) is not None:
+            limits.append((max(0, parse_duration(fields[0]) - parse_duration(fields[1])),
+                           'the time limit of step %s.%s (%s)' % (job_id, step_id, fields[0])))
+        rc, out, err2 = self.run(['squeue', '--jobs', str(job_id), '--noheader', '--format', '%L'])
+        left = parse_duration(out.strip().splitlines()[0]) if rc == 0 and out.strip() else None
+        if left is not None:
+            limits.append((left, 'the time limit of job %s' % job_id))
+        if not limits:
+            return None, 'neither step %s.%s nor job %s has a time limit%s' % (
+                job_id, step_id, job_id, (' (%s)' % '; '.join(e.strip() for e in (err, err2) if e.strip()))
+                if (err or err2).strip() else '')
+        return min(limits)
+
     def cancel(self, job_id, step_id, signal_name=None):
         """``scancel JOB.STEP`` cancels the step (Slurm 22.05 sends its tasks SIGKILL at once, and accounts the
         step CANCELLED); with ``signal_name`` (``TERM``) ``scancel --signal=TERM JOB.STEP`` only signals its tasks."""
@@ -258,8 +323,43 @@ def spawn_srun(argv, output_path, env):
     return proc
 
 
-def start_step(params, slurm=None, spawn=spawn_srun):
-    """Start the step; returns job_id, step_id, step_name, pid, argv (without the task script), output."""
+def spawn_checkpoint_timer(job_id, step_id, signal_name, delay, output_path, env):
+    """Start, in a session of its own on the controller (as srun), ``sleep DELAY`` then ``scancel --signal=SIG
+    JOB.STEP``: Slurm sends SIG to every process of the step on every node, as it does for an allocation's
+    ``--signal=SIG@N``. Output appended to ``output_path``; returns its pid. A step that ended before is not
+    signalled (scancel only says that it is gone)."""
+    argv = ['/bin/sh', '-c', 'sleep "$1" && exec scancel --signal="$2" "$3"', CHECKPOINT_TIMER, str(int(delay)),
+            signal_name, '%s.%s' % (job_id, step_id)]
+    with open(os.devnull, 'rb') as devnull:
+        with os.fdopen(os.open(output_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), 'ab') as out:
+            proc = subprocess.Popen(argv, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, close_fds=True,
+                                    start_new_session=True, env=env)
+    return proc.pid
+
+
+def schedule_checkpoint_signal(slurm, job_id, step_id, signal_name, seconds, output_path, env,
+                               spawn=spawn_checkpoint_timer):
+    """The checkpoint signal ``seconds`` before Slurm ends the step for a time limit (:meth:`Slurm.time_left`), sent
+    through Slurm (``scancel --signal``) by a timer on the controller: ``srun --signal`` does not apply to a step
+    (Slurm keeps a warning signal for job allocations only). Returns what the manifest records: ``{signal,
+    seconds_before_end, limit, time_left, fires_in, fires_at, pid}``, ``pid`` None (and ``limit`` saying why) when
+    the step has no time limit. Less time left than ``seconds``: the signal goes at once."""
+    if signal_name not in CHECKPOINT_SIGNALS:
+        raise SrunError('%r is not a checkpoint signal (%s).' % (signal_name, ', '.join(CHECKPOINT_SIGNALS)))
+    left, limit = slurm.time_left(job_id, step_id)
+    record = {'signal': signal_name, 'seconds_before_end': int(seconds), 'limit': limit, 'time_left': left,
+              'fires_in': None, 'fires_at': None, 'pid': None}
+    if left is None:
+        return record
+    delay = max(0, left - int(seconds))
+    record.update(fires_in=delay, fires_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + delay)),
+                  pid=spawn(job_id, step_id, signal_name, delay, output_path, env))
+    return record
+
+
+def start_step(params, slurm=None, spawn=spawn_srun, spawn_timer=spawn_checkpoint_timer):
+    """Start the step; returns job_id, step_id, step_name, pid, argv (without the task script), output, and with
+    ``checkpoint_signal`` and ``checkpoint_seconds`` > 0 the timer that sends it (``checkpoint_timer``)."""
     slurm = slurm or Slurm()
     secrets = params.get('secret_env') or {}
     argv = build_argv(params['job_id'], params['run_id'], params['nodes'], params.get('wait_seconds') or 0,
@@ -272,6 +372,12 @@ def start_step(params, slurm=None, spawn=spawn_srun):
         del env[key]  # the step's options come from argv alone (--jobid decides), not from a shell's leftovers
     proc = spawn(argv, output, env)
     step_id = slurm.find_step(params['job_id'], name, alive=lambda: proc.poll() is None)
+    timer = None
+    if params.get('checkpoint_signal') and int(params.get('checkpoint_seconds') or 0) > 0:
+        timer = schedule_checkpoint_signal(slurm, params['job_id'], step_id, params['checkpoint_signal'],
+                                           params['checkpoint_seconds'], output,
+                                           dict((k, v) for k, v in env.items() if k not in secrets), spawn=spawn_timer)
     return {'job_id': str(params['job_id']), 'step_id': step_id, 'step_name': name, 'pid': proc.pid,
             'argv': argv[:-3] + ['/bin/sh', '-c', '<task script>', argv[-1]], 'task_script': argv[-2],
-            'output': output, 'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
+            'output': output, 'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+            'checkpoint_timer': timer}

@@ -19,8 +19,16 @@ so that ``srun --kill-on-bad-exit`` sees a failed node. It
 - records pids.json (its own and torchrun's pid, pgid, /proc start time, and in a Slurm step the step it
   runs in: ``slurm`` {job_id, step_id, node, task}) atomically,
 - waits for torchrun, then terminates and reaps whatever is left of the process tree,
-- writes exit.json {exit_code, signal, ended_at, signals} and exits (``signals``: the signals the supervisor
-  itself received, e.g. a SIGTERM from slurmstepd).
+- writes exit.json {exit_code, signal, ended_at, signals, checkpoint_signals} and exits (``signals``: the
+  signals the supervisor itself received, e.g. a SIGTERM from slurmstepd; ``checkpoint_signals``: when it
+  received the run's checkpoint signal).
+
+The checkpoint signal (job.json's env ``TRAINOPS_CHECKPOINT_SIGNAL``: ``USR1`` or ``USR2``, docs/slurm.md) is
+the one Slurm sends before a time limit (``--signal=USR1@90``) to every process of a step or job, the
+supervisor and torchrun included, whose default action would kill them. The supervisor records it and lives
+on; torchrun starts with it ignored (SIG_IGN survives exec, and Python keeps an ignored signal it installs no
+handler for), and so do the ranks it starts, until the training script installs its own handler (the shipped
+workload checkpoints at its next step). Nothing is forwarded: Slurm signals the ranks themselves.
 
 How it reaches the node: the torchrun module imports this file (so AnsiballZ packs it), and writes it
 into the run directory as ``supervisor.py`` together with ``_proc.py`` and ``_files.py``, which it
@@ -70,6 +78,11 @@ EXIT_CANNOT_START = 127
 """exit.json's exit code when torchrun could not be started (as a shell says for a missing command)."""
 EXIT_UNKNOWN = 255
 """exit.json's exit code when torchrun's status could not be read."""
+CHECKPOINT_SIGNAL_ENV = 'TRAINOPS_CHECKPOINT_SIGNAL'
+"""The variable of job.json's env that names the run's checkpoint signal (the ranks read it too)."""
+CHECKPOINT_SIGNALS = ('SIGUSR1', 'SIGUSR2')
+"""The signals a run may take as its checkpoint signal: never one that stops a run (TERM, INT, HUP) or that
+the kernel or the supervisor's own wait needs (KILL, STOP, CHLD)."""
 
 
 def iso(epoch):
@@ -180,11 +193,21 @@ def slurm_step(environ):
     return dict((key, environ.get(name)) for key, name in SLURM_STEP_VARS)
 
 
-def write_exit(path, exit_code, signame=None, error=None, signals=()):
-    """exit.json: how torchrun ended (or why it never ran), and the signals the supervisor received."""
+def checkpoint_signal(job):
+    """The run's checkpoint signal (job.json's env ``TRAINOPS_CHECKPOINT_SIGNAL``: ``USR1``, ``SIGUSR2``), None when
+    none is set or the name is not one of :data:`CHECKPOINT_SIGNALS`."""
+    name = str((job.get('env') or {}).get(CHECKPOINT_SIGNAL_ENV) or '').strip().upper()
+    if name and not name.startswith('SIG'):
+        name = 'SIG' + name
+    return getattr(signal, name) if name in CHECKPOINT_SIGNALS else None
+
+
+def write_exit(path, exit_code, signame=None, error=None, signals=(), checkpoint_signals=()):
+    """exit.json: how torchrun ended (or why it never ran), the signals the supervisor received, and when it
+    received the checkpoint signal (``[{signal, at, at_epoch}]``)."""
     ended = time.time()
     record = {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended,
-              'signals': [signal_name(sig) for sig in signals]}
+              'signals': [signal_name(sig) for sig in signals], 'checkpoint_signals': list(checkpoint_signals)}
     if error is not None:
         record['error'] = error
     write_json_atomic(path, record)
@@ -205,6 +228,8 @@ class Supervisor(object):
         self.grace = float(self.job.get('cleanup_grace', DEFAULT_CLEANUP_GRACE))
         self.proc = None
         self.signals = []
+        self.checkpoint_signal = checkpoint_signal(self.job)
+        self.checkpoint_signals = []
 
     def stopped_before_start(self):
         """The start was given up (the module's start wait ran out, the launch was undone): never start late."""
@@ -217,6 +242,20 @@ class Supervisor(object):
             log('got signal %d, sending SIGTERM to torchrun process group %d' % (signum, self.proc.pid))
             send(self.system.killpg, self.proc.pid, signal.SIGTERM)
 
+    def on_checkpoint_signal(self, signum, frame):  # pylint: disable=unused-argument
+        """The run's checkpoint signal (Slurm's ``--signal=USR1@N``): recorded, nothing else. Slurm sends it to every
+        process of the step or job, so the ranks got it too; torchrun ignores it (:meth:`torchrun_signals`)."""
+        now = time.time()
+        self.checkpoint_signals.append({'signal': signal_name(signum), 'at': iso(now), 'at_epoch': now})
+        log('got %s, the run\'s checkpoint signal: torchrun ignores it, the ranks checkpoint if their script handles it'
+            % signal_name(signum))
+
+    def torchrun_signals(self):
+        """In torchrun's process, before exec: the checkpoint signal ignored. SIG_IGN survives exec, torchrun (Python)
+        installs no handler for it, and the ranks it starts inherit it until their script installs one."""
+        if self.checkpoint_signal is not None:
+            signal.signal(self.checkpoint_signal, signal.SIG_IGN)
+
     def start_torchrun(self, job_umask):
         """Start torchrun in a new session, output appended to node.log, with the umask the supervisor came with."""
         env = dict(os.environ)
@@ -228,7 +267,8 @@ class Supervisor(object):
                 os.umask(job_umask)
                 try:
                     return subprocess.Popen(self.job['argv'], cwd=cwd, env=env, stdin=devnull, stdout=out,
-                                            stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+                                            stderr=subprocess.STDOUT, close_fds=True, start_new_session=True,
+                                            preexec_fn=self.torchrun_signals)
                 finally:
                     os.umask(0o077)
 
@@ -266,7 +306,8 @@ class Supervisor(object):
         if self.stopped_before_start():
             msg = 'not starting: the run was stopped before torchrun started (stop.json)'
             log(msg)
-            write_exit(self.exit_path, EXIT_NOT_STARTED, error=msg, signals=self.signals)
+            write_exit(self.exit_path, EXIT_NOT_STARTED, error=msg, signals=self.signals,
+                       checkpoint_signals=self.checkpoint_signals)
             return 0
         # the run's records and logs are the user's alone (0600); the ranks get the umask they came with
         job_umask = os.umask(0o077)
@@ -286,7 +327,7 @@ class Supervisor(object):
         exit_code, signame = (EXIT_UNKNOWN, None) if status is None else decode_status(status)
         log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
         cleanup(self.system, self.grace)
-        write_exit(self.exit_path, exit_code, signame, signals=self.signals)
+        write_exit(self.exit_path, exit_code, signame, signals=self.signals, checkpoint_signals=self.checkpoint_signals)
         log('exit.json written')
         if not foreground:
             return 0
@@ -308,6 +349,9 @@ def main(argv):
     supervisor = Supervisor(job_path)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.on_signal)
+    if supervisor.checkpoint_signal is not None:
+        # before torchrun starts: Slurm's checkpoint signal must never find the supervisor with its default action
+        signal.signal(supervisor.checkpoint_signal, supervisor.on_checkpoint_signal)
     return supervisor.run(foreground=foreground)
 
 

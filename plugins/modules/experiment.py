@@ -86,6 +86,16 @@ options:
     type: list
     elements: str
     default: []
+  slurm:
+    description:
+      - For a job launched as one Slurm step (launcher=srun), how Slurm ended it, as the controller asked Slurm after the
+        end - C(job_id), C(step_id), C(step) and C(job) (each with C(state) and C(source)), as
+        M(trainops.multinode.srun_step) with O(trainops.multinode.srun_step#module:state=query) returns them.
+      - A step whose C(sacct) state is C(TIMEOUT), or a job whose C(sacct) state is C(TIMEOUT) while no node's run failed on
+        its own, makes the outcome V(timed_out); without an answer from C(sacct), slurmstepd's C(DUE TO TIME LIMIT) line in
+        the experiment's C(srun.log) does. Recorded in the manifest's C(slurm_end). Only used with O(results).
+    type: dict
+    version_added: 0.2.0
   refused:
     description:
       - Lines naming a node and a path whose file the collect refused to write (it would have left the node's place in
@@ -180,7 +190,9 @@ outcome:
     - V(failed) when a node's job failed on its own before anyone stopped the job (or ended with another non-zero exit).
     - V(stalled) when the wait stopped the job because a node showed no new output for too long (O(verdicts)).
     - V(unreachable) when a node could not be reached past the wait's grace, or at the end.
-    - V(stopped) when the user stopped it (C(playbooks/stop.yml)); V(timed_out) when the wait's time limit did.
+    - V(stopped) when the user stopped it (C(playbooks/stop.yml)); V(timed_out) when the wait's time limit did, or when
+      Slurm ended the step at a time limit (O(slurm)); the line then names the last checkpoint rank 0 reported
+      (C(checkpoint.json) in its outputs, also the manifest's C(checkpoint)).
   returned: success, O(state=reported) and O(results) given
   type: str
   sample: failed

@@ -20,7 +20,14 @@ description:
     C($SLURMD_NODENAME) inside the step, checks C($SLURM_NODEID) against the node rank, and runs the node's
     C(supervisor.py --foreground job.json), which exits with torchrun's exit code, so one failed node ends the step.
     The step id is looked up by the step name C(trainops-<run_id>) in C(squeue), then C(sacct).
-  - With O(state=query), reports the step's state (C(squeue), then C(sacct)).
+  - With O(state=started) and O(checkpoint_signal) and O(checkpoint_seconds) > 0, also starts a timer on the controller,
+    in a session of its own, that sends the step O(checkpoint_signal) with C(scancel --signal=SIG JOB.STEP)
+    O(checkpoint_seconds) before Slurm ends the step for a time limit (the earlier of the step's own, C(srun --time),
+    and the job's, read from C(squeue) once the step runs). Slurm signals every process of the step on every node.
+    C(srun --signal) would not do this - Slurm keeps a warning signal for job allocations (C(salloc)/C(sbatch
+    --signal)) only.
+  - With O(state=query), reports the step's state (C(squeue), then C(sacct)) and the job's (C(sacct)); a step or job
+    that Slurm ended at its time limit is C(TIMEOUT).
   - With O(state=signalled), sends the step's tasks C(SIGTERM) with C(scancel --signal=TERM JOB.STEP); a node's supervisor
     then stops torchrun and writes C(exit.json), and when the run was stopped on request (C(stop.json)) waits for the
     cancel.
@@ -94,6 +101,23 @@ options:
     type: list
     elements: str
     default: []
+  end_wait:
+    description:
+      - With O(state=query), seconds to wait for a step that C(squeue) still lists (running, or ending) to leave it, so
+        that the answer is C(sacct)'s final state; V(0) answers at once.
+    type: int
+    default: 0
+  checkpoint_signal:
+    description:
+      - The run's checkpoint signal, sent to the step O(checkpoint_seconds) before its time limit. Only with
+        O(state=started).
+    type: str
+    choices: [USR1, USR2]
+  checkpoint_seconds:
+    description:
+      - Seconds before the step's time limit at which O(checkpoint_signal) is sent; V(0) sends nothing.
+    type: int
+    default: 0
   secret_env:
     description:
       - Secret variables for every rank; they go into the srun client's environment and the step exports them
@@ -166,9 +190,22 @@ started_at:
   type: str
 step:
   description:
-    - The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), ...), C(exit_code),
+    - The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), C(TIMEOUT), ...), C(exit_code),
       C(name) (the step's name as Slurm shows it) and C(source).
   returned: when O(state) is V(query), V(signalled) or V(cancelled)
+  type: dict
+job:
+  description:
+    - The job's own state in C(sacct) (C(RUNNING), C(TIMEOUT), ...), C(exit_code) and C(source); C(state) C(UNKNOWN)
+      with C(error) when C(sacct) does not say.
+  returned: when O(state=query)
+  type: dict
+checkpoint_timer:
+  description:
+    - The timer that sends the checkpoint signal - C(signal), C(seconds_before_end), C(limit) (which time limit applies,
+      or why there is none), C(time_left), C(fires_in), C(fires_at) (UTC) and C(pid) (V(null) without a time limit).
+      V(null) when no checkpoint signal was asked for.
+  returned: when O(state=started) and not in check mode
   type: dict
 """
 
@@ -196,8 +233,11 @@ def run(module):
                         argv=argv[:-2] + ['<task script>', argv[-1]], task_script=argv[-2], output=params['output'])
         return dict(start_step(params, slurm=slurm), changed=True)
     step = slurm.step_state(params['job_id'], params['step_id'])
+    if params['state'] == 'query' and params['end_wait'] > 0:
+        step = slurm.step_end(params['job_id'], params['step_id'], params['end_wait'], step)
     if params['state'] == 'query':
-        return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
+        return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step,
+                    job=slurm.job_state(params['job_id']))
     if step['state'] not in ('RUNNING', 'PENDING', 'UNKNOWN'):
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
     check_step_of_run(params['job_id'], params['step_id'], params['run_id'], step)
@@ -220,6 +260,9 @@ def main():
             srun=dict(type='str', default='srun'),
             srun_args=dict(type='list', elements='str', default=[]),
             secret_env=dict(type='dict', default={}, no_log=True),
+            end_wait=dict(type='int', default=0),
+            checkpoint_signal=dict(type='str', choices=['USR1', 'USR2']),
+            checkpoint_seconds=dict(type='int', default=0),
         ),
         required_if=[('state', 'started', ('run_id', 'output')),
                      ('state', 'query', ('step_id', )),

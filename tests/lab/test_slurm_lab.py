@@ -493,3 +493,56 @@ def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(all
         manifest['results']
     name = manifest['launcher']['step_name']
     assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()
+
+
+def test_srun_checkpoint_signal_before_the_steps_time_limit_then_timed_out(allocation, tmp_path):
+    """srun --time=1 and USR1 30 s before it: the launch's timer sends the step USR1 (~30 s in) through Slurm, every
+    process of the step gets it, supervisor and torchrun live on, every rank logs the checkpoint at one global step,
+    rank 0 writes checkpoint.pt; Slurm ends the step at its limit (60-90 s in: slurmctld checks limits every 30 s),
+    sacct says TIMEOUT and the outcome is timed_out with that checkpoint. About 2.5 minutes."""
+    # one epoch of 400 steps (51200 samples / 8 ranks / batch 16) of >= 0.5 s: no epoch end before the limit
+    extravars = srun_vars(tmp_path, trainops_srun_args=['--time=1'], trainops_checkpoint_signal='USR1',
+                          trainops_checkpoint_signal_seconds=30,
+                          overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=1', 'data.num_samples=51200'])
+    proc = allocation.run('playbooks/launch.yml', tmp_path, extravars, timeout=420)
+    assert proc.returncode != 0, proc.stdout[-6000:]  # a job that did not finish fails the play, as the wait's limit does
+    experiment, manifest = manifest_of(proc)
+    assert experiment['outcome'] == 'timed_out', experiment
+    step = manifest['launcher']['step']
+    timer = manifest['launcher']['checkpoint_timer']
+    assert timer['signal'] == 'USR1' and timer['pid'] and 20 <= timer['fires_in'] <= 30, timer
+    assert manifest['slurm_end']['time_limit'] == {
+        'by': 'step', 'source': 'sacct', 'detail': 'Slurm ended step %s at its time limit (sacct: TIMEOUT)' % step}
+    assert manifest['failed_nodes'] == [] and sorted(manifest['stopped_nodes']) == sorted(allocation.nodes), manifest
+    # what every node's ranks logged (node.log, collected as logs/node_<rank>.txt)
+    logged = {}
+    for index, name in enumerate(allocation.nodes):
+        with open(os.path.join(experiment['path'], 'logs', 'node_%d.txt' % index)) as handle:
+            lines = [line.strip() for line in handle if line.startswith('[trainops] checkpoint at global step ')]
+        print('%s logged:\n  %s' % (name, '\n  '.join(lines)))
+        assert sorted(int(line.split('rank=')[1].split('/')[0]) for line in lines) == [2 * index, 2 * index + 1], lines
+        assert all(line.endswith('/8') and ' on SIGUSR1 node=' in line for line in lines), lines
+        logged[name] = set(int(line.split()[5]) for line in lines)
+    steps = set.union(*logged.values())
+    assert len(steps) == 1, logged  # all ranks agreed on one step boundary
+    (signal_step, ) = steps
+    checkpoint = manifest['checkpoint']
+    assert checkpoint['node'] == allocation.nodes[0], checkpoint
+    assert checkpoint['last_signal_checkpoint']['global_step'] == signal_step, checkpoint
+    assert checkpoint['global_step'] == signal_step and checkpoint['signal'] == 'SIGUSR1', checkpoint
+    assert manifest['outcome_detail'] == (
+        'timed out: Slurm ended step %s at its time limit (sacct: TIMEOUT); last checkpoint: global step %d (SIGUSR1) '
+        'on %s: %s' % (step, signal_step, allocation.nodes[0], checkpoint['path'])), manifest['outcome_detail']
+    # checkpoint.pt on rank 0's node holds that step (the controller's venv is visible in the node's namespace)
+    loaded = allocation.slurm.lab.ssh(allocation.nodes[0], '%s -c "import sys, torch; print(torch.load(sys.argv[1], '
+                                      'map_location=\'cpu\', weights_only=True)[\'global_step\'])" %s' % (
+                                          os.path.join(VENV_BIN, 'python'), checkpoint['path']))
+    assert int(loaded.stdout.strip()) == signal_step, loaded.stdout + loaded.stderr
+    # every node's results: ended by Slurm at the limit, supervisor alive until then (it got SIGTERM, not USR1's death)
+    for name in allocation.nodes:
+        result = manifest['results'][name]
+        assert result['stop']['reason'] == 'timeout' and result['stop']['by'] == 'slurm', (name, result)
+        assert result['supervisor_signals'] == ['SIGTERM'], (name, result)
+    name = manifest['launcher']['step_name']
+    assert allocation.steps()[name][1] == 'TIMEOUT', allocation.steps()
+    assert not training_processes(allocation.slurm.lab)

@@ -391,6 +391,66 @@ def test_checkpoint_and_resume_continue_global_step(base_run, tmp_path):
         assert json.load(handle)["resumed_from_global_step"] == TINY_STEPS
 
 
+@pytest.mark.parametrize("value, expected", [(None, "SIGUSR1"), ("USR1", "SIGUSR1"), ("sigusr2", "SIGUSR2"), (" USR2 ", "SIGUSR2")])
+def test_checkpoint_signal_from_the_environment(value, expected):
+    environ = {} if value is None else {train.CHECKPOINT_SIGNAL_ENV: value}
+    watch = train.CheckpointSignal(environ)
+    assert watch.name == expected and watch.signum == getattr(signal, expected) and not watch.pending
+
+
+@pytest.mark.parametrize("value", ["TERM", "SIGINT", "KILL", "10", "NOSUCH"])
+def test_checkpoint_signal_refuses_a_signal_that_is_not_usr1_or_usr2(value):
+    with pytest.raises(ValueError, match="TRAINOPS_CHECKPOINT_SIGNAL"):
+        train.CheckpointSignal({train.CHECKPOINT_SIGNAL_ENV: value})
+
+
+def test_checkpoint_line_format():
+    assert train.checkpoint_line("n1", 3, 8, 12, "SIGUSR1") == "[trainops] checkpoint at global step 12 on SIGUSR1 node=n1 rank=3/8"
+    # the wait's progress pattern ((?:epoch|step)=...) must not take it for a progress line
+    assert not re.search(r"\b(?:epoch|step)=", train.checkpoint_line("n1", 3, 8, 12, "SIGUSR1"))
+
+
+def _ignore_usr1():
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_checkpoint_signal_to_one_rank_checkpoints_on_every_rank_at_the_same_step(tmp_path):
+    out = tmp_path / "out"
+    # torchrun as the supervisor starts it: USR1 ignored (torchrun survives Slurm's signal), the ranks handle it
+    proc = subprocess.Popen(torchrun_cmd(out, TINY + ["debug.sleep_per_step_s=0.2"]), env=child_env(),
+                            cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                            preexec_fn=_ignore_usr1)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        envs = [out / ("rank_%02d_env.json" % rank) for rank in range(4)]
+        while not all(path.exists() for path in envs):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.1)
+        with open(str(envs[2])) as handle:
+            os.kill(json.load(handle)["pid"], signal.SIGUSR1)  # one rank only: the others learn it from the flag
+        output = proc.communicate(timeout=RUN_TIMEOUT)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    lines = [line for line in output.splitlines() if line.startswith("[trainops] checkpoint at global step")]
+    steps = set(int(line.split()[5]) for line in lines)
+    assert len(lines) == 4 and len(steps) == 1, output
+    step = steps.pop()
+    assert 0 < step < TINY_STEPS
+    assert sorted(int(re.search(r"rank=(\d+)/4", line).group(1)) for line in lines) == [0, 1, 2, 3]
+    assert all(line.endswith("/4") and " on SIGUSR1 node=" in line for line in lines)
+    with open(str(out / "checkpoint.json")) as handle:
+        record = json.load(handle)
+    assert record["reason"] == "end" and record["global_step"] == TINY_STEPS  # the last checkpoint
+    signalled = record["last_signal_checkpoint"]
+    assert signalled["global_step"] == step and signalled["signal"] == "SIGUSR1" and signalled["reason"] == "signal"
+    assert signalled["path"] == str(out / "checkpoint.pt")
+    assert len(read_metrics(out, 0)) > 0  # the metrics are the usual ones
+
+
 @pytest.mark.real
 @pytest.mark.slow
 def test_resume_without_checkpoint_starts_fresh(tmp_path):

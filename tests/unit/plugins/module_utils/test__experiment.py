@@ -501,3 +501,146 @@ def test_rank_zero_output_is_the_file_of_the_node_that_ran_rank_0(experiment):
     (experiment / 'outputs' / 'node0' / 'allreduce.json').unlink()
     assert exp.rank_zero_output(str(experiment), 'allreduce.json') == str(experiment / 'outputs' / 'node1' / 'allreduce.json')
     assert exp.rank_zero_output(str(experiment), 'nope.json') is None
+
+
+# --- launcher=srun: a step Slurm ended at its time limit is timed_out, with the last checkpoint ---------------
+
+# sacct of a step that reached its time limit (srun --time=1), as the lab's Slurm 22.05 prints it
+# (JobID|JobName|NodeList|State|ExitCode|Elapsed); the module asks for JobID,JobName,State,ExitCode
+SACCT_STEP_TIMEOUT = ('JobID|JobName|NodeList|State|ExitCode|Elapsed\n'
+                      '14|srun-tests|lab-node[01-02]|RUNNING|0:0|00:03:10\n'
+                      '14.0|trainops-x|lab-node[01-02]|TIMEOUT|0:15|00:01:00\n')
+
+
+def _sacct_as_queried(text):
+    """The fixture's lines in the srun_step module's sacct format (JobID,JobName,State,ExitCode; no header)."""
+    rows = [line.split('|') for line in text.splitlines()[1:]]
+    return ''.join('|'.join((row[0], row[1], row[3], row[4])) + '\n' for row in rows)
+
+
+def _slurm_query(step_state='RUNNING', job_state='RUNNING', step_source='sacct', job_source='sacct'):
+    return {'job_id': '14', 'step_id': '0', 'step': {'state': step_state, 'exit_code': None, 'source': step_source},
+            'job': {'state': job_state, 'exit_code': None, 'source': job_source}}
+
+
+def _limited_step(node_rank, ended=100.0, exit_code=143):
+    job = _step_job(exit_code, ended, signals=['SIGTERM'], node_rank=node_rank)
+    job['launcher'] = {'name': 'srun', 'job_id': '14', 'step_id': '0', 'step': '14.0'}
+    return job
+
+
+def test_the_step_state_comes_from_sacct_of_a_step_that_reached_its_time_limit():
+    from ansible_collections.trainops.multinode.plugins.module_utils import _srun
+    record_ = _srun.parse_sacct(_sacct_as_queried(SACCT_STEP_TIMEOUT), step_id='0')
+    assert record_ == {'step_id': '0', 'name': 'trainops-x', 'state': 'TIMEOUT', 'exit_code': '0:15'}
+
+
+def test_judge_results_a_step_slurm_ended_at_its_time_limit_is_timed_out_with_the_checkpoint():
+    results = {'lab-node01': _limited_step(0, 100.0), 'lab-node02': _limited_step(1, 100.5, exit_code=1)}
+    limit = exp.slurm_time_limit(_slurm_query(step_state='TIMEOUT'), results)
+    assert limit == {'by': 'step', 'source': 'sacct', 'detail': 'Slurm ended step 14.0 at its time limit (sacct: TIMEOUT)'}
+    checkpoint = {'node': 'lab-node01', 'global_step': 12, 'epoch': 0, 'reason': 'signal', 'signal': 'SIGUSR1',
+                  'path': '/srv/trainops/state/lab-node01/runs/r1/outputs/checkpoint.pt'}
+    verdict = exp.judge_results(results, time_limit=limit, checkpoint=checkpoint)
+    assert verdict['outcome'] == 'timed_out' and verdict['failed_nodes'] == [] and verdict['also_failed'] == []
+    assert verdict['stopped_nodes'] == ['lab-node01', 'lab-node02']
+    assert verdict['outcome_detail'] == (
+        'timed out: Slurm ended step 14.0 at its time limit (sacct: TIMEOUT); last checkpoint: global step 12 (SIGUSR1) '
+        'on lab-node01: /srv/trainops/state/lab-node01/runs/r1/outputs/checkpoint.pt')
+    assert verdict['stop']['reason'] == 'timeout' and verdict['stop']['by'] == 'slurm'
+
+
+def test_slurm_time_limit_of_the_job_counts_only_when_no_node_failed_on_its_own():
+    ended = {'n0': _limited_step(0), 'n1': _step_job(None, status='lost')}
+    assert exp.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='TIMEOUT'), ended)['by'] == 'job'
+    # a node that failed by itself (no signal from Slurm, no stop): the step ended for that, the job's limit came later
+    failed = {'n0': _step_job(1, 50.0), 'n1': _limited_step(1)}
+    assert exp.slurm_time_limit(_slurm_query(step_state='FAILED', job_state='TIMEOUT'), failed) is None
+    # a node the wait stopped because a peer ended counts as ended with the step
+    peer = {'n0': _limited_step(0), 'n1': _step_job(143, 101.0, stop=('peer', 100))}
+    assert exp.slurm_time_limit(_slurm_query(job_state='TIMEOUT'), peer)['by'] == 'job'
+
+
+def test_slurm_time_limit_is_none_for_other_ends_and_without_a_step():
+    ended = {'n0': _limited_step(0)}
+    for state in ('COMPLETED', 'FAILED', 'CANCELLED', 'RUNNING', 'UNKNOWN'):
+        assert exp.slurm_time_limit(_slurm_query(step_state=state, job_state=state), ended) is None
+    assert exp.slurm_time_limit({'job_id': '14', 'step_id': None}, ended) is None
+    assert exp.slurm_time_limit(None, ended) is None
+    # only Slurm's own accounting says TIMEOUT: a state that did not come from sacct is not taken
+    assert exp.slurm_time_limit(_slurm_query(step_state='TIMEOUT', step_source='squeue', job_source=None), ended) is None
+
+
+SRUN_LOG_TIME_LIMIT = ('srun: launch/slurm: launch_p_step_launch: StepId=14.0 aborted before step completely launched.\n'
+                       '0: slurmstepd: error: *** STEP 14.0 ON lab-node01 CANCELLED AT 2026-11-25T03:11:02 DUE TO TIME '
+                       'LIMIT ***\n'
+                       'srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n')
+
+
+def test_srun_log_says_time_limit_only_without_an_answer_from_sacct():
+    ended = {'n0': _limited_step(0)}
+    no_sacct = _slurm_query(step_state='UNKNOWN', job_state='UNKNOWN', step_source=None, job_source=None)
+    limit = exp.slurm_time_limit(no_sacct, ended, SRUN_LOG_TIME_LIMIT)
+    assert limit['by'] == 'step' and limit['source'] == 'srun.log' and 'sacct had no answer' in limit['detail']
+    # sacct answered (not TIMEOUT): the log does not overrule it
+    assert exp.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='RUNNING'), ended,
+                                SRUN_LOG_TIME_LIMIT) is None
+    # another step's line, a line inside other text, or nothing at all
+    assert exp.srun_log_time_limit(SRUN_LOG_TIME_LIMIT, '14', '1') is None
+    assert exp.srun_log_time_limit('[trainops] rank 0: *** STEP 14.0 ON x CANCELLED AT t DUE TO TIME LIMIT ***', '14',
+                                   '0') is None
+    assert exp.srun_log_time_limit(None, '14', '0') is None
+    job_line = 'slurmstepd: error: *** JOB 14 ON lab-node01 CANCELLED AT 2026-11-25T03:11:02 DUE TO TIME LIMIT ***\n'
+    assert exp.srun_log_time_limit(job_line, '14', '0') == job_line.strip()
+
+
+def _write_checkpoint(tmp_path, node, record_):
+    out = tmp_path / 'outputs' / node
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'checkpoint.json').write_text(json.dumps(record_))
+
+
+def test_report_a_time_limit_records_timed_out_the_stops_and_the_checkpoint(tmp_path):
+    (tmp_path / 'manifest.json').write_text(json.dumps({'nodes': [{'host': 'lab-node01', 'ranks': [0, 1]},
+                                                                  {'host': 'lab-node02', 'ranks': [2, 3]}]}))
+    signalled = {'global_step': 12, 'epoch': 0, 'reason': 'signal', 'signal': 'SIGUSR1', 'path': '/srv/o/checkpoint.pt'}
+    _write_checkpoint(tmp_path, 'lab-node01', dict(signalled, last_signal_checkpoint=signalled, time=1.0))
+    (tmp_path / 'srun.log').write_text(SRUN_LOG_TIME_LIMIT)
+    results = {'lab-node01': _limited_step(0), 'lab-node02': _limited_step(1)}
+    slurm = _slurm_query(step_state='TIMEOUT')
+    result = exp.report_experiment(str(tmp_path), json.loads((tmp_path / 'manifest.json').read_text()),
+                                   results=results, slurm=slurm)
+    assert result['outcome'] == 'timed_out'
+    manifest = json.loads((tmp_path / 'manifest.json').read_text())
+    assert manifest['outcome'] == 'timed_out'
+    assert manifest['checkpoint'] == dict(signalled, node='lab-node01', last_signal_checkpoint=signalled)
+    assert manifest['slurm_end']['time_limit']['source'] == 'sacct'
+    assert manifest['results']['lab-node02']['stop']['reason'] == 'timeout'
+    assert manifest['results']['lab-node02']['stop']['by'] == 'slurm'
+    summary = (tmp_path / 'summary.txt').read_text().splitlines()
+    assert summary[0].startswith('outcome    : timed out: Slurm ended step 14.0 at its time limit (sacct: TIMEOUT); '
+                                 'last checkpoint: global step 12 (SIGUSR1) on lab-node01: /srv/o/checkpoint.pt')
+    assert 'checkpoint : global step 12 (SIGUSR1) on lab-node01: /srv/o/checkpoint.pt' in summary
+
+
+def test_report_without_slurm_keeps_the_old_judgment_and_reads_no_srun_log(tmp_path):
+    (tmp_path / 'srun.log').write_text(SRUN_LOG_TIME_LIMIT)
+    result = exp.report_experiment(str(tmp_path), {}, results={'n0': _limited_step(0)})
+    assert result['outcome'] == 'failed'
+    assert 'slurm_end' not in json.loads((tmp_path / 'manifest.json').read_text())
+
+
+@pytest.mark.parametrize('written', [
+    'not json', '[]', json.dumps({'global_step': 'twelve'}), json.dumps({'path': '/x'}), json.dumps({'global_step': True})])
+def test_read_checkpoint_ignores_what_does_not_read_as_one(tmp_path, written):
+    out = tmp_path / 'outputs' / 'n0'
+    out.mkdir(parents=True)
+    (out / 'checkpoint.json').write_text(written)
+    assert exp.read_checkpoint(str(tmp_path)) is None
+
+
+def test_read_checkpoint_keeps_only_well_typed_fields(tmp_path):
+    _write_checkpoint(tmp_path, 'n0', {'global_step': 3, 'path': ['not', 'a', 'path'], 'signal': 'x\ny', 'reason': 'end',
+                                       'last_signal_checkpoint': 'no'})
+    assert exp.read_checkpoint(str(tmp_path)) == {'global_step': 3, 'epoch': None, 'reason': 'end', 'signal': None,
+                                                  'path': None, 'node': 'n0', 'last_signal_checkpoint': None}

@@ -239,3 +239,26 @@ def test_launcher_values_that_fit(good, values):
 def test_launcher_values_that_do_not_fit_give_one_line(good, values, line):
     problems = launch_problems(dict(good, **values))
     assert len(problems) == 1 and problems[0].startswith(line), problems
+
+
+@pytest.mark.parametrize('values', [
+    {}, {'checkpoint_signal': 'USR1', 'checkpoint_signal_seconds': 0}, {'checkpoint_signal': 'USR2',
+                                                                        'checkpoint_signal_seconds': 90},
+    {'checkpoint_signal': '', 'checkpoint_signal_seconds': 0}, {'checkpoint_signal': None, 'checkpoint_signal_seconds': '0'},
+])
+def test_checkpoint_signal_values_that_fit(good, values):
+    assert launch_problems(dict(good, **values)) == []
+
+
+@pytest.mark.parametrize('values, line', [
+    ({'checkpoint_signal': 'TERM'}, 'trainops_checkpoint_signal=TERM: the checkpoint signal must be USR1, USR2, or empty'),
+    ({'checkpoint_signal': 'SIGUSR1'}, 'trainops_checkpoint_signal=SIGUSR1: the checkpoint signal must be USR1, USR2'),
+    ({'checkpoint_signal': 'USR1', 'checkpoint_signal_seconds': -1},
+     'trainops_checkpoint_signal_seconds=-1: seconds before the step\'s time limit'),
+    ({'checkpoint_signal': 'USR1', 'checkpoint_signal_seconds': 'soon'}, 'trainops_checkpoint_signal_seconds=soon: '),
+    ({'checkpoint_signal': '', 'checkpoint_signal_seconds': 90},
+     'trainops_checkpoint_signal_seconds=90: there is no checkpoint signal to send'),
+])
+def test_checkpoint_signal_values_that_do_not_fit_give_one_line(good, values, line):
+    problems = launch_problems(dict(good, **values))
+    assert len(problems) == 1 and problems[0].startswith(line), problems

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -193,6 +194,109 @@ def test_start_step_spawns_srun_with_the_secrets_and_no_leftover_slurm_variables
     assert 'SLURM_NTASKS' not in env and env['SLURM_CONF'] == '/etc/slurm/lab.conf'
     assert 's3cret' not in repr(result)
     assert result['argv'][-3:] == ['-c', '<task script>', 'trainops-task']
+
+
+# --- the checkpoint signal before the time limit, and how the job ended -------------------------------
+
+@pytest.mark.parametrize('text, seconds', [
+    ('0:45', 45), ('1:00', 60), ('59:59', 3599), ('1:00:00', 3600), ('12:34:56', 45296), ('2-03:04:05', 183845),
+    (' 1:00\n', 60), ('UNLIMITED', None), ('NOT_SET', None), ('INVALID', None), ('', None), (None, None), ('90', None)])
+def test_parse_duration_as_squeue_prints_it(text, seconds):
+    assert _srun.parse_duration(text) == seconds
+
+
+def test_time_left_is_the_earlier_of_the_steps_limit_and_the_jobs():
+    # srun --time=1 (1:00), 12 s used; the allocation has 4:32 left
+    fake = FakeSystem({'squeue': [(0, '1:00|0:12\n', ''), (0, '4:32\n', '')]})
+    assert _srun.Slurm(system=fake).time_left('42', '3') == (48, 'the time limit of step 42.3 (1:00)')
+    assert fake.commands == [['squeue', '--steps', '42.3', '--noheader', '--format', '%l|%M'],
+                             ['squeue', '--jobs', '42', '--noheader', '--format', '%L']]
+    fake = FakeSystem({'squeue': [(0, 'UNLIMITED|0:12\n', ''), (0, '1:30\n', '')]})
+    assert _srun.Slurm(system=fake).time_left('42', '3') == (90, 'the time limit of job 42')
+
+
+def test_time_left_without_any_limit():
+    fake = FakeSystem({'squeue': [(0, 'UNLIMITED|0:12\n', ''), (0, 'UNLIMITED\n', '')]})
+    assert _srun.Slurm(system=fake).time_left('42', '3') == (None, 'neither step 42.3 nor job 42 has a time limit')
+
+
+def test_schedule_checkpoint_signal_fires_seconds_before_the_end():
+    spawned = []
+    fake = FakeSystem({'squeue': [(0, '1:00|0:05\n', ''), (0, 'UNLIMITED\n', '')]})
+    record = _srun.schedule_checkpoint_signal(_srun.Slurm(system=fake), '42', '3', 'USR1', 30, '/x/srun.log', {'A': '1'},
+                                              spawn=lambda *args: spawned.append(args) or 4242)
+    assert spawned == [('42', '3', 'USR1', 25, '/x/srun.log', {'A': '1'})]
+    assert record['pid'] == 4242 and record['fires_in'] == 25 and record['time_left'] == 55
+    assert record['signal'] == 'USR1' and record['seconds_before_end'] == 30 and record['fires_at'].endswith('Z')
+    # less time left than asked for: at once
+    fake = FakeSystem({'squeue': [(0, '1:00|0:50\n', ''), (0, 'UNLIMITED\n', '')]})
+    record = _srun.schedule_checkpoint_signal(_srun.Slurm(system=fake), '42', '3', 'USR2', 30, '/x', {},
+                                              spawn=lambda *args: spawned.append(args) or 1)
+    assert spawned[-1][3] == 0 and record['fires_in'] == 0
+
+
+def test_schedule_checkpoint_signal_without_a_time_limit_starts_no_timer():
+    fake = FakeSystem({'squeue': [(0, 'UNLIMITED|0:05\n', ''), (0, 'UNLIMITED\n', '')]})
+    record = _srun.schedule_checkpoint_signal(_srun.Slurm(system=fake), '42', '3', 'USR1', 30, '/x', {},
+                                              spawn=lambda *args: pytest.fail('no timer without a limit'))
+    assert record['pid'] is None and record['fires_in'] is None and 'has a time limit' in record['limit']
+
+
+def test_schedule_checkpoint_signal_refuses_a_signal_that_stops_a_run():
+    with pytest.raises(_srun.SrunError, match="'TERM' is not a checkpoint signal"):
+        _srun.schedule_checkpoint_signal(_srun.Slurm(system=FakeSystem({})), '42', '3', 'TERM', 30, '/x', {})
+
+
+def test_checkpoint_timer_is_scancel_of_the_step_after_the_delay(tmp_path):
+    # a stand-in scancel on PATH records its arguments: the timer runs it after sleeping
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    (bindir / 'scancel').write_text('#!/bin/sh\necho "scancel $*" > %s\n' % (tmp_path / 'called'))
+    (bindir / 'scancel').chmod(0o755)
+    env = {'PATH': '%s:/usr/bin:/bin' % bindir}
+    pid = _srun.spawn_checkpoint_timer('42', '3', 'USR1', 0, str(tmp_path / 'srun.log'), env)
+    os.waitpid(pid, 0)
+    assert (tmp_path / 'called').read_text() == 'scancel --signal=USR1 42.3\n'
+
+
+def test_start_step_schedules_the_checkpoint_signal_without_the_secrets(tmp_path):
+    timers = []
+    fake = FakeSystem({'squeue': [(0, '42.2|trainops-r1\n', ''), (0, '2:00|0:01\n', ''), (0, 'UNLIMITED\n', '')]})
+    result = _srun.start_step({'job_id': '42', 'run_id': 'r1', 'nodes': nodes('a'), 'output': str(tmp_path / 'srun.log'),
+                               'secret_env': {'HF_TOKEN': 's3cret'}, 'checkpoint_signal': 'USR1', 'checkpoint_seconds': 90},
+                              slurm=_srun.Slurm(system=fake), spawn=lambda *args: FakeProc(),
+                              spawn_timer=lambda *args: timers.append(args) or 31)
+    assert timers[0][:5] == ('42', '2', 'USR1', 29, str(tmp_path / 'srun.log')) and 'HF_TOKEN' not in timers[0][5]
+    assert result['checkpoint_timer']['pid'] == 31
+    # srun --signal is not given: Slurm keeps warning signals for job allocations, a step ignores it
+    assert not [arg for arg in result['argv'] if arg.startswith('--signal')]
+    fake = FakeSystem({'squeue': [(0, '42.2|trainops-r1\n', '')]})
+    result = _srun.start_step({'job_id': '42', 'run_id': 'r1', 'nodes': nodes('a'), 'output': str(tmp_path / 'srun.log')},
+                              slurm=_srun.Slurm(system=fake), spawn=lambda *args: FakeProc(),
+                              spawn_timer=lambda *args: pytest.fail('no checkpoint signal asked for'))
+    assert result['checkpoint_timer'] is None
+
+
+def test_step_end_waits_for_the_step_to_leave_squeue():
+    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', ''), (0, '14.0|trainops-x\n', ''), (0, '', '')],
+                       'sacct': [(0, '14.0|trainops-x|TIMEOUT|0:15\n', '')]})
+    step = _srun.Slurm(system=fake).step_end('14', '0', 20)
+    assert step == {'state': 'TIMEOUT', 'exit_code': '0:15', 'name': 'trainops-x', 'source': 'sacct'}
+    assert fake.clock == 2.0
+    # still listed after the wait: as it stands
+    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', '')]})
+    assert _srun.Slurm(system=fake).step_end('14', '0', 5)['state'] == 'RUNNING' and fake.clock == 5.0
+
+
+def test_job_state_from_sacct():
+    fake = FakeSystem({'sacct': [(0, '14|TIMEOUT|0:0\n', '')]})
+    assert _srun.Slurm(system=fake).job_state('14') == {'state': 'TIMEOUT', 'exit_code': '0:0', 'source': 'sacct'}
+    assert fake.commands == [['sacct', '--jobs', '14', '-X', '--parsable2', '--noheader', '--format', 'JobID,State,ExitCode']]
+    fake = FakeSystem({'sacct': [(0, '13|CANCELLED by 0|0:0\n', '')]})
+    assert _srun.Slurm(system=fake).job_state('13')['state'] == 'CANCELLED'
+    fake = FakeSystem({'sacct': [(1, '', 'sacct: error: Problem talking to the database\n')]})
+    assert _srun.Slurm(system=fake).job_state('13') == {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
+                                                        'error': 'sacct: error: Problem talking to the database'}
 
 
 # --- the run's launcher and the nodes Slurm ended, from the nodes' own records ---------------------

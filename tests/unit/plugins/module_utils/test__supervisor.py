@@ -72,6 +72,24 @@ def test_write_exit_names_the_signals_the_supervisor_received(tmp_path):
     assert json.loads(open(path).read())['signals'] == []
 
 
+def test_write_exit_records_the_checkpoint_signals(tmp_path):
+    path = str(tmp_path / 'exit.json')
+    sup.write_exit(path, 0)
+    assert json.loads(open(path).read())['checkpoint_signals'] == []
+    received = [{'signal': 'SIGUSR1', 'at': '2026-11-25T03:07:00Z', 'at_epoch': 1.0}]
+    sup.write_exit(path, 143, 'SIGTERM', signals=[signal.SIGTERM], checkpoint_signals=received)
+    assert json.loads(open(path).read())['checkpoint_signals'] == received
+
+
+@pytest.mark.parametrize('value, expected', [
+    ('USR1', signal.SIGUSR1), ('SIGUSR2', signal.SIGUSR2), (' usr1 ', signal.SIGUSR1), (None, None), ('', None),
+    # a signal that stops a run, or that the kernel or the supervisor's wait needs, is never a checkpoint signal
+    ('TERM', None), ('SIGINT', None), ('HUP', None), ('KILL', None), ('CHLD', None), ('10', None), ('NOSUCH', None)])
+def test_checkpoint_signal_from_the_jobs_environment(value, expected):
+    assert sup.checkpoint_signal({'env': {sup.CHECKPOINT_SIGNAL_ENV: value}}) == expected
+    assert sup.checkpoint_signal({}) is None
+
+
 def test_slurm_step_from_the_variables_slurmstepd_sets():
     environ = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '2', 'SLURMD_NODENAME': 'lab-node01', 'SLURM_PROCID': '0'}
     assert sup.slurm_step(environ) == {'job_id': '7', 'step_id': '2', 'node': 'lab-node01', 'task': '0'}
@@ -156,6 +174,50 @@ def test_program_passes_sigterm_to_torchrun(tmp_path):
     exit_rec = wait_for(run_dir / 'exit.json')
     assert exit_rec['exit_code'] == 128 + signal.SIGTERM and exit_rec['signal'] == 'SIGTERM'
     assert not alive(pids['pid'])
+
+
+# torchrun's stand-in: says whether it starts with USR1 ignored, starts one "rank" and exits with its code; the rank
+# installs its own USR1 handler (as the shipped workload does) and reports what it inherited and what it got
+TORCHRUN_WITH_A_RANK = (
+    'import signal, subprocess, sys\n'
+    'print("torchrun USR1 ignored: %s" % (signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN), flush=True)\n'
+    'sys.exit(subprocess.call([sys.executable, "-c", sys.argv[1], sys.argv[2]]))\n')
+RANK = (
+    'import json, os, signal, sys, time\n'
+    'inherited = signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN\n'
+    'got = []\n'
+    'signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))\n'
+    'open(os.path.join(sys.argv[1], "rank.pid"), "w").write(str(os.getpid()))\n'
+    'deadline = time.time() + 30\n'
+    'while not got and time.time() < deadline:\n'
+    '    time.sleep(0.05)\n'
+    'open(os.path.join(sys.argv[1], "rank.json"), "w").write(json.dumps({"inherited_ignored": inherited, "got": len(got)}))\n')
+
+
+def test_program_survives_the_checkpoint_signal_that_slurm_sends_every_process_of_the_step(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', TORCHRUN_WITH_A_RANK, RANK, str(tmp_path)],
+                    env={sup.CHECKPOINT_SIGNAL_ENV: 'USR1'})
+    pids = wait_for(run_dir / 'pids.json')
+    deadline = time.time() + 30
+    while not (tmp_path / 'rank.pid').exists():
+        assert time.time() < deadline, (run_dir / 'node.log').read_text()
+        time.sleep(0.05)
+    rank = int((tmp_path / 'rank.pid').read_text())
+    # as slurmstepd does for srun --signal / scancel --signal=USR1: every process of the step
+    for pid in (pids['supervisor_pid'], pids['pid'], rank):
+        os.kill(pid, signal.SIGUSR1)
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert exit_rec['exit_code'] == 0 and exit_rec['signal'] is None and exit_rec['signals'] == []
+    assert [record['signal'] for record in exit_rec['checkpoint_signals']] == ['SIGUSR1']
+    assert json.loads((tmp_path / 'rank.json').read_text()) == {'inherited_ignored': True, 'got': 1}
+    assert 'torchrun USR1 ignored: True' in (run_dir / 'node.log').read_text()
+    assert "got SIGUSR1, the run's checkpoint signal" in (run_dir / 'supervisor.log').read_text()
+
+
+def test_program_without_a_checkpoint_signal_leaves_torchruns_signals_alone(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import signal; print("USR1 default: %s" % (signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL))'])
+    assert wait_for(run_dir / 'exit.json')['checkpoint_signals'] == []
+    assert 'USR1 default: True' in (run_dir / 'node.log').read_text()
 
 
 def test_program_cannot_start(tmp_path):
