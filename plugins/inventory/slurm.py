@@ -22,8 +22,10 @@ description:
   - 'The GPUs come from Slurm itself: with C(SLURM_JOB_ID) set, the plugin runs C(scontrol --details show job
     <SLURM_JOB_ID>) (O(scontrol), within O(scontrol_timeout) seconds) and reads, for every node, the GPUs the job was
     allocated there (the detail line C(Nodes=lab-node[01-02] ... GRES=gpu:h100:4(IDX:0-3)); several types are summed),
-    whatever the request was (C(--gres=gpu:N), C(--gpus-per-node=N), C(--gpus=N), typed or not). The job must be
-    C(RUNNING) and hold every node of the inventory.'
+    whatever the request was (C(--gres=gpu:N), C(--gpus-per-node=N), C(--gpus=N), typed or not). A job holding more
+    GPUs on a node than it asked for per node (C(--exclusive --gres=gpu:2) holds them all, C(TresPerNode=gres:gpu:2))
+    counts the ones its steps get, the first of each type asked for. The job must be C(RUNNING) and hold every node
+    of the inventory.'
   - 'Ranks per node (C(trainops_nproc_per_node)): O(gpus_per_node) when set, else the number of GPUs the job holds on
     each node, which must be the same on every node (C(--gpus=N) may spread them unevenly: allocate with
     C(--gpus-per-node=N), or set O(gpus_per_node)). Parsing fails, naming O(gpus_per_node) and C(--gpus-per-node),

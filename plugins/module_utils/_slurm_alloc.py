@@ -21,6 +21,9 @@ The ``trainops.multinode.slurm`` inventory runs scontrol and hands its output he
   ``gpu:a:2(IDX:0-1),gpu:b:2(IDX:2-3)``, other GRES (``nic:1(IDX:0)``, ``mps:...``) left aside. ``IDX`` are the
   indexes of the node's GPUs in its gres.conf order, what Slurm's gres/gpu plugin puts into
   ``CUDA_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES`` of a step (without ConstrainDevices).
+  A job that holds more GPUs on a node than it asked for per node (``--exclusive --gres=gpu:2`` holds them all,
+  ``TresPerNode=gres:gpu:2``) counts what its steps get there: the first ones asked for of each type
+  (:func:`step_share`; the lab's steps got 0,1 of ``IDX:0-3``).
 * :func:`gpu_ids_text` -- ``[4, 5, 6, 7]`` -> ``"4,5,6,7"``, the value of those variables.
 
 The per-node detail is what Slurm allocated whatever the request was (``--gres=gpu:N``, ``--gpus-per-node``,
@@ -91,7 +94,7 @@ def parse_gres(gres):
     ``gpu:labgpu:4(IDX:0-3)`` -> count 4, ids [0..3], types ['labgpu']. ``ids`` is None when Slurm gives no index
     (a gres.conf without ``File=``: ``gpu:4`` or ``IDX:N/A``). Items other than ``gpu`` are left aside.
     """
-    count, ids, types, known = 0, [], [], True
+    count, ids, types, known, items = 0, [], [], True, []
     for item in _split_outside_parens(gres or ''):
         if item != 'gpu' and not item.startswith(('gpu:', 'gpu(')):
             continue
@@ -115,10 +118,48 @@ def parse_gres(gres):
             if len(item_ids) != number:
                 raise SlurmJobError('%r counts %d GPUs but lists %d indexes' % (item, number, len(item_ids)))
             ids.extend(item_ids)
+        items.append((kind, number, item_ids if index not in (None, '', 'N/A') else None))
         count += number
     if known and len(set(ids)) != len(ids):
         raise SlurmJobError('GRES=%s lists a GPU index twice' % gres)
-    return dict(count=count, ids=sorted(ids) if known else None, types=types)
+    return dict(count=count, ids=sorted(ids) if known else None, types=types, items=items)
+
+
+_TRES_GPU_RE = re.compile(r'gres[:/]gpu(?::([^:,\s]+))?:([0-9]+)\Z')
+
+
+def parse_tres_per_node(value):
+    """The GPUs a job asked for per node, ``TresPerNode=gres:gpu:labgpu:2`` -> ``{'labgpu': 2}`` (``gres:gpu:4`` ->
+    ``{None: 4}``; ``gres/gpu:4`` as newer Slurm writes it); None when it asks for none per node (``--gpus=N``)."""
+    wanted = {}
+    for item in (value or '').split(','):
+        match = _TRES_GPU_RE.match(item.strip())
+        if match:
+            kind = None if match.group(1) is None or match.group(1).isdigit() else match.group(1)
+            wanted[kind] = wanted.get(kind, 0) + int(match.group(2))
+    return wanted or None
+
+
+def step_share(gpus, wanted):
+    """What a step of the job gets on a node: ``gpus`` (:func:`parse_gres`) cut to ``wanted`` per node.
+
+    A job asking for fewer GPUs per node than it holds (``--exclusive --gres=gpu:2`` holds every GPU of the node)
+    gives its steps the first ones of each type asked for (the lab: ``IDX:0-3`` held, steps get 0,1).
+    """
+    if not wanted or sum(wanted.values()) >= gpus['count']:
+        return gpus
+    ids, count = [], 0
+    for kind, number in sorted(wanted.items(), key=lambda kv: kv[0] or ''):
+        pool = [item for item in gpus['items'] if kind is None or item[0] == kind]
+        have = sum(item[1] for item in pool)
+        if have < number:
+            raise SlurmJobError('the job asks for %d %sGPU(s) per node but holds %d there (GRES %s)' % (
+                number, '%s ' % kind if kind else '', have, ','.join(
+                    '%s:%d' % (item[0] or 'gpu', item[1]) for item in gpus['items'])))
+        count += number
+        if gpus['ids'] is not None:
+            ids.extend(sorted(i for item in pool for i in item[2])[:number])
+    return dict(gpus, count=count, ids=sorted(ids) if gpus['ids'] is not None else None, held=gpus['count'])
 
 
 def split_records(text):
@@ -146,6 +187,12 @@ def parse_record(record):
             if host in details:
                 raise SlurmJobError('job %s: node %s has two detail lines' % (job_id, host))
             details[host] = gpus
+    wanted = parse_tres_per_node(_field(record, 'TresPerNode'))
+    for host in details:
+        try:
+            details[host] = step_share(details[host], wanted)
+        except SlurmJobError as exc:
+            raise SlurmJobError('job %s, node %s: %s' % (job_id, host, exc))
     return dict(job_id=job_id, state=_field(record, 'JobState'), nodelist=_field(record, 'NodeList'),
                 het_job_id=_field(record, 'HetJobId'), het_offset=_field(record, 'HetJobOffset'), nodes=details,
                 tres_per_node=_field(record, 'TresPerNode'), job_gres=_field(record, 'JOB_GRES'))

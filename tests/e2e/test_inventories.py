@@ -135,6 +135,7 @@ def fake_scontrol(tmp_path, job_id, nodelist, gres):
     with open(SCONTROL_JOB) as handle:
         text = handle.read()
     text = text.replace('JobId=1 ', 'JobId=%s ' % job_id).replace('NodeList=lab-node[01-02]', 'NodeList=%s' % nodelist)
+    text = text.replace('   TresPerNode=gres:gpu:4\n', '')   # what the job asks per node is what it holds
     text = text.replace('Nodes=lab-node[01-02] CPU_IDs=0 Mem=0 GRES=gpu:labgpu:4(IDX:0-3)',
                         'Nodes=%s CPU_IDs=0 Mem=0 GRES=%s' % (nodelist, gres))
     bindir = tmp_path / 'slurm-bin'

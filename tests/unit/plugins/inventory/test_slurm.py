@@ -49,9 +49,11 @@ with open(os.path.join(FIXTURES, 'job1-gres-gpu4.scontrol.txt')) as _handle:
 """``scontrol --details show job 1`` of ``salloc -N2 --gres=gpu:4`` on the lab's real Slurm 22.05."""
 
 
-def job_record(job_id, nodelist, details, state='RUNNING'):
-    """Job 1's record with another id, node list and ``Nodes=... GRES=...`` detail lines ((expression, gres), ...)."""
+def job_record(job_id, nodelist, details, state='RUNNING', tres=None):
+    """Job 1's record with another id, node list, ``Nodes=... GRES=...`` detail lines ((expression, gres), ...) and
+    ``TresPerNode=`` (``tres``; None: no such line, as for --gpus=N)."""
     text = JOB1.replace('JobId=1 ', 'JobId=%s ' % job_id).replace('JobState=RUNNING', 'JobState=%s' % state)
+    text = text.replace('   TresPerNode=gres:gpu:4\n', '   TresPerNode=%s\n' % tres if tres else '')
     text = text.replace('   NodeList=lab-node[01-02]', '   NodeList=%s' % nodelist)
     lines = ''.join('     Nodes=%s CPU_IDs=0 Mem=0 GRES=%s\n' % detail for detail in details)
     return re.sub(r'(   JOB_GRES=.*\n)(     Nodes=.*\n)+', lambda m: m.group(1) + lines, text)
@@ -113,6 +115,14 @@ def test_ranks_and_gpu_ids_from_the_jobs_gres(tmp_path, manager, monkeypatch, de
     inventory = manager(source(tmp_path, SOURCE + fake_scontrol(tmp_path, job_record(42, 'lab-node[01-02]', details))))
     assert ranks(inventory) == [nproc, nproc]
     assert gpu_ids(inventory) == ids
+
+
+def test_an_exclusive_job_gets_the_gpus_it_asked_for(tmp_path, manager, monkeypatch):
+    # salloc -N2 --exclusive --gres=gpu:2 (lab): the job holds IDX:0-3 of each node, its steps get 0,1
+    setenv(monkeypatch, SLURM_JOB_ID='2', SLURM_JOB_NODELIST='lab-node[01-02]', SLURM_TASKS_PER_NODE='2(x2)')
+    output = job_record(2, 'lab-node[01-02]', [('lab-node[01-02]', 'gpu:labgpu:4(IDX:0-3)')], tres='gres:gpu:2')
+    inventory = manager(source(tmp_path, SOURCE + fake_scontrol(tmp_path, output)))
+    assert ranks(inventory) == [2, 2] and gpu_ids(inventory) == [[0, 1], [0, 1]]
 
 
 def test_gpus_per_node_option_wins_and_keeps_the_gpu_ids(tmp_path, manager, monkeypatch):

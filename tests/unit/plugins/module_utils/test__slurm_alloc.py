@@ -27,12 +27,12 @@ def fixture(name):
 JOB1 = fixture('job1-gres-gpu4.scontrol.txt')
 
 
-def variant(job_id, nodelist, gres_lines, tres_line='   TresPerNode=gres:gpu:4', state='RUNNING'):
-    """Job 1's record with another id, node list, JOB_GRES/detail lines and TresPer* line."""
+def variant(job_id, nodelist, gres_lines, tres_line=None, state='RUNNING'):
+    """Job 1's record with another id, node list, JOB_GRES/detail lines and TresPer* line (None: none)."""
     text = JOB1.replace('JobId=1 ', 'JobId=%s ' % job_id).replace('JobState=RUNNING', 'JobState=%s' % state)
     text = text.replace('   NodeList=lab-node[01-02]', '   NodeList=%s' % nodelist)
     text = re.sub(r'   JOB_GRES=.*\n(     Nodes=.*\n)+', lambda _m: ''.join(line + '\n' for line in gres_lines), text)
-    return text.replace('   TresPerNode=gres:gpu:4', tres_line)
+    return text.replace('   TresPerNode=gres:gpu:4\n', tres_line + '\n' if tres_line else '')
 
 
 # Lines the lab printed (/work/shared-samples/salloc-*.txt), one request each
@@ -53,6 +53,10 @@ VARIANTS = {
     'shared_node': variant(8, 'lab-node03', [
         '   JOB_GRES=gpu:labgpu:2',
         '     Nodes=lab-node03 CPU_IDs=1 Mem=0 GRES=gpu:labgpu:2(IDX:2-3)'], '   TresPerNode=gres:gpu:2'),
+    # --exclusive --gres=gpu:2: the job holds every GPU of its nodes, its steps get the 2 asked for (0,1)
+    'exclusive_gres2': variant(2, 'lab-node[01-02]', [
+        '   JOB_GRES=gpu:labgpu:8',
+        '     Nodes=lab-node[01-02] CPU_IDs=0-1 Mem=0 GRES=gpu:labgpu:4(IDX:0-3)'], '   TresPerNode=gres:gpu:2'),
 }
 
 
@@ -60,8 +64,8 @@ def test_the_labs_gres_gpu4_record():
     job = sa.parse_job(JOB1, '1')
     assert (job['job_id'], job['state'], job['nodelist'], job['components']) == ('1', 'RUNNING', 'lab-node[01-02]', [])
     assert job['nodes'] == {
-        'lab-node01': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu']},
-        'lab-node02': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu']}}
+        'lab-node01': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])]},
+        'lab-node02': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])]}}
     assert (job['job_gres'], job['tres_per_node']) == ('gpu:labgpu:8', 'gres:gpu:4')
 
 
@@ -71,6 +75,7 @@ def test_the_labs_gres_gpu4_record():
     ('gpus6', '5', {'lab-node01': (4, [0, 1, 2, 3]), 'lab-node02': (2, [0, 1])}),
     ('c2_gres1', '6', {'lab-node01': (1, [0]), 'lab-node02': (1, [0])}),
     ('shared_node', '8', {'lab-node03': (2, [2, 3])}),
+    ('exclusive_gres2', '2', {'lab-node01': (2, [0, 1]), 'lab-node02': (2, [0, 1])}),
 ])
 def test_every_request_shape_the_lab_printed(name, job_id, expected):
     job = sa.parse_job(VARIANTS[name], job_id)
@@ -91,7 +96,8 @@ def test_every_request_shape_the_lab_printed(name, job_id, expected):
     ('nic:1(IDX:0)', 0, [], []),
 ])
 def test_gres_values(gres, count, ids, types):
-    assert sa.parse_gres(gres) == {'count': count, 'ids': ids, 'types': types}
+    parsed = sa.parse_gres(gres)
+    assert (parsed['count'], parsed['ids'], parsed['types']) == (count, ids, types)
 
 
 @pytest.mark.parametrize('gres, fragment', [
@@ -158,3 +164,22 @@ def test_helpers():
     assert sa.het_groups({'SLURM_JOB_NODELIST_HET_GROUP_1': 'b[1-2]', 'SLURM_JOB_NODELIST_HET_GROUP_0': 'a1',
                           'SLURM_JOB_NODELIST': 'a1'}) == ['a1', 'b[1-2]']
     assert sa.SCONTROL_ARGS == ('--details', 'show', 'job')
+
+
+@pytest.mark.parametrize('value, wanted', [
+    ('gres:gpu:4', {None: 4}), ('gres:gpu:labgpu:2', {'labgpu': 2}), ('gres/gpu:8', {None: 8}),
+    ('gres:gpu:a:1,gres:gpu:b:1', {'a': 1, 'b': 1}), ('gres:nic:1', None), (None, None), ('', None),
+])
+def test_tres_per_node(value, wanted):
+    assert sa.parse_tres_per_node(value) == wanted
+
+
+def test_a_step_gets_the_asked_share_of_each_type():
+    gpus = sa.parse_gres('gpu:a:2(IDX:0-1),gpu:b:2(IDX:2-3)')
+    share = sa.step_share(gpus, {'a': 1, 'b': 1})
+    assert (share['count'], share['ids'], share['held']) == (2, [0, 2], 4)
+    assert sa.step_share(gpus, {None: 4}) is gpus and sa.step_share(gpus, None) is gpus
+    assert sa.step_share(sa.parse_gres('gpu:4'), {None: 2})['ids'] is None
+    with pytest.raises(sa.SlurmJobError) as err:
+        sa.step_share(gpus, {'c': 1})
+    assert 'asks for 1 c GPU(s) per node but holds 0 there (GRES a:2,b:2)' in str(err.value)
