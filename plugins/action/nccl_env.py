@@ -49,6 +49,7 @@ SETTINGS_SPEC = dict(
     rocm_defaults=dict(type='dict'),
     require_transport=dict(type='bool'),
     env_overrides=dict(type='dict'),
+    gpu_ids=dict(type='raw'),
 )
 
 ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), **SETTINGS_SPEC)

@@ -46,7 +46,9 @@ Settings (every key optional; a missing key takes the default in brackets):
     library_version auto | "2.21.5" [auto]; auto = facts.library.version
     nccl_debug      VERSION|WARN|INFO|TRACE | null [WARN]; null (or "" / "unset") leaves NCCL_DEBUG unset
     vendor          nvidia|amd|none [facts.gpu.vendor]
-    nproc_per_node  int | null [null]; checked against facts.gpu.count unless vendor is none
+    nproc_per_node  int | null [null]; checked against facts.gpu.count (and gpu_ids) unless vendor is none
+    gpu_ids         [int] | "4,5,6,7" | null [null]; the GPUs the ranks may use (a Slurm job's, on a shared node) ->
+                    CUDA_VISIBLE_DEVICES (nvidia), ROCR_VISIBLE_DEVICES (amd), both (none); null/[] sets neither
     nnodes          int | null [null]; the job's node count (RCCL caps channels at 64 when it is > 1); null: one node
     rocm_defaults   {VAR: value} | null [DEFAULT_ROCM_ENV]; AMD nodes only; {} sets none
     require_transport bool [false]; true sets NCCL_NET (IB, Libfabric or Socket) so NCCL fails instead of falling back
@@ -68,7 +70,8 @@ DEFAULT_NCCL_DEBUG = 'WARN'
 
 SETTINGS = ('network_mode', 'socket_ifname', 'ib_hca', 'gid_index', 'net_gdr_level', 'channels', 'min_channels',
             'threads', 'ib_tc', 'ib_fifo_tc', 'ib_sl', 'ib_qps_per_connection', 'cross_nic', 'library_version',
-            'nccl_debug', 'vendor', 'nproc_per_node', 'nnodes', 'rocm_defaults', 'require_transport', 'env_overrides')
+            'nccl_debug', 'vendor', 'nproc_per_node', 'nnodes', 'rocm_defaults', 'require_transport', 'env_overrides',
+            'gpu_ids')
 
 # Library facts, each checked against the sources named (docs/nccl.md has the list):
 GID_PER_PORT_SINCE = (2, 21)
@@ -115,6 +118,12 @@ LIBRARY_VERSION_KNOB = 'trainops_nccl_library_version (library_version)'
 """What to set when a rule depends on a library version the facts do not tell."""
 AWS_OFI_NET_NAME = 'Libfabric'
 """The net name aws-ofi-nccl registers for NCCL (src/nccl_ofi_interface_nvidia.cpp), what NCCL_NET must say."""
+
+VISIBLE_DEVICES_VARS = {'nvidia': ('CUDA_VISIBLE_DEVICES',), 'amd': ('ROCR_VISIBLE_DEVICES',),
+                        'none': ('CUDA_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES')}
+"""The variables that give the ranks the GPUs of gpu_ids, by vendor: those Slurm's gres/gpu plugin sets in a step
+(src/plugins/gres/gpu: CUDA_VISIBLE_DEVICES for NVIDIA, ROCR_VISIBLE_DEVICES for AMD, whose HIP_VISIBLE_DEVICES then
+counts within them); a node without a detected vendor gets both, as the lab's Slurm sets both."""
 
 DEFAULT_ROCM_ENV = {'HSA_ENABLE_SDMA': '0'}
 """ROCm runtime settings put on AMD nodes unless ``rocm_defaults`` says otherwise."""
@@ -1304,7 +1313,7 @@ def _threads(out, settings, vendor, library, facts):
     out.set(var, threads, 'knob', 'threads setting: %s' % why)
 
 
-def _nproc(out, settings, facts, vendor, fact_vendor):
+def _nproc(out, settings, facts, vendor, fact_vendor, gpu_ids=None):
     number = _int_setting(out, settings, 'nproc_per_node', 1, None)
     if number is None or vendor == 'none':
         return
@@ -1312,6 +1321,56 @@ def _nproc(out, settings, facts, vendor, fact_vendor):
     if number > count:
         out.errors.append('nproc_per_node %d is larger than the %d GPU(s) of this node (vendor %s, detected %s): '
                           'lower nproc_per_node or fix the GPU detection' % (number, count, vendor, fact_vendor))
+    elif gpu_ids and number > len(gpu_ids):
+        out.errors.append('nproc_per_node %d is larger than the %d GPU(s) the ranks may use on this node (gpu_ids %s, '
+                          'the GPUs the Slurm job holds here): lower nproc_per_node or allocate more GPUs per node '
+                          '(--gpus-per-node)' % (number, len(gpu_ids), ','.join(str(i) for i in gpu_ids)))
+
+
+def _gpu_ids(out, settings, facts, vendor):
+    """The GPU ids of the gpu_ids setting as a list of ints ([] when not given); errors for a bad value."""
+    value = settings.get('gpu_ids')
+    if value is None or value == '' or value == []:
+        return []
+    items = value.split(',') if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        out.errors.append('gpu_ids must be a list of GPU indexes such as [4, 5, 6, 7] (got %r)' % (value,))
+        return []
+    ids = []
+    for item in items:
+        number = item if isinstance(item, int) and not isinstance(item, bool) else _int(str(item).strip())
+        if number is None or number < 0:
+            out.errors.append('gpu_ids: %r is not a GPU index (an integer from 0)' % (item,))
+            return []
+        ids.append(number)
+    if len(set(ids)) != len(ids):
+        out.errors.append('gpu_ids %s names a GPU twice' % ','.join(str(i) for i in ids))
+        return []
+    count = _int(_get(facts, 'gpu', 'count')) or 0
+    if vendor != 'none' and count and max(ids) >= count:
+        out.errors.append('gpu_ids %s: this node has %d GPU(s) (indexes 0-%d); the Slurm job\'s GPU indexes do not '
+                          'match the node\'s GPUs' % (','.join(str(i) for i in ids), count, count - 1))
+        return []
+    return ids
+
+
+def _visible_devices(out, ids, facts, vendor):
+    """CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES from gpu_ids (VISIBLE_DEVICES_VARS)."""
+    if not ids:
+        return
+    count = _int(_get(facts, 'gpu', 'count')) or 0
+    text = ','.join(str(i) for i in ids)
+    if vendor == 'none':
+        held = 'no GPU vendor on this node, so both variables'
+    elif len(ids) < count:
+        held = ('%d of the node\'s %d GPUs (a node shared with other jobs); where SSH sessions are confined to the '
+                'job\'s devices (pam_slurm_adopt with ConstrainDevices) they are numbered from 0 instead: '
+                'trainops_env {VAR: null} removes the variable there' % (len(ids), count))
+    else:
+        held = 'every GPU of the node'
+    for var in VISIBLE_DEVICES_VARS[vendor]:
+        out.set(var, text, 'knob', 'gpu_ids setting: the GPUs the Slurm job holds on this node, as Slurm numbers them '
+                '(%s)' % held)
 
 
 def _debug(out, settings):
@@ -1463,7 +1522,8 @@ DECIDERS = {
     'NCCL_IB_TC': '_qos', 'NCCL_IB_FIFO_TC': '_qos', 'NCCL_IB_SL': '_qos', 'NCCL_IB_QPS_PER_CONNECTION': '_qos',
     'NCCL_CROSS_NIC': '_cross_nic', 'NCCL_NET': '_require_transport', 'NCCL_MAX_NCHANNELS': '_channels',
     'NCCL_MIN_NCHANNELS': '_channels', 'NCCL_NTHREADS': '_threads', 'RCCL_THREADS_PER_BLOCK': '_threads',
-    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', '(any)': '_overrides',
+    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', 'CUDA_VISIBLE_DEVICES': '_visible_devices',
+    'ROCR_VISIBLE_DEVICES': '_visible_devices', '(any)': '_overrides',
 }
 """Which function decides each variable (documentation for readers; tests check every name exists)."""
 
@@ -1515,7 +1575,9 @@ def compute(facts, settings=None):
 
     _channels(out, settings, vendor, library, facts)
     _threads(out, settings, vendor, library, facts)
-    _nproc(out, settings, facts, vendor, fact_vendor)
+    gpu_ids = _gpu_ids(out, settings, facts, vendor)
+    _nproc(out, settings, facts, vendor, fact_vendor, gpu_ids)
+    _visible_devices(out, gpu_ids, facts, vendor)
     _debug(out, settings)
     _rocm(out, settings, vendor)
     _overrides(out, facts, settings, ports)

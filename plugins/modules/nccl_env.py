@@ -183,6 +183,16 @@ options:
     description:
       - Ranks per node; an error when larger than the node's GPU count (unless the vendor is V(none)).
     type: int
+  gpu_ids:
+    description:
+      - The indexes of the GPUs the ranks may use on this node (a list, or a comma-separated string), for example the
+        GPUs a Slurm job holds on a node it shares with other jobs (the C(slurm) inventory's C(trainops_slurm_gpu_ids)).
+        Sets C(CUDA_VISIBLE_DEVICES) on NVIDIA nodes, C(ROCR_VISIBLE_DEVICES) on AMD nodes (what Slurm's gres/gpu
+        plugin sets in its steps; C(HIP_VISIBLE_DEVICES) then counts within them) and both when the vendor is V(none).
+      - An error when an index is not one of the node's GPUs, is given twice, or when O(nproc_per_node) is larger than
+        the number of indexes (unless the vendor is V(none)). Not given, empty or null, neither variable is set.
+        O(env_overrides) wins, and a null there removes the variable.
+    type: raw
   nnodes:
     description:
       - The number of nodes of the job (the job role passes it; the nccl_env role passes the play's hosts). RCCL caps

@@ -125,29 +125,55 @@ def test_yaml_source_with_group_vars_and_constructed(node_list, tmp_path):
     assert (node['ansible_host'], node['trainops_node_rank']) == ('10.0.0.12', 1)
 
 
+SCONTROL_JOB = os.path.join(REPO, 'tests', 'unit', 'fixtures', 'slurm', 'job1-gres-gpu4.scontrol.txt')
+"""``scontrol --details show job 1`` of ``salloc -N2 --gres=gpu:4`` on the lab's real Slurm 22.05."""
+
+
+def fake_scontrol(tmp_path, job_id, nodelist, gres):
+    """A directory with an ``scontrol`` that prints the lab's job 1 record as job ``job_id`` on ``nodelist``, every
+    node holding ``gres``; put it first in PATH. Its arguments go to ``scontrol.argv``."""
+    with open(SCONTROL_JOB) as handle:
+        text = handle.read()
+    text = text.replace('JobId=1 ', 'JobId=%s ' % job_id).replace('NodeList=lab-node[01-02]', 'NodeList=%s' % nodelist)
+    text = text.replace('   TresPerNode=gres:gpu:4\n', '')   # what the job asks per node is what it holds
+    text = text.replace('Nodes=lab-node[01-02] CPU_IDs=0 Mem=0 GRES=gpu:labgpu:4(IDX:0-3)',
+                        'Nodes=%s CPU_IDs=0 Mem=0 GRES=%s' % (nodelist, gres))
+    bindir = tmp_path / 'slurm-bin'
+    bindir.mkdir(exist_ok=True)
+    (bindir / 'scontrol.txt').write_text(text)
+    script = bindir / 'scontrol'
+    script.write_text('#!/bin/sh\necho "$*" >> %s\ncat %s\n' % (bindir / 'scontrol.argv', bindir / 'scontrol.txt'))
+    script.chmod(0o755)
+    return {'PATH': '%s:%s' % (bindir, os.environ.get('PATH', '/usr/bin:/bin'))}
+
+
 def test_slurm_allocation_from_the_environment(tmp_path):
     source = tmp_path / 'allocation.slurm.yml'
     source.write_text('plugin: trainops.multinode.slurm\nvars:\n  trainops_gpu_vendor: nvidia\n')
-    data, _proc = inventory_list(source, tmp_path, extra_env={
-        'SLURM_JOB_NODELIST': 'gpu-[01-02,07],cpu9', 'SLURM_JOB_NUM_NODES': '4', 'SLURM_JOB_ID': '777',
-        'SLURM_TASKS_PER_NODE': '4(x3),2'})
+    extra = fake_scontrol(tmp_path, 777, 'gpu-[01-02,07],cpu9', 'gpu:h100:4(IDX:4-7)')
+    extra.update({'SLURM_JOB_NODELIST': 'gpu-[01-02,07],cpu9', 'SLURM_JOB_NUM_NODES': '4', 'SLURM_JOB_ID': '777',
+                  'SLURM_TASKS_PER_NODE': '1(x4)'})
+    data, _proc = inventory_list(source, tmp_path, extra_env=extra)
+    assert (tmp_path / 'slurm-bin' / 'scontrol.argv').read_text() == '--details show job 777\n'
     assert data['trainops_nodes']['hosts'] == ['gpu-01', 'gpu-02', 'gpu-07', 'cpu9']
     hostvars = data['_meta']['hostvars']
-    assert [hostvars[h]['trainops_nproc_per_node'] for h in data['trainops_nodes']['hosts']] == [4, 4, 4, 2]
+    assert [hostvars[h]['trainops_nproc_per_node'] for h in data['trainops_nodes']['hosts']] == [4, 4, 4, 4]
+    assert [hostvars[h]['trainops_slurm_gpu_ids'] for h in data['trainops_nodes']['hosts']] == [[4, 5, 6, 7]] * 4
     assert hostvars['gpu-01']['trainops_master'] is True
     assert 'trainops_master' not in hostvars['gpu-02']
     assert hostvars['cpu9']['trainops_slurm_job_id'] == '777'
     assert hostvars['cpu9']['trainops_gpu_vendor'] == 'nvidia'
 
 
-def test_slurm_gpus_per_node(tmp_path):
+def test_slurm_tasks_per_node_never_gives_ranks(tmp_path):
     source = tmp_path / 'allocation.slurm.yml'
     source.write_text('plugin: trainops.multinode.slurm\n')
-    data, _proc = inventory_list(source, tmp_path, extra_env={
-        'SLURM_JOB_NODELIST': 'rack[1-2]-n[01-02]', 'SLURM_GPUS_PER_NODE': 'h100:8', 'SLURM_TASKS_PER_NODE': '1(x4)'})
-    assert data['trainops_nodes']['hosts'] == ['rack1-n01', 'rack1-n02', 'rack2-n01', 'rack2-n02']
-    assert {h: v['trainops_nproc_per_node'] for h, v in data['_meta']['hostvars'].items()} == {
-        'rack1-n01': 8, 'rack1-n02': 8, 'rack2-n01': 8, 'rack2-n02': 8}
+    extra = fake_scontrol(tmp_path, 778, 'rack[1-2]-n[01-02]', '')
+    extra.update({'SLURM_JOB_NODELIST': 'rack[1-2]-n[01-02]', 'SLURM_JOB_ID': '778', 'SLURM_TASKS_PER_NODE': '128(x4)'})
+    proc = run('ansible-inventory', '-i', source, '--list', cwd=tmp_path, extra_env=extra)
+    assert proc.returncode != 0
+    assert 'job 778 holds no GPUs' in proc.stderr and 'gpus_per_node: N' in proc.stderr
+    assert '--gpus-per-node=N' in proc.stderr
 
 
 def test_slurm_outside_an_allocation_fails_with_a_clear_message(tmp_path):
@@ -178,8 +204,9 @@ def test_example_inventories(tmp_path):
     data, _proc = inventory_list(os.path.join(examples, 'cluster.trainops_nodes.yml'), tmp_path)
     assert data['_meta']['hostvars']['10.0.0.14']['ansible_user'] == 'train'
     assert data['gpus_8']['hosts'] == ['10.0.0.11', '10.0.0.12', '10.0.0.13', '10.0.0.14']
-    data, _proc = inventory_list(os.path.join(examples, 'allocation.slurm.yml'), tmp_path,
-                                 extra_env={'SLURM_JOB_NODELIST': 'node[6-7]', 'SLURM_GPUS_ON_NODE': '1'})
+    extra = fake_scontrol(tmp_path, 12, 'node[6-7]', 'gpu:1(IDX:0)')
+    extra.update({'SLURM_JOB_NODELIST': 'node[6-7]', 'SLURM_JOB_ID': '12'})
+    data, _proc = inventory_list(os.path.join(examples, 'allocation.slurm.yml'), tmp_path, extra_env=extra)
     assert data['trainops_nodes']['hosts'] == ['node6', 'node7']
     assert data['_meta']['hostvars']['node7']['trainops_nproc_per_node'] == 1
 
@@ -256,7 +283,8 @@ def test_launch_from_a_node_list(tmp_path):
 
 def test_launch_from_inside_a_slurm_allocation(tmp_path):
     """Inside an allocation (the variables srun/salloc set): a real 2-node x 2-rank launch, the nodes of
-    SLURM_JOB_NODELIST in order, ranks per node from SLURM_TASKS_PER_NODE; both nodes are this machine."""
+    SLURM_JOB_NODELIST in order, ranks per node from the 2 GPUs scontrol says the job holds on each node (GPUs 2-3:
+    the ranks get them as CUDA_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES, vendor none); both nodes are this machine."""
     (tmp_path / 'allocation.slurm.yml').write_text(
         'plugin: trainops.multinode.slurm\n'
         'vars:\n'
@@ -267,8 +295,9 @@ def test_launch_from_inside_a_slurm_allocation(tmp_path):
         '  trainops_node_root: "%s/nodes/{{ inventory_hostname }}"\n'
         '  trainops_gpu_vendor: none\n' % tmp_path)
     experiments = tmp_path / 'experiments'
-    slurm = {'SLURM_JOB_ID': '4242', 'SLURM_JOB_NODELIST': 'trn-[07-08]', 'SLURM_JOB_NUM_NODES': '2',
-             'SLURM_TASKS_PER_NODE': '2(x2)'}
+    slurm = fake_scontrol(tmp_path, 4242, 'trn-[07-08]', 'gpu:labgpu:2(IDX:2-3)')
+    slurm.update({'SLURM_JOB_ID': '4242', 'SLURM_JOB_NODELIST': 'trn-[07-08]', 'SLURM_JOB_NUM_NODES': '2',
+                  'SLURM_TASKS_PER_NODE': '1(x2)'})
     proc = run('ansible-playbook', '-i', tmp_path / 'allocation.slurm.yml', os.path.join(REPO, 'playbooks', 'launch.yml'),
                '-e', 'config=config/tiny.yaml', '-e', 'trainops_experiments_dir=%s' % experiments,
                '-e', 'master_port=%d' % free_port(), cwd=tmp_path, timeout=480, extra_env=slurm)
@@ -277,3 +306,5 @@ def test_launch_from_inside_a_slurm_allocation(tmp_path):
     manifest = json.loads((experiment / 'manifest.json').read_text())
     assert manifest['world_size'] == 4 and manifest['outcome'] == 'succeeded'
     assert [(n['host'], n['node_rank'], n['ranks']) for n in manifest['nodes']] == [('trn-07', 0, [0, 1]), ('trn-08', 1, [2, 3])]
+    for node in manifest['nodes']:
+        assert (node['env']['CUDA_VISIBLE_DEVICES'], node['env']['ROCR_VISIBLE_DEVICES']) == ('2,3', '2,3'), node['env']

@@ -135,3 +135,11 @@ def test_cluster_check_fails_on_mixed_transports():
     assert res['failed'] is True
     assert 'rdma on gpu1; tcp on gpu2' in res['msg'] and res['table'] in res['msg']
     assert any('settings ignored with cluster: channels' in w for w in res['warnings'])
+
+
+def test_gpu_ids_reach_the_ranks_environment():
+    # what roles/nccl_env passes for an SSH launch on a node the Slurm job shares: its GPUs 4-7
+    res = run({'facts': h100_ib(), 'nproc_per_node': 4, 'gpu_ids': [4, 5, 6, 7]})
+    assert not res.get('failed') and res['env']['CUDA_VISIBLE_DEVICES'] == '4,5,6,7'
+    assert 'CUDA_VISIBLE_DEVICES=4,5,6,7\n' in res['env_file'] and '\nCUDA_VISIBLE_DEVICES=' not in res['nccl_conf']
+    assert 'CUDA_VISIBLE_DEVICES' not in run({'facts': h100_ib(), 'nproc_per_node': 4, 'gpu_ids': []})['env']

@@ -920,3 +920,56 @@ def test_efa_plugin_that_is_not_aws_ofi_nccl_is_named():
     res = run(facts)
     assert res['transport'] == 'tcp'
     assert has(res['warnings'], '/usr/lib/libnccl-net.so is not aws-ofi-nccl', '"Libfabric"', 'IBext, SHARP')
+
+
+# --- gpu_ids: the GPUs a Slurm job holds on the node (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES) ------------
+
+def test_gpu_ids_on_a_shared_nvidia_node():
+    # the job holds GPUs 4-7 of an 8-GPU node: without the variable its ranks would use 0-3, another job's
+    res = run(h100_ib(), nproc_per_node=4, gpu_ids=[4, 5, 6, 7])
+    assert res['errors'] == []
+    assert res['env']['CUDA_VISIBLE_DEVICES'] == '4,5,6,7' and 'ROCR_VISIBLE_DEVICES' not in res['env']
+    assert res['sources']['CUDA_VISIBLE_DEVICES'] == 'knob'
+    assert '4 of the node\'s 8 GPUs' in res['reasons']['CUDA_VISIBLE_DEVICES']
+    assert 'pam_slurm_adopt' in res['reasons']['CUDA_VISIBLE_DEVICES']
+
+
+def test_gpu_ids_on_amd_and_without_a_vendor():
+    res = run(mi300x(), nproc_per_node=2, gpu_ids='2,3')
+    assert res['errors'] == [] and res['env']['ROCR_VISIBLE_DEVICES'] == '2,3'
+    assert 'CUDA_VISIBLE_DEVICES' not in res['env'] and 'HIP_VISIBLE_DEVICES' not in res['env']
+    # the lab: CPU training on nodes whose Slurm has stand-in GPU devices; both variables, as Slurm's own steps get
+    res = run(cpu_only(), nproc_per_node=2, gpu_ids=[0, 1])
+    assert res['errors'] == []
+    assert (res['env']['CUDA_VISIBLE_DEVICES'], res['env']['ROCR_VISIBLE_DEVICES']) == ('0,1', '0,1')
+
+
+def test_gpu_ids_on_a_whole_node_and_none_given():
+    res = run(ethernet_gpu(), nproc_per_node=2, gpu_ids=[0, 1])
+    assert res['env']['CUDA_VISIBLE_DEVICES'] == '0,1' and 'every GPU of the node' in res['reasons']['CUDA_VISIBLE_DEVICES']
+    for empty in (None, [], ''):
+        assert 'CUDA_VISIBLE_DEVICES' not in run(ethernet_gpu(), nproc_per_node=2, gpu_ids=empty)['env']
+    assert 'CUDA_VISIBLE_DEVICES' not in run(ethernet_gpu(), nproc_per_node=2)['env']
+
+
+def test_env_overrides_win_over_gpu_ids():
+    res = run(h100_ib(), nproc_per_node=4, gpu_ids=[4, 5, 6, 7], env_overrides={'CUDA_VISIBLE_DEVICES': None})
+    assert 'CUDA_VISIBLE_DEVICES' not in res['env'] and res['unset'] == ['CUDA_VISIBLE_DEVICES']
+    res = run(h100_ib(), nproc_per_node=4, gpu_ids=[4, 5, 6, 7], env_overrides={'CUDA_VISIBLE_DEVICES': '0,1,2,3'})
+    assert res['env']['CUDA_VISIBLE_DEVICES'] == '0,1,2,3' and res['sources']['CUDA_VISIBLE_DEVICES'] == 'override'
+
+
+@pytest.mark.parametrize('facts, settings, fragment', [
+    (h100_ib, {'nproc_per_node': 8, 'gpu_ids': [4, 5, 6, 7]},
+     'nproc_per_node 8 is larger than the 4 GPU(s) the ranks may use on this node (gpu_ids 4,5,6,7, the GPUs the '
+     'Slurm job holds here)'),
+    (ethernet_gpu, {'nproc_per_node': 2, 'gpu_ids': [2, 3]},
+     'gpu_ids 2,3: this node has 2 GPU(s) (indexes 0-1)'),
+    (h100_ib, {'nproc_per_node': 2, 'gpu_ids': [1, 1]}, 'gpu_ids 1,1 names a GPU twice'),
+    (h100_ib, {'nproc_per_node': 1, 'gpu_ids': ['x']}, "gpu_ids: 'x' is not a GPU index"),
+    (h100_ib, {'nproc_per_node': 1, 'gpu_ids': [-1]}, 'gpu_ids: -1 is not a GPU index'),
+    (h100_ib, {'nproc_per_node': 1, 'gpu_ids': {'a': 1}}, 'gpu_ids must be a list of GPU indexes'),
+])
+def test_gpu_ids_that_do_not_fit(facts, settings, fragment):
+    res = run(facts(), **settings)
+    assert has(res['errors'], fragment), res['errors']
