@@ -227,7 +227,9 @@ def _launcher_problems(params):
     if params.get('runtime') == 'container':
         problems.append('launcher=srun with runtime=container: a Slurm step cannot start the ranks in the node\'s '
                         'training container; use launcher=ssh for containers, or runtime=host')
-    return problems
+    problems.append(_integer_rule(dict({'srun_start_timeout': 30}, **params), 'srun_start_timeout',
+                                  'trainops_srun_start_timeout', 'seconds Slurm has to create the step', 1, example=60))
+    return [problem for problem in problems if problem]
 
 
 def _checkpoint_problems(params):
@@ -272,7 +274,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``node``: the node's
+    ``launcher``, ``slurm_job_id``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    (checked with launcher=srun only), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``

@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 
-from ansible_collections.trainops.multinode.plugins.module_utils._proc import System
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
 
 # checked with fullmatch: ``$`` would let a trailing newline through
 JOB_ID_RE = re.compile(r'[0-9]+')
@@ -31,8 +32,22 @@ CHECKPOINT_TIMER = 'trainops-checkpoint-timer'
 """$0 of the controller's checkpoint timer (``sleep`` then ``scancel --signal=SIG JOB.STEP``, see :func:`start_step`)."""
 CHECKPOINT_SIGNALS = ('USR1', 'USR2')
 """The signals a run's checkpoint signal may be (plugins/module_utils/_supervisor.py takes the same)."""
-# a step that is neither in squeue nor (yet) in sacct after this long was not started
-FIND_TIMEOUT = 30.0
+START_TIMEOUT = 30
+"""Seconds a step may take to be created (trainops_srun_start_timeout): ``srun --immediate`` gives up then, and a
+client still running a little later (:data:`CLIENT_GRACE`) is ended, so that nothing starts afterwards."""
+CLIENT_GRACE = 10.0
+"""Seconds beyond the start timeout the srun client has to give up by itself (--immediate) before it is ended."""
+ENDED_LOOKUP = 5.0
+"""Seconds the step is still looked for (squeue, then sacct, which lags) once the srun client has ended."""
+INT_PAUSE = 0.3
+"""Seconds between the two SIGINTs that make srun abort (one only reports the tasks' state; two within one second
+end them; a step still pending is given up at the first)."""
+CLIENT_WAIT = 10.0
+"""Seconds the srun client has to exit after SIGINT (then SIGKILL, and as long again)."""
+CLIENT_ENV_PREFIXES = ('SLURM_', 'SRUN_')
+"""Variables of the controller's environment that srun would read as options (SLURM_CPUS_PER_TASK and
+SLURM_TRES_PER_TASK of a ``salloc -c`` in 23.11, which imply --exact; SRUN_CPUS_PER_TASK in 22.05; SLURM_GPUS_PER_TASK,
+SLURM_CPU_BIND, SLURM_EXACT, ...): none go to the srun client, whose options are its argv alone. SLURM_CONF stays."""
 
 
 class SrunError(Exception):
@@ -44,16 +59,20 @@ class SrunError(Exception):
         self.details = details
 
 
+class StepNotFound(SrunError):
+    """The step was not created (yet): neither squeue nor sacct shows it."""
+
+
 def step_name(run_id):
     return STEP_PREFIX + run_id
 
 
 def check_nodes(nodes):
-    """``nodes``: [{name, rank, python, path, supervisor, job}] in allocation order, ranks 0..N-1."""
+    """``nodes``: [{name, rank, python, supervisor, job}] in allocation order, ranks 0..N-1."""
     if not nodes:
         raise SrunError('No nodes for the step.')
     for index, node in enumerate(nodes):
-        missing = [key for key in ('name', 'python', 'path', 'supervisor', 'job') if not node.get(key)]
+        missing = [key for key in ('name', 'python', 'supervisor', 'job') if not node.get(key)]
         if missing:
             raise SrunError('Node %s has no %s for the step.' % (node.get('name', index), ', '.join(missing)))
         if not NAME_RE.fullmatch(node['name']):
@@ -66,14 +85,15 @@ def check_nodes(nodes):
 def task_script(nodes):
     """The shell program every task of the step runs: its node's supervisor, in the foreground, by exec.
 
-    Variables are expanded by the task's own shell on its node (the program is one argument of srun).
+    Variables are expanded by the task's own shell on its node (the program is one argument of srun). The shell has
+    Slurm's environment only (--export=NONE): the interpreter is an absolute path, and the environment torchrun gets
+    (PATH included) is the node's login environment that job.json records (_supervisor.rank_environment).
     """
     lines = ['case "$SLURMD_NODENAME" in']
     for node in nodes:
         command = ' '.join(shlex.quote(word) for word in (node['python'], node['supervisor'], '--foreground', node['job']))
         lines.append('  %s)' % shlex.quote(node['name']))
         lines.append('    rank=%d' % int(node['rank']))
-        lines.append('    PATH=%s; export PATH' % shlex.quote(node['path']))
         lines.append('    set -- %s;;' % command)
         # (set --: the command is only run once the rank is checked below)
     lines.append('  *) echo "trainops: no run prepared for node $SLURMD_NODENAME in this step" >&2; exit 2;;')
@@ -86,13 +106,25 @@ def task_script(nodes):
     return '\n'.join(lines) + '\n'
 
 
-def build_argv(job_id, run_id, nodes, wait_seconds, srun='srun', secret_names=(), extra_args=()):
-    """The srun command line of the step (nodes in allocation order, one task each)."""
+def build_argv(job_id, run_id, nodes, wait_seconds, srun='srun', secret_names=(), extra_args=(),
+               start_timeout=START_TIMEOUT):
+    """The srun command line of the step (nodes in allocation order, one task each).
+
+    CPUs: no -c (which implies --exact), so the step gets every CPU the job holds on each of its nodes (srun's
+    default without --exact), and ``--cpu-bind=none``, so that task/affinity does not pin the one task per node (and
+    torchrun and every rank, which inherit its mask) to one CPU; a task/cgroup cpuset still confines it to the job's
+    CPUs. GPUs: no --gres, so the step gets every GPU the job holds on its nodes (srun's default) and Slurm sets
+    CUDA_VISIBLE_DEVICES (or ROCR_...) for the task. ``--immediate=<start_timeout>``: srun gives up creating the
+    step when the nodes stay busy that long, instead of retrying for ever. ``extra_args`` come last: they may
+    override any of these (``--overlap``, ``--cpu-bind=...``).
+    """
     if not JOB_ID_RE.fullmatch(str(job_id or '')):
         raise SrunError('%r is not a Slurm job id (SLURM_JOB_ID).' % (job_id, ))
     check_nodes(nodes)
     if int(wait_seconds) < 0:
         raise SrunError('wait_seconds must be >= 0')
+    if int(start_timeout) < 1:
+        raise SrunError('start_timeout must be >= 1 second, got %s' % (start_timeout, ))
     bad = [n for n in secret_names if not ENV_NAME_RE.fullmatch(n)]
     if bad:
         raise SrunError('Not environment variable names: %s' % ', '.join(bad))
@@ -104,6 +136,7 @@ def build_argv(job_id, run_id, nodes, wait_seconds, srun='srun', secret_names=()
             '--nodes=%d' % count, '--ntasks=%d' % count, '--ntasks-per-node=1',
             '--nodelist=%s' % ','.join(node['name'] for node in nodes),
             '--kill-on-bad-exit=1', '--wait=%d' % int(wait_seconds), '--export=%s' % export,
+            '--cpu-bind=none', '--immediate=%d' % int(start_timeout),
             '--label'] + list(extra_args) + ['/bin/sh', '-c', task_script(nodes), 'trainops-task']
 
 
@@ -214,13 +247,14 @@ class Slurm(object):
             return None, err.strip()
         return parse_sacct(out, name=name, step_id=step_id), None
 
-    def find_step(self, job_id, name, alive=None, timeout=FIND_TIMEOUT):
+    def find_step(self, job_id, name, alive=None, timeout=START_TIMEOUT + CLIENT_GRACE):
         """The step id of the step ``name`` of ``job_id``, looked up in squeue, then sacct, until ``timeout``.
 
-        ``alive`` (callable) says whether the srun client still runs; once it has ended, sacct is the only source.
+        ``alive`` (callable) says whether the srun client still runs; once it has ended, the step is looked for
+        :data:`ENDED_LOOKUP` seconds more (sacct lags), then the lookup gives up. Raises :class:`StepNotFound`.
         """
         deadline = self.system.monotonic() + timeout
-        errors = []
+        ended_at = None
         while True:
             step, err = self.squeue_step(job_id, name)
             if step is not None:
@@ -229,9 +263,12 @@ class Slurm(object):
             if record is not None:
                 return record['step_id']
             errors = [e for e in (err, err2) if e]
-            if self.system.monotonic() >= deadline or (alive is not None and not alive()):
-                raise SrunError('Step %s of job %s is neither in squeue nor in sacct%s.' % (
-                    name, job_id, (': ' + '; '.join(errors)) if errors else ''))
+            now = self.system.monotonic()
+            if ended_at is None and alive is not None and not alive():
+                ended_at = now
+            if now >= deadline or (ended_at is not None and now >= ended_at + ENDED_LOOKUP):
+                raise StepNotFound('Step %s of job %s is neither in squeue nor in sacct%s.' % (
+                    name, job_id, (': ' + '; '.join(errors)) if errors else ''), client_ended=ended_at is not None)
             self.system.sleep(0.5)
 
     def step_state(self, job_id, step_id):
@@ -357,27 +394,150 @@ def schedule_checkpoint_signal(slurm, job_id, step_id, signal_name, seconds, out
     return record
 
 
+def client_env(environ, secrets):
+    """The srun client's environment: the controller's, less what srun would read as options
+    (:data:`CLIENT_ENV_PREFIXES`), plus the secrets it exports by name."""
+    env = dict((key, value) for key, value in environ.items()
+               if key == 'SLURM_CONF' or not key.startswith(CLIENT_ENV_PREFIXES))
+    env.update((key, str(value)) for key, value in secrets.items())
+    return env
+
+
+def is_step_client(argv, job_id, name):
+    """Whether the command line ``argv`` (/proc) is the srun client of step ``name`` of job ``job_id`` as
+    :func:`build_argv` wrote it: pids come from records, and a reused pid must never be signalled."""
+    argv = argv or []
+    return '--jobid=%s' % job_id in argv and '--job-name=%s' % name in argv
+
+
+def end_client(system, pid, job_id, name, proc=None):
+    """End the srun client ``pid`` of step ``name`` (in a session of its own, so its process group is ``pid``):
+    SIGINT twice (srun gives up a pending step at the first, aborts a running one at the second), then SIGKILL
+    when it is still there after :data:`CLIENT_WAIT` seconds. Only a process whose command line is that client
+    is signalled (:func:`is_step_client`). ``proc``: its Popen when this process started it (then it is reaped).
+
+    Returns ``{'pid', 'found', 'signals'}`` (``found`` False: no such client ran, nothing was signalled)."""
+    result = {'pid': pid, 'found': False, 'signals': []}
+    info = system.read_proc_stat(pid) if pid else None
+    if not is_alive(info) or not is_step_client(system.read_proc_cmdline(pid), job_id, name):
+        if proc is not None:
+            proc.poll()
+        return result
+    result['found'] = True
+    start_time = info.start_time
+    # its own session's leader (spawn_srun): the group takes whatever srun forked too
+    send = system.killpg if info.pgid == pid else system.kill
+
+    def gone(seconds):
+        deadline = system.monotonic() + seconds
+        while True:
+            if proc is not None:
+                proc.poll()  # reap it: a zombie child counts as gone
+            if not is_alive(system.read_proc_stat(pid), start_time):
+                return True
+            if system.monotonic() >= deadline:
+                return False
+            system.sleep(0.1)
+
+    for sig, wait in ((signal.SIGINT, INT_PAUSE), (signal.SIGINT, CLIENT_WAIT), (signal.SIGKILL, CLIENT_WAIT)):
+        send(pid, sig)
+        result['signals'].append('SIGINT' if sig == signal.SIGINT else 'SIGKILL')
+        if gone(wait):
+            return result
+    raise SrunError('The srun client (pid %d) of step %s is still there after SIGKILL.' % (pid, name))
+
+
+def srun_says(output, offset, lines=4):
+    """The last ``lines`` lines srun wrote (``srun: ...``) to ``output`` from ``offset`` on: why a step did not start
+    (``Job 42 step creation temporarily disabled, retrying (Requested nodes are busy)``)."""
+    try:
+        with open(output, 'rb') as handle:
+            handle.seek(offset)
+            text = handle.read(1024 * 1024).decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return []
+    said = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith('srun:') and line not in said:
+            said.append(line)
+    return said[-lines:]
+
+
+def abandon_step(slurm, job_id, name, pid=None, proc=None):
+    """Make sure step ``name`` of ``job_id`` neither runs nor starts later: end its srun client (:func:`end_client`),
+    then cancel the step if Slurm shows one of that name (squeue; sacct, which lags, for one it shows running).
+
+    Returns ``{'client': end_client's result or None, 'step_id', 'step_state', 'cancelled': bool}``."""
+    client = end_client(slurm.system, pid, job_id, name, proc=proc) if pid else None
+    step_id, _err = slurm.squeue_step(job_id, name)
+    state = 'RUNNING' if step_id is not None else None
+    if step_id is None:
+        record, _err = slurm.sacct_step(job_id, name=name)
+        if record is not None:
+            step_id, state = record['step_id'], record['state']
+    cancelled = False
+    if step_id is not None and state in ('RUNNING', 'PENDING', 'REQUEUED', 'RESIZING', 'SUSPENDED'):
+        slurm.cancel(job_id, step_id)
+        cancelled = True
+    return {'client': client, 'step_id': step_id, 'step_state': state, 'cancelled': cancelled}
+
+
+def abandoned_text(job_id, name, abandoned, output):
+    """What :func:`abandon_step` did, in words."""
+    client = abandoned['client']
+    if client and client['found']:
+        words = ['the srun client (pid %d) was ended (%s)' % (client['pid'], ', '.join(client['signals']))]
+    else:
+        words = ['no srun client of it is left']
+    if abandoned['cancelled']:
+        words.append('step %s.%s, which Slurm had created meanwhile, was cancelled (scancel)' % (
+            job_id, abandoned['step_id']))
+    elif abandoned['step_id'] is not None:
+        words.append('step %s.%s has ended (%s)' % (job_id, abandoned['step_id'], abandoned['step_state']))
+    else:
+        words.append('Slurm has no step %s in job %s' % (name, job_id))
+    text = '; '.join(words)
+    return text[:1].upper() + text[1:] + ', so nothing of it starts later. srun\'s output: %s' % output
+
+
 def start_step(params, slurm=None, spawn=spawn_srun, spawn_timer=spawn_checkpoint_timer):
     """Start the step; returns job_id, step_id, step_name, pid, argv (without the task script), output, and with
-    ``checkpoint_signal`` and ``checkpoint_seconds`` > 0 the timer that sends it (``checkpoint_timer``)."""
+    ``checkpoint_signal`` and ``checkpoint_seconds`` > 0 the timer that sends it (``checkpoint_timer``).
+
+    A step that Slurm does not create within ``start_timeout`` seconds (nodes busy with another step of the job) is
+    given up: its client is ended and a step of its name that appeared is cancelled (:func:`abandon_step`), so that
+    nothing starts later; the error says what srun said."""
     slurm = slurm or Slurm()
     secrets = params.get('secret_env') or {}
+    start_timeout = int(params.get('start_timeout') or START_TIMEOUT)
     argv = build_argv(params['job_id'], params['run_id'], params['nodes'], params.get('wait_seconds') or 0,
                       srun=params.get('srun') or 'srun', secret_names=sorted(secrets),
-                      extra_args=params.get('srun_args') or [])
+                      extra_args=params.get('srun_args') or [], start_timeout=start_timeout)
     name = step_name(params['run_id'])
+    job_id = str(params['job_id'])
     output = params['output']
-    env = dict(os.environ, **dict((k, str(v)) for k, v in secrets.items()))
-    for key in [k for k in env if k.startswith('SLURM_') and k != 'SLURM_CONF']:
-        del env[key]  # the step's options come from argv alone (--jobid decides), not from a shell's leftovers
+    offset = os.path.getsize(output) if os.path.exists(output) else 0
+    env = client_env(os.environ, secrets)
     proc = spawn(argv, output, env)
-    step_id = slurm.find_step(params['job_id'], name, alive=lambda: proc.poll() is None)
+    try:
+        step_id = slurm.find_step(job_id, name, alive=lambda: proc.poll() is None,
+                                  timeout=start_timeout + CLIENT_GRACE)
+    except StepNotFound as exc:
+        said = srun_says(output, offset)
+        abandoned = abandon_step(slurm, job_id, name, pid=proc.pid, proc=proc)
+        why = ('srun ended (exit code %s) without it' % proc.returncode if exc.details.get('client_ended')
+               else 'it was not created within %d s (trainops_srun_start_timeout)' % start_timeout)
+        raise SrunError('Slurm step %s of job %s did not start: %s%s. %s' % (
+            name, job_id, why, (', srun says: ' + ' | '.join(said)) if said else '',
+            abandoned_text(job_id, name, abandoned, output)),
+            srun_says=said, abandoned=abandoned, job_id=job_id, step_name=name)
     timer = None
     if params.get('checkpoint_signal') and int(params.get('checkpoint_seconds') or 0) > 0:
-        timer = schedule_checkpoint_signal(slurm, params['job_id'], step_id, params['checkpoint_signal'],
+        timer = schedule_checkpoint_signal(slurm, job_id, step_id, params['checkpoint_signal'],
                                            params['checkpoint_seconds'], output,
                                            dict((k, v) for k, v in env.items() if k not in secrets), spawn=spawn_timer)
-    return {'job_id': str(params['job_id']), 'step_id': step_id, 'step_name': name, 'pid': proc.pid,
+    return {'job_id': job_id, 'step_id': step_id, 'step_name': name, 'pid': proc.pid,
             'argv': argv[:-3] + ['/bin/sh', '-c', '<task script>', argv[-1]], 'task_script': argv[-2],
-            'output': output, 'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-            'checkpoint_timer': timer}
+            'output': output, 'start_timeout': start_timeout,
+            'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), 'checkpoint_timer': timer}

@@ -181,6 +181,103 @@ def decode_status(status):
     return os.WEXITSTATUS(status), None
 
 
+# --- the ranks' environment (one rule for both launchers) ------------------------------------------
+#
+# Over SSH the supervisor is started by the torchrun module in the node's login session (the environment the
+# preflight checked) and torchrun inherits it. A Slurm step's task (launcher=srun, ``srun --export=NONE``) has
+# only what Slurm set; so state=prepared records the login session's environment in job.json (``login_env``,
+# the run record, 0600) and the supervisor rebuilds it: :func:`login_environment` decides what is recorded,
+# :func:`rank_environment` what torchrun gets.
+
+STEP_ENV_PREFIXES = ('SLURM', 'PMI_', 'PMIX_')
+"""Variables that describe the Slurm step a task runs in: under srun they come from the step (slurmstepd), never
+from the recorded login session (where an allocation's shell may have left others)."""
+STEP_ENV_NAMES = ('CUDA_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'GPU_DEVICE_ORDINAL',
+                  'ZE_AFFINITY_MASK')
+"""The accelerators Slurm gave the step (its GRES plugins set these): from the step only, as the prefixes above."""
+SESSION_ENV_PREFIXES = ('SSH_', )
+SESSION_ENV_NAMES = ('_', 'PWD', 'OLDPWD', 'SHLVL')
+"""What belongs to the SSH session that ran the module (its agent socket, its connection, its shell), not recorded."""
+SECRET_NAME_PARTS = ('TOKEN', 'SECRET', 'PASSW', 'KEY', 'CREDENTIAL', 'AUTH', 'COOKIE')
+"""A login variable whose name contains one of these (any case) looks like a secret: its value is never written to
+job.json. Its name is (``login_env_omitted``), and the ranks of a Slurm step do not get it: name it in
+trainops_secret_env to pass it (by name, from the controller's environment)."""
+ANSIBALLZ_PATHS = ('/ansible_modlib.zip', '/debug_dir')
+"""PYTHONPATH entries an Ansible module runner may have added (as AnsibleModule.run_command drops them)."""
+
+
+def step_owned(name):
+    """Whether ``name`` is one of the variables a Slurm step sets for its tasks (it comes from the step alone)."""
+    return name.startswith(STEP_ENV_PREFIXES) or name in STEP_ENV_NAMES
+
+
+def looks_secret(name):
+    """Whether a variable's name looks like a secret's (see :data:`SECRET_NAME_PARTS`)."""
+    upper = name.upper()
+    return any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def login_environment(environ, secret_names=()):
+    """``(recorded, omitted)``: what job.json records of the login session's environment ``environ`` for a Slurm
+    step's ranks, and the names left out because they look like secrets. Step-owned and session variables, and
+    ``secret_names`` (trainops_secret_env's, whose values reach the ranks by name only), are left out unlisted."""
+    recorded, omitted = {}, []
+    for name, value in sorted(environ.items()):
+        if step_owned(name) or name.startswith(SESSION_ENV_PREFIXES) or name in SESSION_ENV_NAMES:
+            continue
+        if name in secret_names:
+            continue  # the ranks get its value from the step (srun --export=NAME), never from a file
+        if looks_secret(name):
+            omitted.append(name)
+            continue
+        if name == 'PYTHONPATH':
+            value = ':'.join(entry for entry in value.split(':') if not entry.endswith(ANSIBALLZ_PATHS))
+            if not value:
+                continue
+        recorded[name] = value
+    return recorded, omitted
+
+
+def rank_environment(job, environ):
+    """The environment torchrun (and every rank) gets, for the job.json ``job``, from the supervisor's ``environ``.
+
+    Over SSH: the supervisor's own (the login session's, with the secrets the module added). In a Slurm step (job.json
+    with ``login_env``): the recorded login environment, then what Slurm set for the step (:func:`step_owned`: its
+    SLURM_* and the GPUs it gave the node, CUDA_VISIBLE_DEVICES, ...), then the secrets exported by name
+    (``srun --export=NAME``). Then, in both, the launch's own ``env`` (NCCL_*, ...), which names no secret."""
+    login = job.get('login_env')
+    if job.get('launcher') == 'srun' and isinstance(login, dict):
+        env = dict(login)
+        env.update((name, value) for name, value in environ.items() if step_owned(name))
+        env.update((name, environ[name]) for name in job.get('secret_env_names') or () if name in environ)
+    else:
+        env = dict(environ)
+    env.update(job.get('env') or {})
+    return env
+
+
+def cpu_list(cpus):
+    """``[0, 1, 2, 5]`` -> ``'0-2,5'`` (as /proc/self/status's Cpus_allowed_list writes it)."""
+    ranges = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ','.join(str(a) if a == b else '%d-%d' % (a, b) for a, b in ranges)
+
+
+def placement(environ):
+    """What the ranks may use on the node, as the supervisor sees it (torchrun and its ranks inherit its CPU mask):
+    ``{'cpus': '0-63', 'cpu_count': 64, 'visible_devices': {'CUDA_VISIBLE_DEVICES': '0,1'}}``."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = []
+    return {'cpus': cpu_list(cpus) if cpus else None, 'cpu_count': len(cpus) or None,
+            'visible_devices': dict((name, environ[name]) for name in STEP_ENV_NAMES if name in environ)}
+
+
 SLURM_STEP_VARS = (('job_id', 'SLURM_JOB_ID'), ('step_id', 'SLURM_STEP_ID'), ('node', 'SLURMD_NODENAME'),
                    ('task', 'SLURM_PROCID'))
 """What pids.json's ``slurm`` records of the step a task runs in, from the variables slurmstepd sets for it."""
@@ -258,8 +355,10 @@ class Supervisor(object):
 
     def start_torchrun(self, job_umask):
         """Start torchrun in a new session, output appended to node.log, with the umask the supervisor came with."""
-        env = dict(os.environ)
-        env.update(self.job.get('env') or {})
+        env = rank_environment(self.job, os.environ)
+        if self.job.get('login_env_omitted'):
+            log('not passed on from the login environment (the names look like secrets; name them in '
+                'trainops_secret_env): %s' % ', '.join(self.job['login_env_omitted']))
         cwd = self.job.get('chdir') or self.run_dir
         log('starting %r in %s' % (self.job['argv'], cwd))
         with open(os.devnull, 'rb') as devnull:
@@ -278,8 +377,10 @@ class Supervisor(object):
         started = time.time()
         mine = self.system.read_proc_stat(os.getpid())
         child = self.system.read_proc_stat(self.proc.pid)
+        where = placement(rank_environment(self.job, os.environ))
         write_json_atomic(self.pids_path, {
             'slurm': slurm_step(os.environ) if self.job.get('launcher') == 'srun' else None,
+            'placement': where,
             'supervisor_pid': os.getpid(),
             'supervisor_start_time': mine.start_time if mine else None,
             'pid': self.proc.pid,
@@ -288,7 +389,9 @@ class Supervisor(object):
             'started_at': iso(started),
             'started_at_epoch': started,
         })
-        log('torchrun pid %d' % self.proc.pid)
+        log('torchrun pid %d; cpus %s (%s); %s' % (
+            self.proc.pid, where['cpus'], where['cpu_count'],
+            ', '.join('%s=%s' % item for item in sorted(where['visible_devices'].items())) or 'no visible-devices variable'))
 
     def wait_torchrun(self):
         """Reap children (orphaned workers too) until torchrun itself ends; its wait status, None if it vanished."""

@@ -572,6 +572,10 @@ class TorchrunNode(object):
         if not spawn:
             spec['launcher'] = 'srun'
             spec['step_linger'] = STEP_LINGER
+            # the step's tasks start with Slurm's environment only (srun --export=NONE): the supervisor gives
+            # torchrun this one, the module's own on this node (the SSH session the preflight ran in), as over SSH
+            # (_supervisor.rank_environment). Not part of the fingerprint: it is where the run starts, not what.
+            spec['login_env'], spec['login_env_omitted'] = _supervisor.login_environment(os.environ, secrets)
         if params.get('container'):
             spec['container'] = params['container']
             spec['container_engine'] = params.get('container_engine') or 'docker'
@@ -695,6 +699,14 @@ class TorchrunNode(object):
         validate_run_id(run_id)
         with self._lock(check_mode):
             state = self.state(run_id)
+            if state['status'] == STATUS_PREPARED:
+                # a Slurm step's run that no step started yet: the record makes a supervisor that the step still
+                # starts (late) not start torchrun (_supervisor.Supervisor.stopped_before_start)
+                recorded = reason is not None and not check_mode and not os.path.exists(state['paths']['stop'])
+                record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
+                if recorded:
+                    state = self.state(run_id)
+                return self._result(state, recorded, log_lines, stopped_pids=[], killed_pids=[])
             if not self.is_active(state):
                 return self._result(state, False, log_lines, stopped_pids=[], killed_pids=[])
             others = others_run(self.system, state['verified'].owner)
@@ -832,7 +844,8 @@ def run_module(params, check_mode=False, system=None):
     if state in ('started', 'prepared'):
         result = node.start(dict(params, log_lines=log_lines), check_mode=check_mode, spawn=state == 'started')
         if state == 'prepared':
-            result['step_command'] = {'python': sys.executable, 'path': os.environ.get('PATH', '/usr/bin:/bin'),
+            # an absolute interpreter: the task's shell has Slurm's environment only (the PATH is job.json's)
+            result['step_command'] = {'python': sys.executable,
                                       'supervisor': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'supervisor.py'),
                                       'job': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'job.json')}
         return result

@@ -15,8 +15,11 @@ author:
 description:
   - The C(srun) launcher of the C(trainops.multinode.job) role. Every node's run directory is written first by
     M(trainops.multinode.torchrun) with C(state=prepared).
-  - With O(state=started), starts C(srun --jobid=JOB --ntasks-per-node=1 --kill-on-bad-exit=1 --wait=N) in a session of
-    its own on the controller, one task per node in allocation order. Each task finds its node's command by
+  - With O(state=started), starts C(srun --jobid=JOB --ntasks-per-node=1 --kill-on-bad-exit=1 --wait=N --cpu-bind=none
+    --immediate=T) in a session of its own on the controller, one task per node in allocation order. The step gets every
+    CPU and GPU the job holds on its nodes (no C(-c), no C(--gres)), unbound (C(--cpu-bind=none)), so that torchrun and
+    its ranks, which inherit the task's CPU mask, may use them all. The srun client gets no C(SLURM_*) or C(SRUN_*) variable of the controller's
+    environment (srun would read C(SLURM_CPUS_PER_TASK) as C(-c), which implies C(--exact)) except C(SLURM_CONF). Each task finds its node's command by
     C($SLURMD_NODENAME) inside the step, checks C($SLURM_NODEID) against the node rank, and runs the node's
     C(supervisor.py --foreground job.json), which exits with torchrun's exit code, so one failed node ends the step.
     The step id is looked up by the step name C(trainops-<run_id>) in C(squeue), then C(sacct).
@@ -26,13 +29,20 @@ description:
     and the job's, read from C(squeue) once the step runs). Slurm signals every process of the step on every node.
     C(srun --signal) would not do this - Slurm keeps a warning signal for job allocations (C(salloc)/C(sbatch
     --signal)) only.
+  - A step that Slurm does not create within O(start_timeout) seconds (its nodes busy with another step of the job) is
+    given up and the module fails saying what srun said (C(Requested nodes are busy)). Its srun client is ended (C(SIGINT)
+    twice, then C(SIGKILL), only when its C(/proc) command line is that step's) and a step of that name that appeared
+    meanwhile is cancelled, so nothing starts later.
   - With O(state=query), reports the step's state (C(squeue), then C(sacct)) and the job's (C(sacct)); a step or job
     that Slurm ended at its time limit is C(TIMEOUT).
   - With O(state=signalled), sends the step's tasks C(SIGTERM) with C(scancel --signal=TERM JOB.STEP); a node's supervisor
     then stops torchrun and writes C(exit.json), and when the run was stopped on request (C(stop.json)) waits for the
     cancel.
   - With O(state=cancelled), cancels the step with C(scancel JOB.STEP) (Slurm sends the tasks C(SIGKILL) and accounts the
-    step C(CANCELLED)). Nothing is signalled by pid or name.
+    step C(CANCELLED)). Nothing is signalled by pid or name, except the srun client O(srun_pid) when given (a launch
+    undone after the step started), and only when its C(/proc) command line is the client of step C(trainops-<run_id>).
+    Without O(step_id), the step is looked up by its name C(trainops-<run_id>) (C(squeue), then C(sacct)), and nothing
+    is done when Slurm has none.
   - A step that Slurm does not name C(trainops-<run_id>) is neither signalled nor cancelled (the module fails saying so).
   - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
 extends_documentation_fragment:
@@ -69,14 +79,25 @@ options:
     type: str
   step_id:
     description:
-      - The step, as O(state=started) returned it. Required with O(state=query), O(state=signalled) and
-        O(state=cancelled).
+      - The step, as O(state=started) returned it. Required with O(state=query) and O(state=signalled).
     type: str
+  srun_pid:
+    description:
+      - With O(state=cancelled), the pid of the step's srun client on the controller (RV(pid) of O(state=started)), to
+        end as well.
+    type: int
+  start_timeout:
+    description:
+      - With O(state=started), seconds Slurm has to create the step (C(srun --immediate)); a step not created by then
+        is given up (see above). At least V(1).
+    type: int
+    default: 30
   nodes:
     description:
       - The nodes in allocation order, each with C(name) (the Slurm node name), C(rank) (its position),
-        C(python), C(path), C(supervisor) and C(job), as M(trainops.multinode.torchrun) returned them in
-        RV(trainops.multinode.torchrun#module:step_command). Required with O(state=started).
+        C(python) (an absolute path, since the task's shell has Slurm's environment only), C(supervisor) and C(job), as
+        M(trainops.multinode.torchrun) returned them in RV(trainops.multinode.torchrun#module:step_command). Required
+        with O(state=started).
     type: list
     elements: dict
     default: []
@@ -133,7 +154,7 @@ EXAMPLES = r"""
     run_id: run-20260101
     output: /work/experiments/run-20260101/srun.log
     nodes:
-      - {name: node01, rank: 0, python: /usr/bin/python3, path: /usr/bin:/bin,
+      - {name: node01, rank: 0, python: /usr/bin/python3,
          supervisor: /srv/trainops/state/node01/runs/run-20260101/supervisor.py,
          job: /srv/trainops/state/node01/runs/run-20260101/job.json}
   delegate_to: localhost
@@ -188,6 +209,22 @@ started_at:
   description: When the step was started (UTC).
   returned: when O(state=started) and not in check mode
   type: str
+start_timeout:
+  description: The seconds Slurm had to create the step.
+  returned: when O(state=started) and not in check mode
+  type: int
+  sample: 30
+abandoned:
+  description:
+    - With O(state=cancelled) without O(step_id), what was done so that nothing of the step runs or starts later,
+      C(client) (the srun client, C(pid), C(found), C(signals)), C(step_id) and C(step_state) (a step of that name
+      Slurm showed, else null) and C(cancelled). A failed O(state=started) returns it too.
+  returned: when O(state=cancelled) without O(step_id) and not in check mode
+  type: dict
+client:
+  description: With O(state=cancelled) and O(srun_pid), the srun client C(pid), C(found) and the C(signals) it got.
+  returned: when O(state=cancelled) with O(step_id) and O(srun_pid), not in check mode
+  type: dict
 step:
   description:
     - The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), C(TIMEOUT), ...), C(exit_code),
@@ -214,8 +251,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.multinode.plugins.module_utils._srun import (
     Slurm,
     SrunError,
+    abandon_step,
     build_argv,
     check_step_of_run,
+    end_client,
     start_step,
     step_name,
 )
@@ -228,23 +267,42 @@ def run(module):
         if module.check_mode:
             argv = build_argv(params['job_id'], params['run_id'], params['nodes'], params['wait_seconds'],
                               srun=params['srun'], secret_names=sorted(params['secret_env']),
-                              extra_args=params['srun_args'])
+                              extra_args=params['srun_args'], start_timeout=params['start_timeout'])
             return dict(changed=True, job_id=params['job_id'], step_name=step_name(params['run_id']),
                         argv=argv[:-2] + ['<task script>', argv[-1]], task_script=argv[-2], output=params['output'])
         return dict(start_step(params, slurm=slurm), changed=True)
+    if params['state'] == 'cancelled' and not params['step_id']:
+        return cancel_by_name(module, slurm)
     step = slurm.step_state(params['job_id'], params['step_id'])
     if params['state'] == 'query' and params['end_wait'] > 0:
         step = slurm.step_end(params['job_id'], params['step_id'], params['end_wait'], step)
     if params['state'] == 'query':
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step,
                     job=slurm.job_state(params['job_id']))
-    if step['state'] not in ('RUNNING', 'PENDING', 'UNKNOWN'):
-        return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step)
-    check_step_of_run(params['job_id'], params['step_id'], params['run_id'], step)
-    if not module.check_mode:
-        slurm.cancel(params['job_id'], params['step_id'],
-                     signal_name='TERM' if params['state'] == 'signalled' else None)
-    return dict(changed=True, job_id=params['job_id'], step_id=params['step_id'], step=step)
+    changed = False
+    if step['state'] in ('RUNNING', 'PENDING', 'UNKNOWN'):
+        check_step_of_run(params['job_id'], params['step_id'], params['run_id'], step)
+        if not module.check_mode:
+            slurm.cancel(params['job_id'], params['step_id'],
+                         signal_name='TERM' if params['state'] == 'signalled' else None)
+        changed = True
+    result = dict(changed=changed, job_id=params['job_id'], step_id=params['step_id'], step=step)
+    if params['state'] == 'cancelled' and params['srun_pid'] and not module.check_mode:
+        result['client'] = end_client(slurm.system, params['srun_pid'], params['job_id'], step_name(params['run_id']))
+        result['changed'] = changed or result['client']['found']
+    return result
+
+
+def cancel_by_name(module, slurm):
+    """state=cancelled without step_id (a launch undone): end the srun client, cancel a step of the run's name."""
+    params = module.params
+    name = step_name(params['run_id'])
+    if module.check_mode:
+        step_id, _err = slurm.squeue_step(params['job_id'], name)
+        return dict(changed=step_id is not None or bool(params['srun_pid']), job_id=params['job_id'], step_id=step_id)
+    abandoned = abandon_step(slurm, params['job_id'], name, pid=params['srun_pid'])
+    changed = abandoned['cancelled'] or bool(abandoned['client'] and abandoned['client']['found'])
+    return dict(changed=changed, job_id=params['job_id'], step_id=abandoned['step_id'], abandoned=abandoned)
 
 
 def main():
@@ -259,6 +317,8 @@ def main():
             output=dict(type='path'),
             srun=dict(type='str', default='srun'),
             srun_args=dict(type='list', elements='str', default=[]),
+            srun_pid=dict(type='int'),
+            start_timeout=dict(type='int', default=30),
             secret_env=dict(type='dict', default={}, no_log=True),
             end_wait=dict(type='int', default=0),
             checkpoint_signal=dict(type='str', choices=['USR1', 'USR2']),
@@ -267,7 +327,7 @@ def main():
         required_if=[('state', 'started', ('run_id', 'output')),
                      ('state', 'query', ('step_id', )),
                      ('state', 'signalled', ('step_id', 'run_id')),
-                     ('state', 'cancelled', ('step_id', 'run_id'))],
+                     ('state', 'cancelled', ('run_id', ))],
         supports_check_mode=True,
     )
     try:

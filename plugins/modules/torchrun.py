@@ -58,6 +58,13 @@ options:
       - V(prepared) writes the run directory (C(job.json), C(env.sh), C(supervisor.py)) as V(started) does but starts
         nothing; a Slurm step then runs C(supervisor.py --foreground job.json) on the node (the C(srun) launcher, see
         M(trainops.multinode.srun_step)). Until the step has started it, the run's status is V(prepared).
+        C(job.json) also records the module's environment on the node as C(login_env), the SSH session's, which the
+        preflight checked, less session and Slurm-step variables and less any variable whose name looks like a
+        secret's (those are named in C(login_env_omitted)). The supervisor gives torchrun that environment, with what
+        Slurm set for the step (C(SLURM_*), C(CUDA_VISIBLE_DEVICES), ...), the secrets the step exported by name and
+        O(env) on top.
+      - V(stopped) of a V(prepared) run only records the stop (O(stop_reason)), so that a supervisor that a step
+        still starts does not start torchrun.
     type: str
     choices: [started, stopped, query, prepared]
     default: started
@@ -439,9 +446,6 @@ step_command:
   contains:
     python:
       description: The node's interpreter that ran the module.
-      type: str
-    path:
-      description: The node's C(PATH) for the supervisor and torchrun.
       type: str
     supervisor:
       description: Path of the run's C(supervisor.py).

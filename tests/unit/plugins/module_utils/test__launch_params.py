@@ -225,7 +225,9 @@ def test_profile_values_that_do_not_fit(good, values, starts):
     assert len(problems) == 1 and problems[0].startswith(starts), problems
 
 
-@pytest.mark.parametrize('values', [{'launcher': 'ssh'}, {'launcher': 'srun', 'slurm_job_id': '42'}])
+@pytest.mark.parametrize('values', [{'launcher': 'ssh'}, {'launcher': 'srun', 'slurm_job_id': '42'},
+                                    {'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': '60'},
+                                    {'launcher': 'ssh', 'srun_start_timeout': 'ignored without srun'}])
 def test_launcher_values_that_fit(good, values):
     assert launch_problems(dict(good, **values)) == []
 
@@ -235,6 +237,10 @@ def test_launcher_values_that_fit(good, values):
     ({'launcher': 'srun', 'slurm_job_id': ''}, 'launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set'),
     ({'launcher': 'srun', 'slurm_job_id': '42', 'runtime': 'container'},
      'launcher=srun with runtime=container: a Slurm step cannot start the ranks'),
+    ({'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': 0},
+     'trainops_srun_start_timeout=0: seconds Slurm has to create the step must be an integer >= 1'),
+    ({'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': '30s'},
+     'trainops_srun_start_timeout=30s: seconds Slurm has to create the step must be an integer >= 1'),
 ])
 def test_launcher_values_that_do_not_fit_give_one_line(good, values, line):
     problems = launch_problems(dict(good, **values))

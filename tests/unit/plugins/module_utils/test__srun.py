@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +17,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _srun
 
 
 def nodes(*names):
-    return [{'name': name, 'rank': index, 'python': '/opt/py %d/bin/python' % index, 'path': '/opt/bin:/usr/bin',
+    return [{'name': name, 'rank': index, 'python': '/opt/py %d/bin/python' % index,
              'supervisor': '/srv/state/%s/runs/r1/supervisor.py' % name, 'job': '/srv/state/%s/runs/r1/job.json' % name}
             for index, name in enumerate(names)]
 
@@ -42,10 +44,21 @@ class FakeSystem(object):
 
 def test_build_argv_one_task_per_node_in_allocation_order():
     argv = _srun.build_argv('42', 'r1', nodes('gpu07', 'gpu03'), 120, extra_args=['--gpus-per-task=8'])
-    assert argv[:12] == ['srun', '--jobid=42', '--job-name=trainops-r1', '--nodes=2', '--ntasks=2', '--ntasks-per-node=1',
-                         '--nodelist=gpu07,gpu03', '--kill-on-bad-exit=1', '--wait=120', '--export=NONE', '--label',
-                         '--gpus-per-task=8']
-    assert argv[12:14] == ['/bin/sh', '-c'] and argv[-1] == 'trainops-task'
+    assert argv[:14] == ['srun', '--jobid=42', '--job-name=trainops-r1', '--nodes=2', '--ntasks=2', '--ntasks-per-node=1',
+                         '--nodelist=gpu07,gpu03', '--kill-on-bad-exit=1', '--wait=120', '--export=NONE',
+                         '--cpu-bind=none', '--immediate=30', '--label', '--gpus-per-task=8']
+    assert argv[14:16] == ['/bin/sh', '-c'] and argv[-1] == 'trainops-task'
+
+
+def test_build_argv_gives_the_task_every_cpu_and_gpu_of_the_job_on_its_node_unbound():
+    argv = _srun.build_argv('42', 'r1', nodes('a'), 0, start_timeout=90)
+    # no -c/--cpus-per-task (it implies --exact: the step would get one CPU per task), no --exact, no --gres
+    # (a step gets every GPU the job holds on its nodes); --cpu-bind=none: task/affinity pins nothing
+    assert '--cpu-bind=none' in argv and '--immediate=90' in argv
+    options = argv[:argv.index('/bin/sh')]
+    assert not [word for word in options if word.startswith(('-c', '--cpus-per', '--exact', '--gres', '--gpus'))]
+    with pytest.raises(_srun.SrunError, match='start_timeout must be >= 1 second, got 0'):
+        _srun.build_argv('42', 'r1', nodes('a'), 0, start_timeout=0)
 
 
 def test_build_argv_exports_only_the_secrets_by_name():
@@ -77,7 +90,7 @@ def test_build_argv_refuses_a_secret_name_with_a_trailing_newline():
 
 def run_task(script, nodename, nodeid):
     """Run the task script as slurmstepd would, with `echo` in place of exec's command."""
-    return subprocess.run(['/bin/sh', '-c', script.replace('exec "$@"', 'echo "PATH=$PATH"; printf "%s\\n" "$@"'),
+    return subprocess.run(['/bin/sh', '-c', script.replace('exec "$@"', 'printf "%s\\n" "$@"'),
                            'trainops-task'], env={'SLURMD_NODENAME': nodename, 'SLURM_NODEID': nodeid},
                           capture_output=True, text=True, check=False)
 
@@ -86,7 +99,7 @@ def test_task_script_picks_the_node_by_its_own_slurmd_nodename():
     script = _srun.task_script(nodes('gpu07', 'gpu03'))
     proc = run_task(script, 'gpu03', '1')
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ['PATH=/opt/bin:/usr/bin', '/opt/py 1/bin/python',
+    assert proc.stdout.splitlines() == ['/opt/py 1/bin/python',
                                         '/srv/state/gpu03/runs/r1/supervisor.py', '--foreground',
                                         '/srv/state/gpu03/runs/r1/job.json']
 
@@ -177,6 +190,9 @@ class FakeProc(object):
 def test_start_step_spawns_srun_with_the_secrets_and_no_leftover_slurm_variables(tmp_path, monkeypatch):
     monkeypatch.setenv('SLURM_NTASKS', '99')
     monkeypatch.setenv('SLURM_CONF', '/etc/slurm/lab.conf')
+    # what srun would read as options: salloc -c's (23.11: -c, which implies --exact), 22.05's SRUN_CPUS_PER_TASK
+    for name in ('SLURM_CPUS_PER_TASK', 'SLURM_TRES_PER_TASK', 'SRUN_CPUS_PER_TASK', 'SLURM_GPUS_PER_TASK', 'SLURM_EXACT'):
+        monkeypatch.setenv(name, '1')
     spawned = []
 
     def spawn(argv, output, env):
@@ -192,6 +208,8 @@ def test_start_step_spawns_srun_with_the_secrets_and_no_leftover_slurm_variables
     assert output == str(tmp_path / 'srun.log')
     assert env['HF_TOKEN'] == 's3cret' and '--export=HF_TOKEN' in argv
     assert 'SLURM_NTASKS' not in env and env['SLURM_CONF'] == '/etc/slurm/lab.conf'
+    assert not [name for name in env if name.startswith(('SLURM_', 'SRUN_')) and name != 'SLURM_CONF']
+    assert result['start_timeout'] == 30 and '--immediate=30' in argv
     assert 's3cret' not in repr(result)
     assert result['argv'][-3:] == ['-c', '<task script>', 'trainops-task']
 
@@ -297,6 +315,200 @@ def test_job_state_from_sacct():
     fake = FakeSystem({'sacct': [(1, '', 'sacct: error: Problem talking to the database\n')]})
     assert _srun.Slurm(system=fake).job_state('13') == {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
                                                         'error': 'sacct: error: Problem talking to the database'}
+def test_find_step_looks_a_little_longer_once_srun_ended_as_sacct_lags():
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, '', '')] * 4 + [(0, SACCT, '')]})
+    assert _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: False) == '1'
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, '', '')]})
+    with pytest.raises(_srun.StepNotFound) as caught:
+        _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: False, timeout=100)
+    assert caught.value.details == {'client_ended': True} and fake.clock <= _srun.ENDED_LOOKUP + 1
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, '', '')]})
+    with pytest.raises(_srun.StepNotFound) as caught:
+        _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: True, timeout=3)
+    assert caught.value.details == {'client_ended': False} and 3 <= fake.clock < 4
+
+
+# --- a step that does not start: its client ended, its step cancelled, nothing starts later -----------------------
+
+class ProcessSystem(FakeSystem):
+    """Slurm commands from a table; /proc and signals of one srun client (``pid``) that ends at the ``ends_at``-th
+    signal; every signal recorded."""
+
+    def __init__(self, answers, argv, pid=777, ends_at=2, pgid=None):
+        super(ProcessSystem, self).__init__(answers)
+        self.argv, self.pid, self.ends_at, self.pgid = argv, pid, ends_at, pgid or pid
+        self.signals = []
+
+    def alive(self):
+        return len(self.signals) < self.ends_at
+
+    def run(self, argv, timeout=60):
+        if argv[0] == 'squeue' and self.signals and 'squeue-after-signals' in self.answers:
+            self.commands.append(argv)
+            return self.answers['squeue-after-signals']
+        return super(ProcessSystem, self).run(argv, timeout)
+
+    def read_proc_stat(self, pid):
+        from ansible_collections.trainops.multinode.plugins.module_utils._proc import ProcInfo
+        return ProcInfo(pid, 1, self.pgid, 'S', 4242) if pid == self.pid and self.alive() else None
+
+    def read_proc_cmdline(self, pid):
+        return self.argv if pid == self.pid and self.alive() else None
+
+    def killpg(self, pgid, sig):
+        self.signals.append(('pg', pgid, sig))
+        return True
+
+    def kill(self, pid, sig):
+        self.signals.append(('pid', pid, sig))
+        return True
+
+
+class EndingProc(object):
+    def __init__(self, system):
+        self.system, self.pid, self.returncode = system, system.pid, None
+
+    def poll(self):
+        if not self.system.alive():
+            self.returncode = 1
+        return self.returncode
+
+
+BUSY = ('srun: Job 42 step creation temporarily disabled, retrying (Requested nodes are busy)\n'
+        'srun: Job 42 step creation still disabled, retrying (Requested nodes are busy)\n')
+
+
+def start_busy(tmp_path, answers, ends_at=2):
+    params = {'job_id': '42', 'run_id': 'r1', 'nodes': nodes('a', 'b'), 'wait_seconds': 60, 'start_timeout': 5,
+              'output': str(tmp_path / 'srun.log')}
+    (tmp_path / 'srun.log').write_text('0: an earlier step\'s line\nsrun: an earlier srun\'s line\n')
+    argv = _srun.build_argv('42', 'r1', params['nodes'], 60, start_timeout=5)
+    system = ProcessSystem(answers, argv, ends_at=ends_at)
+
+    def spawn(argv, output, env):
+        with open(output, 'a') as handle:
+            handle.write(BUSY)
+        return EndingProc(system)
+
+    with pytest.raises(_srun.SrunError) as caught:
+        _srun.start_step(params, slurm=_srun.Slurm(system=system), spawn=spawn)
+    return caught.value, system
+
+
+def test_a_step_that_is_not_created_in_time_ends_its_srun_client_and_says_why(tmp_path):
+    error, system = start_busy(tmp_path, {'squeue': [(0, '', '')], 'sacct': [(0, '', '')]})
+    assert error.msg.startswith('Slurm step trainops-r1 of job 42 did not start: it was not created within 5 s '
+                                '(trainops_srun_start_timeout), srun says: srun: Job 42 step creation temporarily '
+                                'disabled, retrying (Requested nodes are busy) | srun: Job 42 step creation still disabled')
+    assert 'The srun client (pid 777) was ended (SIGINT, SIGINT)' in error.msg
+    assert 'Slurm has no step trainops-r1 in job 42, so nothing of it starts later' in error.msg
+    assert "an earlier srun's line" not in error.msg  # only this client's lines
+    # its session's process group, twice SIGINT (srun gives up a pending step at the first, aborts at the second)
+    assert system.signals == [('pg', 777, signal.SIGINT), ('pg', 777, signal.SIGINT)]
+    assert not [argv for argv in system.commands if argv[0] == 'scancel']
+    # srun --immediate=5 had 5 s, and its client CLIENT_GRACE more to give up by itself
+    assert 5 + _srun.CLIENT_GRACE <= system.clock < 5 + _srun.CLIENT_GRACE + 1 + 2 * _srun.CLIENT_WAIT
+
+
+def test_a_client_that_does_not_give_up_is_killed(tmp_path):
+    error, system = start_busy(tmp_path, {'squeue': [(0, '', '')], 'sacct': [(0, '', '')]}, ends_at=3)
+    assert [sig for _kind, _pid, sig in system.signals] == [signal.SIGINT, signal.SIGINT, signal.SIGKILL]
+    assert '(SIGINT, SIGINT, SIGKILL)' in error.msg
+
+
+def test_a_step_created_as_its_client_is_ended_is_cancelled(tmp_path):
+    # squeue shows nothing while waiting, then the step Slurm created just as the client was ended
+    answers = {'squeue': [(0, '', '')], 'squeue-after-signals': (0, '42.5|trainops-r1\n', ''), 'sacct': [(0, '', '')],
+               'scancel': [(0, '', '')]}
+    error, system = start_busy(tmp_path, answers)
+    assert ['scancel', '42.5'] in system.commands
+    assert 'step 42.5, which Slurm had created meanwhile, was cancelled (scancel)' in error.msg
+    assert error.details['abandoned']['cancelled'] is True
+
+
+def test_srun_that_gave_up_by_itself_is_not_signalled(tmp_path):
+    # srun --immediate ran out: the client exited with "Unable to create step"
+    error, system = start_busy(tmp_path, {'squeue': [(0, '', '')], 'sacct': [(0, '', '')]}, ends_at=0)
+    assert system.signals == []
+    assert 'srun ended (exit code 1) without it' in error.msg and 'No srun client of it is left' in error.msg
+
+
+def test_end_client_signals_only_that_steps_srun():
+    argv = ['srun', '--jobid=42', '--job-name=trainops-r1', '--label']
+    for other in (['srun', '--jobid=42', '--job-name=trainops-r2'], ['srun', '--jobid=43', '--job-name=trainops-r1'],
+                  ['python3', 'train.py']):
+        system = ProcessSystem({}, other)
+        assert _srun.end_client(system, 777, '42', 'trainops-r1') == {'pid': 777, 'found': False, 'signals': []}
+        assert system.signals == []
+    # not the leader of its own group (not started by spawn_srun): the process alone
+    system = ProcessSystem({}, argv, pgid=1)
+    assert _srun.end_client(system, 777, '42', 'trainops-r1')['found'] is True
+    assert system.signals == [('pid', 777, signal.SIGINT), ('pid', 777, signal.SIGINT)]
+    system = ProcessSystem({}, argv, ends_at=99)
+    with pytest.raises(_srun.SrunError, match='still there after SIGKILL'):
+        _srun.end_client(system, 777, '42', 'trainops-r1')
+
+
+@pytest.mark.parametrize('sacct, cancelled', [
+    ('42.5|trainops-r1|RUNNING|0:0\n', True),       # squeue does not show it (yet), sacct does: cancelled
+    ('42.5|trainops-r1|COMPLETED|0:0\n', False),    # it ran and ended: nothing to cancel
+])
+def test_abandon_step_by_name(sacct, cancelled):
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, sacct, '')], 'scancel': [(0, '', '')]})
+    result = _srun.abandon_step(_srun.Slurm(system=fake), '42', 'trainops-r1')
+    assert result['cancelled'] is cancelled and result['step_id'] == '5' and result['client'] is None
+    assert (['scancel', '42.5'] in fake.commands) is cancelled
+
+
+REAL_SRUN = r"""
+import signal, sys, time
+print('srun: Job 42 step creation temporarily disabled, retrying (Requested nodes are busy)', flush=True)
+interrupts = []
+def on_int(signum, frame):
+    interrupts.append(time.monotonic())
+    if len(interrupts) == 1:
+        print('srun: interrupt (one more within 1 sec to abort)', flush=True)
+    else:
+        print('srun: Cancelled pending job step with signal 2', flush=True)
+        sys.exit(1)
+signal.signal(signal.SIGINT, on_int)
+while True:
+    time.sleep(0.05)
+"""
+
+
+class RealProcesses(_srun.System):
+    """The real system (spawn, /proc, signals, clock), with Slurm's commands answered from a table."""
+
+    def __init__(self, answers):
+        self.fake = FakeSystem(answers)
+
+    def run(self, argv, timeout=60):
+        return self.fake.run(argv, timeout)
+
+
+@pytest.mark.real
+def test_a_real_srun_client_that_waits_for_busy_nodes_is_ended_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(_srun, 'CLIENT_GRACE', 0.5)
+    fake_srun = tmp_path / 'srun'
+    fake_srun.write_text('#!%s\n%s' % (sys.executable, REAL_SRUN))
+    fake_srun.chmod(0o755)
+    system = RealProcesses({'squeue': [(0, '', '')], 'sacct': [(0, '', '')]})
+    spawned = []
+
+    def spawn(argv, output, env):
+        spawned.append(_srun.spawn_srun(argv, output, env))
+        return spawned[-1]
+
+    params = {'job_id': '42', 'run_id': 'r1', 'nodes': nodes('a'), 'wait_seconds': 0, 'start_timeout': 1,
+              'srun': str(fake_srun), 'output': str(tmp_path / 'srun.log')}
+    with pytest.raises(_srun.SrunError, match=r'did not start: it was not created within 1 s .*Requested nodes are busy'
+                                              r'.*was ended \(SIGINT, SIGINT\)'):
+        _srun.start_step(params, slurm=_srun.Slurm(system=system), spawn=spawn)
+    proc = spawned[0]
+    assert proc.returncode == 1  # reaped: no client left behind
+    assert _srun.System().read_proc_stat(proc.pid) is None
+    assert 'Cancelled pending job step with signal 2' in (tmp_path / 'srun.log').read_text()
 
 
 # --- the run's launcher and the nodes Slurm ended, from the nodes' own records ---------------------
@@ -344,8 +556,3 @@ def test_run_launcher_follows_the_first_nodes_run_and_refuses_contradicting_step
 ])
 def test_ended_by_step(fields, ended):
     assert _srun.ended_by_step(step_job(**fields)) is ended
-
-
-def test_build_argv_refuses_a_secret_name_with_a_trailing_newline():
-    with pytest.raises(_srun.SrunError, match='Not environment variable names'):
-        _srun.build_argv('42', 'r1', nodes('a'), 0, secret_names=['HF_TOKEN\n'])

@@ -97,6 +97,51 @@ def test_slurm_step_from_the_variables_slurmstepd_sets():
     assert sup.slurm_step({'SLURM_JOB_ID': '7'}) is None and sup.slurm_step({}) is None
 
 
+@pytest.mark.parametrize('name, secret', [
+    ('HF_TOKEN', True), ('WANDB_API_KEY', True), ('AWS_SECRET_ACCESS_KEY', True), ('PGPASSWORD', True),
+    ('DB_PASSWD', True), ('GOOGLE_APPLICATION_CREDENTIALS', True), ('github_auth', True),
+    ('PATH', False), ('LD_LIBRARY_PATH', False), ('NCCL_DEBUG', False), ('CONDA_PREFIX', False),
+])
+def test_looks_secret(name, secret):
+    assert sup.looks_secret(name) is secret
+
+
+def test_login_environment_leaves_out_secrets_session_and_step_variables():
+    environ = {'PATH': '/usr/bin', 'HOME': '/home/u', 'HF_TOKEN': 'x', 'MY_SECRET': 'y', 'SSH_CLIENT': 'a b c',
+               'SLURM_JOB_ID': '3', 'SLURMD_NODENAME': 'n1', 'PMIX_RANK': '0', 'ROCR_VISIBLE_DEVICES': '1', '_': '/bin/sh',
+               'PWD': '/home/u', 'SHLVL': '1', 'PYTHONPATH': '/x/ansible_modlib.zip'}
+    recorded, omitted = sup.login_environment(environ, secret_names=['HF_TOKEN'])
+    assert recorded == {'PATH': '/usr/bin', 'HOME': '/home/u'}
+    assert omitted == ['MY_SECRET']
+
+
+def test_rank_environment_over_ssh_is_the_supervisors_own_with_the_launch_env_on_top():
+    job = {'env': {'NCCL_DEBUG': 'INFO', 'PATH': '/opt/bin'}, 'secret_env_names': ['HF_TOKEN']}
+    environ = {'PATH': '/usr/bin', 'HF_TOKEN': 's', 'CUDA_VISIBLE_DEVICES': '3', 'WANDB_API_KEY': 'k'}
+    assert sup.rank_environment(job, environ) == {'PATH': '/opt/bin', 'HF_TOKEN': 's', 'CUDA_VISIBLE_DEVICES': '3',
+                                                  'WANDB_API_KEY': 'k', 'NCCL_DEBUG': 'INFO'}
+
+
+def test_rank_environment_in_a_step_is_the_login_one_with_the_steps_variables_and_secrets():
+    job = {'launcher': 'srun', 'env': {'NCCL_DEBUG': 'INFO'}, 'secret_env_names': ['HF_TOKEN', 'ABSENT_TOKEN'],
+           'login_env': {'PATH': '/opt/cuda/bin:/usr/bin', 'LD_LIBRARY_PATH': '/opt/nccl/lib', 'HOME': '/home/u',
+                         'TMPDIR': '/scratch/u'}}
+    # slurmstepd's environment for the task: its own variables, the step's GPUs, TMPDIR=/tmp, the exported secret
+    environ = {'SLURM_JOB_ID': '7', 'SLURMD_NODENAME': 'n1', 'CUDA_VISIBLE_DEVICES': '0,1', 'GPU_DEVICE_ORDINAL': '0,1',
+               'TMPDIR': '/tmp', 'HF_TOKEN': 's', 'OTHER': 'from a task prolog'}
+    assert sup.rank_environment(job, environ) == {
+        'PATH': '/opt/cuda/bin:/usr/bin', 'LD_LIBRARY_PATH': '/opt/nccl/lib', 'HOME': '/home/u', 'TMPDIR': '/scratch/u',
+        'SLURM_JOB_ID': '7', 'SLURMD_NODENAME': 'n1', 'CUDA_VISIBLE_DEVICES': '0,1', 'GPU_DEVICE_ORDINAL': '0,1',
+        'HF_TOKEN': 's', 'NCCL_DEBUG': 'INFO'}
+
+
+def test_cpu_list_and_placement(monkeypatch):
+    assert sup.cpu_list([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8' and sup.cpu_list([3]) == '3'
+    monkeypatch.setattr(sup.os, 'sched_getaffinity', lambda pid: {0, 1, 2, 3}, raising=False)
+    assert sup.placement({'CUDA_VISIBLE_DEVICES': '4,5', 'PATH': '/bin'}) == {
+        'cpus': '0-3', 'cpu_count': 4, 'visible_devices': {'CUDA_VISIBLE_DEVICES': '4,5'}}
+
+
 def test_stopped_before_start(tmp_path):
     (tmp_path / 'job.json').write_text(json.dumps({'argv': ['true']}))
     supervisor = sup.Supervisor(str(tmp_path / 'job.json'))

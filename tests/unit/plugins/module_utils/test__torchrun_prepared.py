@@ -45,12 +45,13 @@ def test_prepared_writes_the_run_and_starts_nothing(tmp_path):
     run_dir = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1')
     assert result['changed'] is True
     assert result['job']['status'] == 'prepared' and result['job']['pid'] is None
-    assert result['step_command'] == {'python': sys.executable, 'path': os.environ.get('PATH', '/usr/bin:/bin'),
-                                      'supervisor': os.path.join(run_dir, 'supervisor.py'),
+    assert result['step_command'] == {'python': sys.executable, 'supervisor': os.path.join(run_dir, 'supervisor.py'),
                                       'job': os.path.join(run_dir, 'job.json')}
     with open(os.path.join(run_dir, 'job.json')) as handle:
         job = json.load(handle)
     assert job['launcher'] == 'srun' and job['node_rank'] == 1 and job['env'] == {'NCCL_SOCKET_IFNAME': '=ens5'}
+    # the module's environment on the node (the SSH session's), for the step's ranks
+    assert job['login_env']['PATH'] == os.environ['PATH'] and 'login_env_omitted' in job
     for name, module in tr.SUPERVISOR_FILES.items():
         with open(os.path.join(run_dir, name)) as handle:
             assert handle.read() == tr.module_source(module), name
@@ -124,7 +125,8 @@ def test_signal_false_records_the_stop_and_signals_nothing(tmp_path):
 
 def test_supervisor_foreground_of_a_stopped_run_waits_for_the_cancel_after_exit_json(tmp_path):
     # stop.json written while torchrun runs (the stop's record); torchrun then ends on its own here
-    script = 'import os, time; open(os.environ["STOP"], "w").write("{}"); time.sleep(0.5)'
+    # (after the supervisor's own check once torchrun started, which would stop it: a stop before the start)
+    script = 'import os, time; time.sleep(1); open(os.environ["STOP"], "w").write("{}"); time.sleep(0.5)'
     stop = str(tmp_path / 'state' / 'n0' / 'runs' / 'run1' / 'stop.json')
     started = time.monotonic()
     proc, run_dir = run_foreground(tmp_path, [sys.executable, '-c', script], step_linger=2,
@@ -174,3 +176,98 @@ def test_a_signal_the_foreground_supervisor_receives_is_in_exit_json(tmp_path):
     assert proc.wait(timeout=30) == 128 + 15
     job = tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'})['job']
     assert job['supervisor_signals'] == ['SIGTERM'] and job['signal'] == 'SIGTERM' and job['stop'] is None
+
+
+# --- the ranks' environment in the step: the node's login environment, not Slurm's bare one ----------------------
+
+LOGIN = {'PATH': '/opt/cuda/bin:/usr/bin:/bin', 'LD_LIBRARY_PATH': '/opt/nccl/lib:/opt/cuda/lib64', 'HOME': '/home/u',
+         'USER': 'u', 'VIRTUAL_ENV': '/home/u/venv', 'PYTHONPATH': '/home/u/lib:/tmp/ansible_x/ansible_modlib.zip',
+         'MODULEPATH': '/etc/modulefiles', 'LOADEDMODULES': 'cuda/12.4:nccl/2.21', 'WANDB_API_KEY': 'login-key-value',
+         'HF_TOKEN': 'login-token-value', 'SSH_AUTH_SOCK': '/tmp/ssh-x/agent.1', 'SSH_CONNECTION': '10.0.0.9 5 10.0.0.1 22',
+         'SLURM_JOB_ID': '3', 'CUDA_VISIBLE_DEVICES': '7', 'TMPDIR': '/scratch/u'}
+# what slurmstepd gives a task of `srun --export=HF_TOKEN`: Slurm's variables, the GPUs of the step, the secret
+STEP = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '2', 'SLURMD_NODENAME': 'lab-node02', 'SLURM_PROCID': '1',
+        'SLURM_NODEID': '1', 'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'TMPDIR': '/tmp', 'HF_TOKEN': 'the-secret'}
+DUMP = 'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], "w"))'
+
+
+def prepare_in_login_env(tmp_path, monkeypatch, **overrides):
+    for key in [k for k in os.environ if k.startswith(('SLURM', 'SSH_'))]:
+        monkeypatch.delenv(key)
+    for key, value in LOGIN.items():
+        monkeypatch.setenv(key, value)
+    params = prepared_params(tmp_path, secret_env={'HF_TOKEN': 'the-secret'}, **overrides)
+    return tr.run_module(params, system=NoSpawn())
+
+
+def test_prepared_records_the_login_environment_without_secrets_or_session_variables(tmp_path, monkeypatch):
+    result = prepare_in_login_env(tmp_path, monkeypatch)
+    with open(result['step_command']['job']) as handle:
+        text = handle.read()
+    job = json.loads(text)
+    login = job['login_env']
+    for name in ('PATH', 'LD_LIBRARY_PATH', 'HOME', 'USER', 'VIRTUAL_ENV', 'MODULEPATH', 'LOADEDMODULES', 'TMPDIR'):
+        assert login[name] == LOGIN[name], name
+    assert login['PYTHONPATH'] == '/home/u/lib'  # the module runner's own entry is not the node's
+    for name in ('SSH_AUTH_SOCK', 'SSH_CONNECTION', 'SLURM_JOB_ID', 'CUDA_VISIBLE_DEVICES', 'HF_TOKEN', 'WANDB_API_KEY'):
+        assert name not in login, name
+    assert job['login_env_omitted'] == ['WANDB_API_KEY']  # a secret's name, never its value; HF_TOKEN goes by name
+    for value in ('login-key-value', 'login-token-value', 'the-secret'):
+        assert value not in text
+    # the recorded environment is where the run starts, not what it is: preparing again in another session is the same run
+    monkeypatch.setenv('LOADEDMODULES', 'cuda/12.4')
+    assert prepare_in_login_env(tmp_path, monkeypatch)['changed'] is False
+
+
+def test_the_step_gives_torchrun_the_login_environment_with_the_steps_gpus_and_the_secret(tmp_path, monkeypatch):
+    result = prepare_in_login_env(tmp_path, monkeypatch, env={'NCCL_SOCKET_IFNAME': '=ens5', 'TMPDIR': '/job/tmp'})
+    job_path = result['step_command']['job']
+    with open(job_path) as handle:
+        job = json.load(handle)
+    dump = str(tmp_path / 'env.json')
+    job['argv'] = [sys.executable, '-c', DUMP, dump]
+    with open(job_path, 'w') as handle:
+        json.dump(job, handle)
+    # as slurmstepd starts the task (srun --export=HF_TOKEN): nothing of the login session
+    proc = subprocess.run([result['step_command']['python'], result['step_command']['supervisor'], '--foreground',
+                           job_path], capture_output=True, text=True, timeout=60, check=False, env=STEP)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(dump) as handle:
+        env = json.load(handle)
+    for name in ('PATH', 'LD_LIBRARY_PATH', 'HOME', 'VIRTUAL_ENV', 'LOADEDMODULES'):
+        assert env[name] == LOGIN[name], name
+    assert env['CUDA_VISIBLE_DEVICES'] == '0,1,2,3' and env['SLURM_JOB_ID'] == '7' and env['SLURM_PROCID'] == '1'
+    assert env['HF_TOKEN'] == 'the-secret' and 'WANDB_API_KEY' not in env and 'SSH_AUTH_SOCK' not in env
+    assert env['NCCL_SOCKET_IFNAME'] == '=ens5' and env['TMPDIR'] == '/job/tmp'  # the launch's env last
+    assert env['TRAINOPS_SECRET_ENV_NAMES'] == 'HF_TOKEN'
+    assert 'not passed on from the login environment (the names look like secrets' in proc.stdout
+    assert 'WANDB_API_KEY' in proc.stdout and 'login-key-value' not in proc.stdout
+    # what the ranks may use, recorded by the supervisor (whose CPU mask torchrun and the ranks inherit)
+    with open(os.path.join(os.path.dirname(job_path), 'pids.json')) as handle:
+        placement = json.load(handle)['placement']
+    assert placement['cpu_count'] == len(os.sched_getaffinity(0))
+    assert placement['visible_devices'] == {'CUDA_VISIBLE_DEVICES': '0,1,2,3'}
+    assert 'cpus %s (%d); CUDA_VISIBLE_DEVICES=0,1,2,3' % (placement['cpus'], placement['cpu_count']) in proc.stdout
+
+
+def test_stopping_a_prepared_run_records_the_stop_so_a_late_step_starts_nothing(tmp_path):
+    result = tr.run_module(prepared_params(tmp_path), system=NoSpawn())
+    stopped = tr.run_module({'state': 'stopped', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0', 'run_id': 'run1',
+                             'stop_reason': 'undo', 'stop_detail': 'the step did not start', 'signal': False},
+                            system=NoSpawn())
+    assert stopped['changed'] is True and stopped['job']['stop']['reason'] == 'undo'
+    assert stopped['job']['status'] == 'prepared'
+    again = tr.run_module({'state': 'stopped', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0', 'run_id': 'run1',
+                           'stop_reason': 'undo', 'stop_timeout': 1}, system=NoSpawn())
+    assert again['changed'] is False
+    marker = tmp_path / 'started'
+    job_path = result['step_command']['job']
+    with open(job_path) as handle:
+        job = json.load(handle)
+    job['argv'] = [sys.executable, '-c', 'open(%r, "w").write("ran")' % str(marker)]
+    with open(job_path, 'w') as handle:
+        json.dump(job, handle)
+    proc = subprocess.run([sys.executable, result['step_command']['supervisor'], '--foreground', job_path],
+                          capture_output=True, text=True, timeout=60, check=False, env=STEP)
+    assert proc.returncode == 0 and 'not starting' in proc.stdout
+    assert not marker.exists()
