@@ -143,6 +143,10 @@ ENV_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "HSA_", "TORCH_NCCL_", "TORCH_DISTRIB
                 "UCX_", "FI_", "HIP_", "ROCR_", "CUDA_", "OMP_", "TRAINOPS_")
 
 
+#: Variables of the process environment recorded in ``rank_XX_env.json`` (``process_env``) whatever their prefix.
+PROCESS_ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "HOME", "USER", "VIRTUAL_ENV", "CONDA_PREFIX")
+
+
 class ConfigError(ValueError):
     """Invalid config file, override or config value."""
 
@@ -796,6 +800,9 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
         "pid": os.getpid(),
         # the CPUs this rank may run on (a launcher or Slurm's task binding may have narrowed them)
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        # where the rank's programs and libraries come from (a launcher that dropped the login environment shows here)
+        "python_executable": sys.executable,
+        "process_env": {name: os.environ.get(name) for name in PROCESS_ENV_NAMES},
         "num_threads": torch.get_num_threads(),
         "model_params": num_params,
         "train_flops_per_sample": flops_per_sample,

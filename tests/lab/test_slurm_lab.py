@@ -139,7 +139,7 @@ def test_inventory_inside_real_allocations_in_allocation_order(slurm):
     try:
         script = ('scontrol show hostnames "$SLURM_JOB_NODELIST"; echo "=== list $SLURM_JOB_NODELIST";'
                   ' echo "=== inventory"; ansible-inventory -i %s --list' % slurm.source)
-        proc = slurm.salloc(2, ['/bin/sh', '-c', script])
+        proc = slurm.salloc(2, ['--gres=gpu:2', '/bin/sh', '-c', script])
     finally:
         slurm.cancel(hold)
     inventory = inventory_in(slurm, proc)
@@ -152,11 +152,29 @@ def test_inventory_inside_real_allocations_in_allocation_order(slurm):
     assert [hostvars[h]['trainops_node_rank'] for h in shown] == [0, 1]
     assert hostvars['lab-node02']['trainops_master'] is True and 'trainops_master' not in hostvars['lab-node04']
     assert hostvars['lab-node02']['ansible_host'] == '10.77.0.12' and hostvars['lab-node04']['ansible_host'] == '10.77.0.14'
-    # ranks per node from the allocation (SLURM_TASKS_PER_NODE, 2 CPUs a node), the job id on the group
+    # ranks per node from the GPUs Slurm allocated (scontrol show job -d: gpu:labgpu:2(IDX:0-1)), the job id on the group
     assert [hostvars[h]['trainops_nproc_per_node'] for h in shown] == [2, 2]
+    assert [hostvars[h]['trainops_slurm_gpu_ids'] for h in shown] == [[0, 1], [0, 1]]
     group_vars = hostvars['lab-node04']  # (--list shows the group's variables on every host)
     assert unsafe_text(group_vars['trainops_slurm_nodelist']) == 'lab-node[02,04]'
     assert unsafe_text(group_vars['trainops_slurm_job_id']) == slurm.jobs[-1]
+
+
+def test_inventory_ranks_per_node_are_the_gpus_slurm_allocated_never_the_cpus(slurm):
+    """--gres=gpu:4 fills no SLURM_GPUS* variable on the login node, and SLURM_TASKS_PER_NODE holds CPUs: the ranks
+    come from the job's GRES; an allocation without GPUs is refused, naming the option to give."""
+    script = 'echo "=== inventory"; ansible-inventory -i %s --list' % slurm.source
+    proc = slurm.salloc(2, ['--gres=gpu:4', '/bin/sh', '-c', 'env | grep -c "^SLURM_GPUS" ; ' + script])
+    print('salloc -N2 --gres=gpu:4:\n' + proc.stdout.split('=== inventory')[0] + proc.stderr)
+    assert proc.stdout.startswith('0\n'), proc.stdout[:200]  # no SLURM_GPUS* in the allocation's shell
+    inventory = inventory_in(slurm, proc)
+    hostvars = inventory['_meta']['hostvars']
+    hosts = inventory['trainops_nodes']['hosts']
+    assert len(hosts) == 2 and [hostvars[h]['trainops_nproc_per_node'] for h in hosts] == [4, 4], hostvars
+    assert [hostvars[h]['trainops_slurm_gpu_ids'] for h in hosts] == [[0, 1, 2, 3]] * 2
+    proc = slurm.salloc(2, ['/bin/sh', '-c', script])  # no GPUs asked for: 1 CPU a node, which is not a rank count
+    assert proc.returncode != 0, proc.stdout
+    assert 'holds no GPUs' in proc.stdout + proc.stderr and 'gpus_per_node' in proc.stdout + proc.stderr, proc.stderr
 
 
 def test_inventory_outside_an_allocation_says_so(slurm):
@@ -167,14 +185,20 @@ def test_inventory_outside_an_allocation_says_so(slurm):
 
 def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation_order(slurm, tmp_path):
     hold = slurm.hold('lab-node01')  # the allocation is lab-node[02-04]: node 2 is the master, not node 1
+    # another job holds lab-node02's CPU 0 and GPUs 0-1 (a shared node): this job gets its GPUs 2-3
+    share = slurm.run('sbatch', '--parsable', '--job-name', 'share', '--nodelist', 'lab-node02', '--nodes', '1',
+                      '--cpus-per-task', '1', '--gres=gpu:2', '--output', '/dev/null', '--wrap', 'sleep 600').stdout.strip()
+    slurm.jobs.append(share)
+    wait_until(lambda: slurm.job_state(share) == 'RUNNING', 60, what='the job sharing lab-node02')
     extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
                  'trainops_progress_interval': 5, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
     argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=slurm.source)
     started = time.monotonic()
     try:
-        proc = finish(slurm.salloc(3, argv), argv, started)
+        proc = finish(slurm.salloc(3, ['--gres=gpu:2'] + argv), argv, started)
     finally:
         slurm.cancel(hold)
+        slurm.cancel(share)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'succeeded'
@@ -189,6 +213,8 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
                                                'rank_%02d_env.json' % rank)))
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
+            # the GPUs Slurm gave this job on the node (IDX of scontrol show job -d), not the node's first ones
+            assert seen['env']['CUDA_VISIBLE_DEVICES'] == ('2,3' if index == 0 else '0,1'), (rank, seen['env'])
     assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
 
 
@@ -196,6 +222,8 @@ def submit_launch(slurm, workdir, job_name, extra_vars, wait=True):
     """playbooks/sbatch.yml (through the ansible-runner entry), started in the background; with ``wait`` it
     waits for the job (trainops_sbatch_wait)."""
     extravars = {'trainops_sbatch_inventory': slurm.source, 'trainops_sbatch_nodes': 2, 'trainops_sbatch_wait': wait,
+                 # whole nodes (as two jobs at once must not share one), and GPUs to count the ranks from
+                 'trainops_sbatch_options': ['--exclusive', '--gres=gpu:2'],
                  'trainops_sbatch_job_name': job_name, 'trainops_sbatch_dir': workdir,
                  'trainops_sbatch_extra_vars': dict({'config': 'config/tiny.yaml', 'master_port': free_port(),
                                                      'trainops_experiments_dir': os.path.join(workdir, 'experiments'),
@@ -372,6 +400,12 @@ def srun_vars(tmp_path, **extra):
     return extravars
 
 
+def prepared_job(allocation, name, manifest):
+    """The node's job.json of the manifest's run (read over SSH on the node)."""
+    run_dir = next(n['run_dir'] for n in manifest['nodes'] if n['host'] == name)
+    return json.loads(allocation.slurm.lab.ssh(name, 'cat %s/job.json' % run_dir).stdout)
+
+
 def manifest_of(proc):
     experiment = proc.summary.get('artifact_data', {}).get('trainops_experiment', {})
     with open(os.path.join(experiment['path'], 'manifest.json')) as handle:
@@ -397,6 +431,16 @@ def test_srun_trains_4_nodes_x_2_ranks_as_one_step_in_allocation_order(allocatio
             # each rank on its node, with that node's own interface, started by Slurm (inside the step)
             assert seen['hostname'] == node['hostname'], (rank, seen['hostname'])
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
+            # every CPU the (exclusive) job holds on the node, not the one CPU of a default task binding, and the
+            # 2 GPUs a node the job asked for, as Slurm set them for the step
+            assert seen['cpu_affinity'] == [0, 1], (rank, seen['cpu_affinity'])
+            assert seen['env']['CUDA_VISIBLE_DEVICES'] == '0,1', (rank, seen['env'])
+            # the environment the preflight saw over SSH, not srun --export=NONE's bare one
+            login = prepared_job(allocation, name, manifest)['login_env']
+            for variable in ('PATH', 'HOME', 'USER'):
+                assert seen['process_env'][variable] == login.get(variable), (rank, variable, seen['process_env'])
+            print('rank %d on %s: cpus %s, CUDA_VISIBLE_DEVICES=%s, PATH=%s' % (
+                rank, name, seen['cpu_affinity'], seen['env']['CUDA_VISIBLE_DEVICES'], seen['process_env']['PATH']))
     step_id, state, code = wait_until(lambda: allocation.steps().get(launcher['step_name']), 30, what='the step in sacct')
     assert step_id == launcher['step_id']
     assert wait_until(lambda: allocation.steps()[launcher['step_name']][1] == 'COMPLETED', 30), allocation.steps()
@@ -542,7 +586,57 @@ def test_srun_checkpoint_signal_before_the_steps_time_limit_then_timed_out(alloc
     for name in allocation.nodes:
         result = manifest['results'][name]
         assert result['stop']['reason'] == 'timeout' and result['stop']['by'] == 'slurm', (name, result)
-        assert result['supervisor_signals'] == ['SIGTERM'], (name, result)
+        # (SIGTERM once or twice: Slurm's time-limit kill, then the step's end, may both reach a supervisor in KillWait)
+        assert set(result['supervisor_signals']) == {'SIGTERM'}, (name, result)
     name = manifest['launcher']['step_name']
     assert allocation.steps()[name][1] == 'TIMEOUT', allocation.steps()
     assert not training_processes(allocation.slurm.lab)
+
+
+def srun_clients(name):
+    """PIDs of srun clients on the controller whose command line names step ``name``."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+                    argv = handle.read().split(b'\0')
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b'srun') and ('--job-name=%s' % name).encode() in argv:
+                found.append(int(entry))
+    return found
+
+
+def test_srun_a_step_that_cannot_start_is_given_up_and_never_starts_later(allocation, tmp_path):
+    """Another step holds every CPU and GPU of the allocation: the launch's step cannot be created; after
+    trainops_srun_start_timeout the launch fails saying why, its srun client is gone, and once the nodes are free
+    again no step of the run and no rank starts (Slurm would have started a waiting client's step then)."""
+    blocker = subprocess.Popen(['srun', '--jobid', allocation.job, '--nodes', '4', '--ntasks-per-node', '1',
+                                '--job-name', 'blocker', 'sleep', '300'], env=allocation.env, cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: 'blocker' in allocation.steps(), 60, what='the blocking step')
+        extravars = srun_vars(tmp_path, trainops_srun_start_timeout=10)
+        started = time.monotonic()
+        proc = allocation.run('playbooks/launch.yml', tmp_path, extravars, timeout=300)
+        took = time.monotonic() - started
+        assert proc.returncode != 0, proc.stdout[-6000:]
+        (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
+        name = 'trainops-' + run_id
+        print('launch failed after %.0f s: %s' % (took, proc.failure_text[:600]))
+        assert 'did not start' in proc.failure_text and 'trainops_srun_start_timeout' in proc.failure_text, \
+            proc.failure_text
+        assert srun_clients(name) == []
+    finally:
+        held = allocation.steps().get('blocker')
+        if held:
+            allocation.slurm.run('scancel', '%s.%s' % (allocation.job, held[0]), check=False)
+        else:
+            blocker.terminate()
+        blocker.wait(timeout=90)
+    # the nodes are free: a client left waiting would start the step now
+    time.sleep(10)
+    assert srun_clients(name) == [] and not training_processes(allocation.slurm.lab)
+    assert name not in allocation.steps(), allocation.steps()
+    print('steps of the allocation after the blocker ended: %s' % sorted(allocation.steps()))

@@ -359,6 +359,7 @@ def test_torchrun_env_file_records_comm_variables(base_run):
         assert env["backend"] == "gloo" and env["device"] == "cpu" and env["accelerator"] == "cpu"
         assert env["torch_version"]
         assert env["cpu_affinity"] == sorted(os.sched_getaffinity(0))  # (the test's own CPUs: nothing narrowed them)
+        assert env["process_env"]["HOME"] == os.environ.get("HOME") and env["python_executable"]
         assert env["env"]["NCCL_TRAINOPS_MARKER"] == "nccl-marker"
         assert env["env"]["GLOO_TRAINOPS_MARKER"] == "gloo-marker"
         assert env["env"]["NCCL_DEBUG"] == "WARN"

@@ -315,6 +315,8 @@ def test_job_state_from_sacct():
     fake = FakeSystem({'sacct': [(1, '', 'sacct: error: Problem talking to the database\n')]})
     assert _srun.Slurm(system=fake).job_state('13') == {'state': 'UNKNOWN', 'exit_code': None, 'source': None,
                                                         'error': 'sacct: error: Problem talking to the database'}
+
+
 def test_find_step_looks_a_little_longer_once_srun_ended_as_sacct_lags():
     fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, '', '')] * 4 + [(0, SACCT, '')]})
     assert _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: False) == '1'
