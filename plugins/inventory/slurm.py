@@ -24,8 +24,10 @@ description:
     allocated there (the detail line C(Nodes=lab-node[01-02] ... GRES=gpu:h100:4(IDX:0-3)); several types are summed),
     whatever the request was (C(--gres=gpu:N), C(--gpus-per-node=N), C(--gpus=N), typed or not). A job holding more
     GPUs on a node than it asked for per node (C(--exclusive --gres=gpu:2) holds them all, C(TresPerNode=gres:gpu:2))
-    counts the ones its steps get, the first of each type asked for. The job must be C(RUNNING) and hold every node
-    of the inventory.'
+    counts the ones its steps get, the first of each type asked for. The job must hold every node of the inventory and
+    be C(RUNNING); a job that is ending (C(COMPLETING), GPUs released: a cancelled batch job whose script runs
+    C(stop.yml)) still gives its nodes, without ranks per node, and the group variable C(trainops_slurm_problem)
+    saying why, which the C(job) role refuses to launch with (C(stop.yml) and C(status.yml) need no ranks).'
   - 'Ranks per node (C(trainops_nproc_per_node)): O(gpus_per_node) when set, else the number of GPUs the job holds on
     each node, which must be the same on every node (C(--gpus=N) may spread them unevenly: allocate with
     C(--gpus-per-node=N), or set O(gpus_per_node)). Parsing fails, naming O(gpus_per_node) and C(--gpus-per-node),
@@ -148,6 +150,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._hostlist impor
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._slurm_alloc import (
     SCONTROL_ARGS,
+    JobNotRunning,
     SlurmJobError,
     het_groups,
     parse_job,
@@ -276,6 +279,10 @@ def run_scontrol(job_id, program='scontrol', timeout=30):
 def allocation(environ, nodelist=None, gpus_per_node=None, scontrol=None, warn=None):
     """Everything the inventory needs: ``(hosts, nproc list, {host: gpu ids}, origin)``.
 
+    A job that is not running (ending: a cancelled batch job whose script stops its ranks with stop.yml) still gives
+    its nodes, so that stop.yml and status.yml work; without ``gpus_per_node`` its nproc list is None and
+    ``origin['problem']`` says why a launch must not use it (the job role refuses a launch with it).
+
     ``scontrol(job_id)`` returns scontrol's output (:func:`run_scontrol`); ``warn(message)`` reports what does not
     stop the parse. Raises HostlistError (SlurmJobError is one) with a message for the user.
     """
@@ -285,6 +292,13 @@ def allocation(environ, nodelist=None, gpus_per_node=None, scontrol=None, warn=N
     if job_id:
         try:
             job = parse_job((scontrol or run_scontrol)(job_id), job_id)
+        except JobNotRunning as exc:
+            if gpus_per_node is None:
+                problem = 'cannot read the GPUs of job %s: %s; %s' % (job_id, exc, GPUS_HINT)
+                if warn:
+                    warn(problem + ' (only playbooks that need no ranks per node, stop.yml and status.yml, can use it)')
+                return hosts, None, {}, dict(origin, nproc=None, job_id=job_id, problem=problem)
+            job = None
         except SlurmJobError as exc:
             if gpus_per_node is None:
                 raise SlurmJobError('cannot read the GPUs of job %s: %s; %s' % (job_id, exc, GPUS_HINT))
@@ -344,8 +358,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         slurm_vars = {'trainops_slurm_nodelist': origin['expression']}
         if origin['job_id']:
             slurm_vars['trainops_slurm_job_id'] = origin['job_id']
+        if origin.get('problem'):
+            slurm_vars['trainops_slurm_problem'] = origin['problem']
         slurm_vars.update(group_vars)
-        layout = node_layout([(host, None, count) for host, count in zip(hosts, nproc)])
+        layout = node_layout([(host, None, count) for host, count in zip(hosts, nproc or [None] * len(hosts))])
         for name, variables in layout:
             if name in gpu_ids:
                 variables['trainops_slurm_gpu_ids'] = list(gpu_ids[name])

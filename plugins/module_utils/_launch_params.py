@@ -212,8 +212,11 @@ def _profile_problems(params):
 
 
 def _launcher_problems(params):
-    """launcher (ssh or srun) and what srun needs: an allocation, and the ranks on the host."""
+    """launcher (ssh or srun) and what srun needs: an allocation, and the ranks on the host; and an allocation whose
+    GPUs the slurm inventory could not read (``slurm_problem``: a job that is ending), which no launch may use."""
     launcher = params.get('launcher', 'ssh')
+    if params.get('slurm_problem'):
+        return ['%s (trainops_slurm_problem, from the slurm inventory)' % (params['slurm_problem'], )]
     if launcher in (None, '', 'ssh'):
         return []
     if launcher != 'srun':
@@ -274,7 +277,7 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
     (checked with launcher=srun only), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),

@@ -198,6 +198,11 @@ def parse_record(record):
                 tres_per_node=_field(record, 'TresPerNode'), job_gres=_field(record, 'JOB_GRES'))
 
 
+class JobNotRunning(SlurmJobError):
+    """The job holds no GPUs now: pending, or ending (COMPLETING: a cancelled job's batch script stopping its ranks,
+    when ``scontrol`` shows ``GRES=`` empty)."""
+
+
 def parse_job(text, job_id):
     """The record of ``job_id`` in ``scontrol --details show job <job_id>`` output, with its nodes' GPUs.
 
@@ -218,7 +223,7 @@ def parse_job(text, job_id):
     job['components'] = mine if mine[0]['het_job_id'] else []
     for record in mine:
         if record['state'] != 'RUNNING':
-            raise SlurmJobError('job %s is %s, not RUNNING: its nodes and GPUs are not allocated yet (or any more)'
+            raise JobNotRunning('job %s is %s, not RUNNING: its nodes and GPUs are not allocated yet (or any more)'
                                 % (record['job_id'], record['state'] or 'in no state (no JobState=)'))
         if not record['nodes']:
             raise SlurmJobError('job %s: no per-node detail (Nodes=... GRES=...) in the output; scontrol must be '

@@ -248,7 +248,6 @@ def test_what_the_job_holds_must_give_the_ranks(tmp_path, plugin, monkeypatch, d
 @pytest.mark.parametrize('output, rc, fragment', [
     ('slurm_load_jobs error: Invalid job id specified\n', 1,
      'exited with 1: slurm_load_jobs error: Invalid job id specified; ' + HINT),
-    ('JobId=14 JobName=x\n   JobState=PENDING Reason=Resources\n', 0, 'job 14 is PENDING, not RUNNING'),
     ('JobId=14 JobName=x\n   JobState=RUNNING\n   NodeList=n[1-2]\n', 0, 'no per-node detail'),
 ])
 def test_scontrol_that_does_not_answer_is_a_parse_error(tmp_path, plugin, monkeypatch, output, rc, fragment):
@@ -358,3 +357,14 @@ def test_a_real_allocation_outside_the_lab_map_is_an_error(tmp_path, plugin, mon
         plugin('trainops.multinode.slurm').parse(InventoryData(), DataLoader(),
                                                  str(source(tmp_path, LAB_SOURCE + fake_scontrol(tmp_path, output))))
     assert 'lab-node05' in str(err.value), err.value
+
+
+def test_an_ending_job_still_lists_its_nodes_for_stop_but_no_ranks(tmp_path, manager, monkeypatch):
+    # a cancelled batch job whose script runs stop.yml (lab, scontrol during KillWait): COMPLETING, GRES= empty
+    setenv(monkeypatch, SLURM_JOB_ID='16', SLURM_JOB_NODELIST='lab-node[01-02]')
+    output = job_record(16, 'lab-node[01-02]', [('lab-node[01-02]', '')], state='COMPLETING')
+    inventory = manager(source(tmp_path, SOURCE + fake_scontrol(tmp_path, output)))
+    assert members(inventory, 'trainops_nodes') == ['lab-node01', 'lab-node02']
+    assert ranks(inventory) == [None, None] and gpu_ids(inventory) == [None, None]
+    problem = inventory.groups['trainops_nodes'].get_vars()['trainops_slurm_problem']
+    assert problem.startswith('cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING') and HINT in problem

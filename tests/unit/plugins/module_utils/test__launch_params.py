@@ -241,6 +241,8 @@ def test_launcher_values_that_fit(good, values):
      'trainops_srun_start_timeout=0: seconds Slurm has to create the step must be an integer >= 1'),
     ({'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': '30s'},
      'trainops_srun_start_timeout=30s: seconds Slurm has to create the step must be an integer >= 1'),
+    ({'slurm_problem': 'cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING'},
+     'cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING (trainops_slurm_problem, from the slurm inventory)'),
 ])
 def test_launcher_values_that_do_not_fit_give_one_line(good, values, line):
     problems = launch_problems(dict(good, **values))
