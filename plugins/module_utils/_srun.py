@@ -526,7 +526,8 @@ def start_step(params, slurm=None, spawn=spawn_srun, spawn_timer=spawn_checkpoin
     except StepNotFound as exc:
         said = srun_says(output, offset)
         abandoned = abandon_step(slurm, job_id, name, pid=proc.pid, proc=proc)
-        why = ('srun ended (exit code %s) without it' % proc.returncode if exc.details.get('client_ended')
+        why = ('srun ended (exit code %s) without it, having waited at most %d s (srun --immediate, '
+               'trainops_srun_start_timeout)' % (proc.returncode, start_timeout) if exc.details.get('client_ended')
                else 'it was not created within %d s (trainops_srun_start_timeout)' % start_timeout)
         raise SrunError('Slurm step %s of job %s did not start: %s%s. %s' % (
             name, job_id, why, (', srun says: ' + ' | '.join(said)) if said else '',

@@ -625,8 +625,10 @@ def test_srun_a_step_that_cannot_start_is_given_up_and_never_starts_later(alloca
         (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
         name = 'trainops-' + run_id
         print('launch failed after %.0f s: %s' % (took, proc.failure_text[:600]))
+        # (srun --immediate gives up by itself: "Unable to create step for job N: Requested nodes are busy")
         assert 'did not start' in proc.failure_text and 'trainops_srun_start_timeout' in proc.failure_text, \
             proc.failure_text
+        assert 'Requested nodes are busy' in proc.failure_text, proc.failure_text
         assert srun_clients(name) == []
     finally:
         held = allocation.steps().get('blocker')

@@ -432,7 +432,7 @@ def test_srun_that_gave_up_by_itself_is_not_signalled(tmp_path):
     # srun --immediate ran out: the client exited with "Unable to create step"
     error, system = start_busy(tmp_path, {'squeue': [(0, '', '')], 'sacct': [(0, '', '')]}, ends_at=0)
     assert system.signals == []
-    assert 'srun ended (exit code 1) without it' in error.msg and 'No srun client of it is left' in error.msg
+    assert 'srun ended (exit code 1) without it, having waited at most' in error.msg and 'No srun client of it is left' in error.msg
 
 
 def test_end_client_signals_only_that_steps_srun():
