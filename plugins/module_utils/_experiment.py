@@ -619,26 +619,7 @@ def with_step_stops(results):
     return dict((node, dict(job or {}, stop=stops[node]) if node in stops else job) for node, job in results.items())
 
 
-SRUN_LOG = 'srun.log'
-"""The srun client's output in the experiment directory (launcher=srun), written on the controller."""
-
-_TIME_LIMIT_LINE = re.compile(r'^(?:\d+: )?slurmstepd: error: \*\*\* (STEP|JOB) ([0-9]+(?:\.[0-9]+)?) ON (\S+) CANCELLED AT '
-                              r'(\S+) DUE TO TIME LIMIT \*\*\*\s*$')
-
-
-def srun_log_time_limit(text, job_id, step_id):
-    """The line of ``srun.log`` in which slurmstepd says it ended step ``job_id.step_id`` (or job ``job_id``) at its
-    time limit (``slurmstepd: error: *** STEP 14.0 ON lab-node01 CANCELLED AT 2026-11-25T03:11:02 DUE TO TIME LIMIT
-    ***``), None when there is none. Only a whole line in that form, for this very step or job, counts."""
-    wanted = (('STEP', '%s.%s' % (job_id, step_id)), ('JOB', str(job_id)))
-    for line in (text or '').splitlines():
-        match = _TIME_LIMIT_LINE.match(line.strip())
-        if match and (match.group(1), match.group(2)) in wanted:
-            return line.strip()
-    return None
-
-
-def slurm_time_limit(slurm, results, srun_log=None):
+def slurm_time_limit(slurm, results):
     """Whether Slurm ended a job launched as one step (launcher=srun) at a time limit, from what the controller asked
     Slurm after the end (``slurm``: ``{job_id, step_id, step: {state, source}, job: {state, source}}``, the srun_step
     module's query) - never from what the nodes wrote. Returns ``{'by': 'step'|'job', 'source', 'detail'}`` or None:
@@ -646,9 +627,11 @@ def slurm_time_limit(slurm, results, srun_log=None):
     - the step's sacct state ``TIMEOUT`` (its own limit, ``srun --time``): Slurm says so, whatever the nodes did;
     - the job's sacct state ``TIMEOUT`` (the allocation's limit): only when no node's run failed on its own (a run
       that ended with no signal from Slurm and no stop), since the job may have reached its limit long after the
-      step ended;
-    - without an answer from sacct for either (no accounting), the line slurmstepd writes into the srun client's
-      output (``srun_log``, on the controller), under the same condition as the job's.
+      step ended.
+
+    Without an answer from sacct (no accounting) it is None: slurmstepd's ``DUE TO TIME LIMIT`` line reaches the srun
+    client's output through the task's own output stream (``0: slurmstepd-lab-node01: error: *** STEP 14.0 ...``),
+    where a rank can print the same text, so ``srun.log`` is never taken for it.
     """
     slurm = slurm or {}
     job_id, step_id = slurm.get('job_id'), slurm.get('step_id')
@@ -668,14 +651,7 @@ def slurm_time_limit(slurm, results, srun_log=None):
     if job.get('state') == 'TIMEOUT' and job.get('source') == 'sacct':
         return {'by': 'job', 'source': 'sacct',
                 'detail': 'Slurm ended job %s, and step %s with it, at its time limit (sacct: TIMEOUT)' % (job_id, step_name)}
-    if step.get('source') == 'sacct' or job.get('source') == 'sacct':
-        return None
-    line = srun_log_time_limit(srun_log, job_id, step_id)
-    if line is None:
-        return None
-    return {'by': 'job' if ' JOB ' in line else 'step', 'source': SRUN_LOG,
-            'detail': 'Slurm ended %s at its time limit (srun.log: %s; sacct had no answer)' % (
-                'job %s, and step %s with it,' % (job_id, step_name) if ' JOB ' in line else 'step %s' % step_name, line)}
+    return None
 
 
 def with_time_limit_stops(results, limit):
@@ -869,7 +845,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if results is not None:
         time_limit = None
         if slurm:
-            time_limit = slurm_time_limit(slurm, results, _read_text(os.path.join(path, SRUN_LOG)))
+            time_limit = slurm_time_limit(slurm, results)
             manifest = dict(manifest or {}, slurm_end=dict(slurm, time_limit=time_limit))
         # the records say which nodes Slurm ended because of another (launcher=srun), or at a time limit: the
         # manifest keeps that

@@ -92,8 +92,9 @@ options:
         end - C(job_id), C(step_id), C(step) and C(job) (each with C(state) and C(source)), as
         M(trainops.multinode.srun_step) with O(trainops.multinode.srun_step#module:state=query) returns them.
       - A step whose C(sacct) state is C(TIMEOUT), or a job whose C(sacct) state is C(TIMEOUT) while no node's run failed on
-        its own, makes the outcome V(timed_out); without an answer from C(sacct), slurmstepd's C(DUE TO TIME LIMIT) line in
-        the experiment's C(srun.log) does. Recorded in the manifest's C(slurm_end). Only used with O(results).
+        its own, makes the outcome V(timed_out); without an answer from C(sacct) it is not (C(srun.log) carries what the
+        ranks print, so slurmstepd's C(DUE TO TIME LIMIT) line there is not taken). Recorded in the manifest's
+        C(slurm_end). Only used with O(results).
     type: dict
     version_added: 0.2.0
   refused:
