@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
+from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
+from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError, validate_run_id
 
 UNSET = (None, '', 'None')
 """Values that leave an optional NCCL/RCCL knob to the library."""
@@ -235,12 +237,26 @@ def _launcher_problems(params):
     return [problem for problem in problems if problem]
 
 
+def _resume_problems(params):
+    """``resume_from``: the run id of an earlier launch (a directory name on the nodes, as every run id), or empty."""
+    resume_from = params.get('resume_from')
+    if resume_from in (None, ''):
+        return []
+    try:
+        validate_run_id(resume_from)
+    except TorchrunError:
+        return ['trainops_resume_from=%s: must be the run id of an earlier launch on these nodes (its experiment '
+                'directory\'s name: letters, digits and _ . @ + = -, starting with a letter or digit; e.g. -e '
+                'trainops_resume_from=multinode_autoch_autoth_20261123_101500)' % (resume_from, )]
+    return []
+
+
 def _checkpoint_problems(params):
     """The checkpoint signal (USR1, USR2, or empty/null: none) and the seconds before a step's time limit at which the
     srun launcher sends it (an integer >= 0; 0 leaves it to the allocation's own --signal)."""
     problems = []
     signal_name = params.get('checkpoint_signal')
-    if signal_name not in (None, '', 'USR1', 'USR2'):
+    if signal_name not in (None, '') + CHECKPOINT_SIGNAL_NAMES:
         problems.append('trainops_checkpoint_signal=%s: the checkpoint signal must be USR1, USR2, or empty for none '
                         '(e.g. -e trainops_checkpoint_signal=USR1)' % (signal_name,))
     seconds = params.get('checkpoint_signal_seconds')
@@ -277,7 +293,7 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
     (checked with launcher=srun only), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
@@ -337,7 +353,8 @@ def launch_problems(params, which=shutil.which):
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
     return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _launcher_problems(params) + _checkpoint_problems(params) + _controller_problems(params, which))
+            + _launcher_problems(params) + _checkpoint_problems(params) + _resume_problems(params)
+            + _controller_problems(params, which))
 
 
 def merge_problems(by_node):

@@ -22,6 +22,7 @@ import subprocess
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
+from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
 
 # checked with fullmatch: ``$`` would let a trailing newline through
 JOB_ID_RE = re.compile(r'[0-9]+')
@@ -30,8 +31,8 @@ ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 STEP_PREFIX = 'trainops-'
 CHECKPOINT_TIMER = 'trainops-checkpoint-timer'
 """$0 of the controller's checkpoint timer (``sleep`` then ``scancel --signal=SIG JOB.STEP``, see :func:`start_step`)."""
-CHECKPOINT_SIGNALS = ('USR1', 'USR2')
-"""The signals a run's checkpoint signal may be (plugins/module_utils/_supervisor.py takes the same)."""
+CHECKPOINT_SIGNALS = CHECKPOINT_SIGNAL_NAMES
+"""The signals a run's checkpoint signal may be (the supervisor's list, plugins/module_utils/_supervisor.py)."""
 START_TIMEOUT = 30
 """Seconds a step may take to be created (trainops_srun_start_timeout): ``srun --immediate`` gives up then, and a
 client still running a little later (:data:`CLIENT_GRACE`) is ended, so that nothing starts afterwards."""

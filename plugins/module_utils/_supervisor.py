@@ -83,6 +83,8 @@ CHECKPOINT_SIGNAL_ENV = 'TRAINOPS_CHECKPOINT_SIGNAL'
 CHECKPOINT_SIGNALS = ('SIGUSR1', 'SIGUSR2')
 """The signals a run may take as its checkpoint signal: never one that stops a run (TERM, INT, HUP) or that
 the kernel or the supervisor's own wait needs (KILL, STOP, CHLD)."""
+CHECKPOINT_SIGNAL_NAMES = tuple(name[len('SIG'):] for name in CHECKPOINT_SIGNALS)
+"""The same as ``trainops_checkpoint_signal`` and ``scancel --signal`` write them (``USR1``, ``USR2``)."""
 
 
 def iso(epoch):
@@ -327,6 +329,7 @@ class Supervisor(object):
         self.signals = []
         self.checkpoint_signal = checkpoint_signal(self.job)
         self.checkpoint_signals = []
+        self.torchrun_env = {}  # the environment torchrun was started with (start_torchrun)
 
     def stopped_before_start(self):
         """The start was given up (the module's start wait ran out, the launch was undone): never start late."""
@@ -355,7 +358,7 @@ class Supervisor(object):
 
     def start_torchrun(self, job_umask):
         """Start torchrun in a new session, output appended to node.log, with the umask the supervisor came with."""
-        env = rank_environment(self.job, os.environ)
+        env = self.torchrun_env = rank_environment(self.job, os.environ)
         if self.job.get('login_env_omitted'):
             log('not passed on from the login environment (the names look like secrets; name them in '
                 'trainops_secret_env): %s' % ', '.join(self.job['login_env_omitted']))
@@ -377,7 +380,7 @@ class Supervisor(object):
         started = time.time()
         mine = self.system.read_proc_stat(os.getpid())
         child = self.system.read_proc_stat(self.proc.pid)
-        where = placement(rank_environment(self.job, os.environ))
+        where = placement(self.torchrun_env)
         write_json_atomic(self.pids_path, {
             'slurm': slurm_step(os.environ) if self.job.get('launcher') == 'srun' else None,
             'placement': where,

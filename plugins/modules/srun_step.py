@@ -249,6 +249,7 @@ checkpoint_timer:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.trainops.multinode.plugins.module_utils._srun import (
+    CHECKPOINT_SIGNALS,
     Slurm,
     SrunError,
     abandon_step,
@@ -321,7 +322,7 @@ def main():
             start_timeout=dict(type='int', default=30),
             secret_env=dict(type='dict', default={}, no_log=True),
             end_wait=dict(type='int', default=0),
-            checkpoint_signal=dict(type='str', choices=['USR1', 'USR2']),
+            checkpoint_signal=dict(type='str', choices=list(CHECKPOINT_SIGNALS)),
             checkpoint_seconds=dict(type='int', default=0),
         ),
         required_if=[('state', 'started', ('run_id', 'output')),

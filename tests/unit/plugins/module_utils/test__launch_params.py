@@ -227,7 +227,8 @@ def test_profile_values_that_do_not_fit(good, values, starts):
 
 @pytest.mark.parametrize('values', [{'launcher': 'ssh'}, {'launcher': 'srun', 'slurm_job_id': '42'},
                                     {'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': '60'},
-                                    {'launcher': 'ssh', 'srun_start_timeout': 'ignored without srun'}])
+                                    {'launcher': 'ssh', 'srun_start_timeout': 'ignored without srun'},
+                                    {'resume_from': 'multinode_autoch_autoth_20261126_084333'}, {'resume_from': ''}])
 def test_launcher_values_that_fit(good, values):
     assert launch_problems(dict(good, **values)) == []
 
@@ -241,6 +242,8 @@ def test_launcher_values_that_fit(good, values):
      'trainops_srun_start_timeout=0: seconds Slurm has to create the step must be an integer >= 1'),
     ({'launcher': 'srun', 'slurm_job_id': '42', 'srun_start_timeout': '30s'},
      'trainops_srun_start_timeout=30s: seconds Slurm has to create the step must be an integer >= 1'),
+    ({'resume_from': '../other_run'}, 'trainops_resume_from=../other_run: must be the run id of an earlier launch'),
+    ({'resume_from': 'run\nid'}, 'trainops_resume_from=run\nid: must be the run id of an earlier launch'),
     ({'slurm_problem': 'cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING'},
      'cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING (trainops_slurm_problem, from the slurm inventory)'),
 ])
