@@ -420,11 +420,11 @@ def _library(out, facts, settings, vendor):
         version = _version(value)
         if version is None:
             out.errors.append('library_version must be auto or a version such as 2.21.5 (got %r)' % (value,))
-        return dict(name=name, version=version, text=str(value), source='library_version setting')
+        return dict(name=name, version=version, text=str(value), source='library_version setting', read_in=None)
     lib = _get(facts, 'library') or {}
     version = _version(lib.get('version')) if lib.get('name') in (None, name) else None
     return dict(name=name, version=version, text=lib.get('version') if version else None,
-                source=lib.get('source') if version else None)
+                source=lib.get('source') if version else None, read_in=lib.get('read_in'))
 
 
 def _library_label(library):
@@ -1048,15 +1048,22 @@ def _gdr(out, settings, vendor, path, transport, facts):
         return
     if vendor == 'amd' and path == 'dma_buf':
         out.set('NCCL_DMABUF_ENABLE', '1', 'detected', 'GPUDirect RDMA through dma-buf: RCCL leaves NCCL_DMABUF_ENABLE '
-                'at 0 by default, and the kernel has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA')
+                'at 0 by default, and /boot/config-<release> has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA, '
+                'read where RCCL reads it (%s)' % ((_get(facts, 'rdma', 'gpudirect') or {}).get('dmabuf_read_in')
+                                                   or 'host'))
     if vendor != 'none' and path is False and level != 'LOC':
         gdr = _get(facts, 'rdma', 'gpudirect') or {}
         if vendor == 'nvidia':
             hint = 'load nvidia_peermem (or use the open kernel modules with a kernel with RDMA dma-buf support)'
         elif gdr.get('dma_buf'):
             kernel = gdr.get('dmabuf_kernel')
+            read_in = gdr.get('dmabuf_read_in') or 'host'
             if isinstance(kernel, Mapping) and kernel:
                 missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
+            elif read_in.startswith('container '):
+                missing = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA']
+                state = ('RCCL reads it inside %s, where it cannot be read: mount /boot read-only into the container '
+                         '(the container role does on AMD nodes)' % read_in)
             else:
                 missing, state = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA'], 'that file could not be read'
             hint = ('the kernel has RDMA dma-buf, but RCCL only uses it with %s in /boot/config-<release> (%s); or '
@@ -1588,7 +1595,8 @@ def compute(facts, settings=None):
     return dict(env=out.env, sources=out.sources, reasons=out.reasons, transport=transport, link_layer=link_layer,
                 hcas=[p['key'] for p in chosen], left_out=dict(out.left_out), topology=out.topology,
                 socket_ifname=socket_names, vendor=vendor, gpudirect=gpudirect,
-                library=dict(name=library['name'], version=library.get('text'), source=library.get('source')),
+                library=dict(name=library['name'], version=library.get('text'), source=library.get('source'),
+                             read_in=library.get('read_in')),
                 unset=sorted(out.unset), errors=out.errors, warnings=out.warnings)
 
 

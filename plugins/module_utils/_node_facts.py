@@ -19,6 +19,10 @@ import json
 import os
 import re
 
+# the program run with the ranks' interpreter (its source, with python -c): imported so that AnsiballZ packs it
+from ansible_collections.trainops.multinode.plugins.module_utils import _torch_probe
+from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
+
 
 class NodeFactsError(Exception):
     """A failure that the module reports with ``fail_json``."""
@@ -581,22 +585,6 @@ _AMDKFD_PEER_MEM = ('sys/kernel/mm/memory_peers/amdkfd/version', 'sys/kernel/mem
                     'sys/memory_peers/amdkfd/version')
 _DMABUF_SYMBOL = 'ib_umem_dmabuf_get'
 _PEER_MEMORY_SYMBOL = 'ib_register_peer_memory_client'
-_DMABUF_KERNEL_OPTIONS = ('CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA')
-"""Kernel options RCCL requires before it uses dma-buf (src/misc/rocmwrap.cc reads /boot/config-<release>)."""
-
-
-def dmabuf_kernel_config(root='/'):
-    """``{option: True|False}`` for the options RCCL's dma-buf path needs, from /boot/config-<release>; None if unread.
-
-    RCCL (src/misc/rocmwrap.cc, ``initOnceFunc``) opens ``/boot/config-$(uname -r)`` and turns dma-buf off unless both
-    ``CONFIG_DMABUF_MOVE_NOTIFY=y`` and ``CONFIG_PCI_P2PDMA=y`` are there.
-    """
-    release = _read(root, 'proc/sys/kernel/osrelease')
-    text = _read(root, 'boot', 'config-{0}'.format(release)) if release else None
-    if text is None:
-        return None
-    lines = set(line.strip() for line in text.splitlines())
-    return dict((option, '{0}=y'.format(option) in lines) for option in _DMABUF_KERNEL_OPTIONS)
 
 
 def _state_text(value):
@@ -677,14 +665,16 @@ def _port_facts(root, dev_dir, port):
     return facts
 
 
-def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
+def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, library=None):
     """Which GPUDirect RDMA paths the kernel offers, and whether one fits the GPU vendor.
 
     nvidia_peermem / nv_peer_mem: the modules NCCL looks for (nv_peer_mem also as the ``nv_mem`` memory peer);
     amd_peer_mem: the ``amdkfd`` memory peer RCCL looks for, or the kernel's ib_register_peer_memory_client with
     amdgpu loaded; dma_buf: the kernel's RDMA dma-buf import (ib_umem_dmabuf_get). NVIDIA GPUs use dma-buf only
     with the open kernel modules. RCCL uses dma-buf only with ``NCCL_DMABUF_ENABLE=1`` and a kernel built with
-    CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``); ``path`` says which one will be used.
+    CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``), as RCCL reads them where it runs: in the
+    training container when ``library`` (``library_facts``) was read there (``dmabuf_read_in``), else on the host.
+    ``path`` says which one will be used.
     """
     symbols = set()
     if rdma_devices or _exists(root, 'sys/module/ib_core'):
@@ -694,7 +684,10 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
     amd_peer_mem = any(_exists(root, path) for path in _AMDKFD_PEER_MEM) or \
         (_PEER_MEMORY_SYMBOL in symbols and _exists(root, 'sys/module/amdgpu'))
     dma_buf = _DMABUF_SYMBOL in symbols
-    kernel = dmabuf_kernel_config(root) if gpu_vendor == 'amd' and dma_buf else None
+    read_in = (library or {}).get('read_in') or 'host'
+    kernel = None
+    if gpu_vendor == 'amd' and dma_buf:
+        kernel = library['dmabuf_kernel'] if library is not None else _torch_probe.dmabuf_kernel_config(root)
     path = None
     if gpu_vendor == 'nvidia':
         path = 'peer_mem' if nvidia_peermem or nv_peer_mem else 'dma_buf' if dma_buf and _nvidia_driver(root)[1] else None
@@ -702,10 +695,11 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True):
         path = 'peer_mem' if amd_peer_mem else 'dma_buf' if dma_buf and kernel and all(kernel.values()) else None
     path = path if rdma_devices else None
     return dict(nvidia_peermem=nvidia_peermem, nv_peer_mem=nv_peer_mem, amd_peer_mem=amd_peer_mem, dma_buf=dma_buf,
-                dmabuf_kernel=kernel, path=path, available=path is not None)
+                dmabuf_kernel=kernel, dmabuf_read_in=read_in if gpu_vendor == 'amd' and dma_buf else None, path=path,
+                available=path is not None)
 
 
-def rdma_facts(root='/', gpu_vendor='none'):
+def rdma_facts(root='/', gpu_vendor='none', library=None):
     """Every RDMA device of /sys/class/infiniband with its ports, the ACTIVE ports, their transport, GPUDirect."""
     devices, active, layers = [], [], set()
     for name in sorted(_listdir(root, _IB_CLASS), key=_natural_key):
@@ -731,7 +725,7 @@ def rdma_facts(root='/', gpu_vendor='none'):
     else:
         transport = 'none'
     return dict(devices=devices, active_ports=active, transport=transport,
-                gpudirect=gpudirect_facts(root, gpu_vendor, bool(devices)))
+                gpudirect=gpudirect_facts(root, gpu_vendor, bool(devices), library))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -849,152 +843,156 @@ def default_route_ifnames(root='/'):
 
 
 # ------------------------------------------------------------------------------------------------
-# NCCL / RCCL library and net plugins
+# NCCL / RCCL library and net plugins, read where the ranks run (plugins/module_utils/_torch_probe.py)
 # ------------------------------------------------------------------------------------------------
 
-# Reads, without importing torch, what the training interpreter would load: the nvidia-nccl-cu* wheel that
-# CUDA builds of torch depend on, and torch's own version (ROCm builds bundle RCCL: "2.5.1+rocm6.2").
-LIBRARY_PROBE = r"""
-import json, re, sys
-out = {"nccl_wheels": {}, "torch": None}
-try:
-    from importlib import metadata
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if re.match(r"^nvidia-nccl-cu\d+$", name):
-            out["nccl_wheels"][name] = dist.version
-        elif name == "torch":
-            out["torch"] = dist.version
-except Exception as exc:
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-sys.stdout.write(json.dumps(out))
-"""
-
-ROCM_RCCL = {'6.0': '2.18.3', '6.1': '2.18.6', '6.2': '2.20.5', '6.3': '2.21.5', '6.4': '2.22.3', '7.0': '2.26.6',
-             '7.1': '2.27.7', '7.2': '2.27.7', '7.11': '2.28.3', '7.12': '2.28.3', '7.13': '2.28.3', '7.14': '2.30.4'}
-"""RCCL shipped with each ROCm release (RCCL CHANGELOG.md, "RCCL <version> for ROCm <release>" headings)."""
-
-_NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/include/nccl.h', 'usr/local/cuda/include/nccl.h')
-_RCCL_HEADERS = ('opt/rocm/include/rccl/rccl.h', 'opt/rocm/include/rccl.h')
-_LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib', 'usr/local/lib',
-             'usr/local/cuda/lib64', 'opt/rocm/lib')
-_OFI_DIRS = ('opt/amazon/ofi-nccl/lib', 'opt/amazon/ofi-nccl/lib64', 'opt/aws-ofi-nccl/lib') + _LIB_DIRS
-_OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
-"""aws-ofi-nccl's library names (its src/Makefile.am) and the places its packages and the EFA installer put them."""
+ROCM_RCCL = _torch_probe.ROCM_RCCL
+net_plugin_identity = _torch_probe.net_plugin_identity
+_TEXT_LIMIT = 300
 
 
-def _header_version(text):
-    numbers = [re.search(r'#define\s+NCCL_{0}\s+(\d+)'.format(part), text or '') for part in ('MAJOR', 'MINOR', 'PATCH')]
-    return '.'.join(m.group(1) for m in numbers) if all(numbers) else None
-
-
-def _library_from_python(runner, python, prefix, vendor):
-    if not python or runner is None:
-        return None
+def interpreter_probe(runner, python, import_torch=False, prefix=None, library=None, root='/'):
+    """Run _torch_probe.py with the ranks' interpreter (``prefix``: in their container, e.g. ``['docker', 'exec',
+    'trainops-train']``); its JSON as a dict, ``error`` saying what went wrong. ``library``: the GPU vendor whose
+    NCCL/RCCL to look for; ``root`` (tests) is passed on only when nothing runs in a container."""
+    argv = list(prefix or []) + [python, '-c', module_source(_torch_probe)]
+    argv += [_torch_probe.IMPORT_FLAG] if import_torch else []
+    argv += [_torch_probe.LIBRARY_FLAG, library] if library in ('nvidia', 'amd') else []
+    argv += [_torch_probe.ROOT_FLAG, root] if root not in (None, '/') and not prefix else []
     try:
-        rc, out, _err = runner.run(list(prefix or []) + [python, '-c', LIBRARY_PROBE])
-        data = json.loads(out) if rc == 0 else None
-    except (OSError, ValueError):
-        data = None
-    if not isinstance(data, dict):
+        rc, out, err = runner.run(argv)
+    except (OSError, ValueError) as exc:
+        return dict(python=None, version=None, location=None, imported=False, error=str(exc))
+    try:
+        data = json.loads(out or '')
+        if not isinstance(data, dict):
+            raise ValueError('not an object')
+    except ValueError:
+        lines = (err or out or '').strip().splitlines()
+        data = dict(python=None, version=None, location=None, imported=False,
+                    error='rc={0}: {1}'.format(rc, ' / '.join(lines[-3:]) or 'no output'))
+    if rc != 0 and not data.get('error'):
+        data['error'] = 'rc={0}: {1}'.format(rc, (err or '').strip()[-300:])
+    return data
+
+
+def _text(value):
+    """A string the probe printed, bounded and printable (the node's output is checked, not trusted), else None."""
+    if not isinstance(value, str) or not value or len(value) > _TEXT_LIMIT or not value.isprintable():
         return None
-    if vendor == 'nvidia' and data.get('nccl_wheels'):
-        name = sorted(data['nccl_wheels'])[-1]
-        return dict(name='nccl', version=data['nccl_wheels'][name], source='python package {0}'.format(name))
-    match = re.search(r'\+rocm(\d+\.\d+)', data.get('torch') or '')
-    if vendor == 'amd' and match and match.group(1) in ROCM_RCCL:
-        return dict(name='rccl', version=ROCM_RCCL[match.group(1)],
-                    source='RCCL bundled with torch {0} (ROCm {1})'.format(data['torch'], match.group(1)))
-    return None
+    return value
 
 
-def _library_from_files(root, vendor):
-    headers = _RCCL_HEADERS if vendor == 'amd' else _NCCL_HEADERS
-    for header in headers:
-        version = _header_version(_read(root, header))
-        if version:
-            return dict(name='rccl' if vendor == 'amd' else 'nccl', version=version, source='/' + header)
-    if vendor == 'nvidia':
-        for lib_dir in _LIB_DIRS:
-            for entry in sorted(_listdir(root, lib_dir), key=_natural_key, reverse=True):
-                match = re.match(r'^libnccl\.so\.(\d+\.\d+\.\d+)$', entry)
-                if match:
-                    return dict(name='nccl', version=match.group(1), source='/{0}/{1}'.format(lib_dir, entry))
-    return None
+def _version_text(value):
+    value = _text(value)
+    return value if value and _torch_probe.VERSION.match(value) else None
 
 
-def library_facts(root='/', gpu_vendor='none', runner=None, python=None, prefix=None):
-    """The NCCL (NVIDIA) or RCCL (AMD) the node's ranks load, and the aws-ofi-nccl net plugin, never importing torch.
+def _library_names(value):
+    return [b for b in value if isinstance(b, str) and _torch_probe.BUNDLED.match(b)] if isinstance(value, list) else []
 
-    The training interpreter's packages first (``python``: the nvidia-nccl-cu* wheel, or the RCCL of a ROCm build of
-    torch), then the library's header or versioned file. ``version`` is None when nothing tells.
+
+def _checked_probe(data):
+    """The probe's ``library`` findings with every field checked: what ``_torch_probe.choose_library`` reads."""
+    torch = data.get('torch') if isinstance(data.get('torch'), dict) else None
+    files = data.get('files') if isinstance(data.get('files'), dict) else None
+    wheels = data.get('wheels') if isinstance(data.get('wheels'), dict) else {}
+    found = dict(reported=_version_text(data.get('reported')), torch=None, files=None,
+                 wheels=dict((k, _version_text(v)) for k, v in wheels.items()
+                             if isinstance(k, str) and _torch_probe.NCCL_WHEEL.match(k) and _version_text(v)))
+    if torch and _text(torch.get('version')):
+        wheel = _text(torch.get('nccl_wheel'))
+        found['torch'] = dict(version=_text(torch['version']),
+                              nccl_wheel=wheel if wheel and _torch_probe.NCCL_WHEEL.match(wheel) else None,
+                              bundled=_library_names(torch.get('bundled')),
+                              replaced=_library_names(torch.get('replaced')))
+    if files and _version_text(files.get('version')) and _text(files.get('file')):
+        found['files'] = dict(version=files['version'], file=files['file'])
+    return found
+
+
+def _rocm_runtime(data, torch_rocm):
+    """The ROCm runtime the ranks use: the one a ROCm wheel of torch bundles, else torch's HIP, else /opt/rocm."""
+    if torch_rocm:
+        return torch_rocm
+    match = re.match(r'^(\d+\.\d+(?:\.\d+)?)', _text(data.get('hip')) or '')
+    return match.group(1) if match else _version_text(data.get('rocm'))
+
+
+def _plugins(data):
+    plugin = _text(data.get('aws_ofi_nccl'))
+    others = [dict(path=_text(o.get('path')), aws_ofi_nccl=False, version=_version_text(o.get('version')),
+                   names=[n for n in o.get('names') or [] if _text(n)])
+              for o in data.get('other_net_plugins') or [] if isinstance(o, dict) and _text(o.get('path'))]
+    return plugin if plugin and plugin.startswith('/') else None, others
+
+
+def _dmabuf_options(value):
+    if not isinstance(value, dict):
+        return None
+    return dict((k, value.get(k) is True) for k in _torch_probe.DMABUF_KERNEL_OPTIONS)
+
+
+def library_facts(root='/', gpu_vendor='none', probed=None, where='host'):
+    """The NCCL (NVIDIA) or RCCL (AMD) the node's ranks load, the aws-ofi-nccl net plugin and, on AMD, the kernel
+    options RCCL's dma-buf path reads, all as seen where the ranks run.
+
+    ``probed`` is the ``library`` part of _torch_probe.py's output from the ranks' interpreter (``where``: ``host``
+    or ``container <name>``); without it the host's files under ``root`` are read (node_facts without an
+    interpreter). ``version`` is None when nothing tells; ``source`` says what told it, ``read_in`` where.
     """
-    library = dict(name={'nvidia': 'nccl', 'amd': 'rccl'}.get(gpu_vendor), version=None, source=None)
-    if gpu_vendor in ('nvidia', 'amd'):
-        found = _library_from_python(runner, python, prefix, gpu_vendor) or _library_from_files(root, gpu_vendor)
-        if found:
-            library.update(found)
-    plugin, others = None, []
-    for lib_dir in _OFI_DIRS:
-        for name in [n for n in _OFI_NAMES if n in _listdir(root, lib_dir)]:
-            what = net_plugin_identity(root, lib_dir, name)
-            if what['aws_ofi_nccl']:
-                plugin = '/{0}/{1}'.format(lib_dir, name)
-                break
-            others.append(dict(what, path='/{0}/{1}'.format(lib_dir, name)))
-        if plugin:
-            break
+    name = {'nvidia': 'nccl', 'amd': 'rccl'}.get(gpu_vendor)
+    library = dict(name=name, version=None, source=None, read_in=where if probed is not None else 'host', rocm=None)
+    data = probed if isinstance(probed, dict) else {}
+    if probed is not None:
+        found = _checked_probe(data)
+        plugin, others = _plugins(data)
+        kernel = _dmabuf_options(data.get('dmabuf_kernel'))
+        if data.get('reported_error') and found['torch'] and not found['reported']:
+            library['torch_error'] = _text(str(data['reported_error'])[:_TEXT_LIMIT])
+    else:
+        found = dict(files=_torch_probe.library_from_files(root, gpu_vendor) if name else None)
+        data = dict(rocm=_torch_probe.rocm_from_files(root))
+        plugin, others = _torch_probe.net_plugins(root)
+        kernel = _torch_probe.dmabuf_kernel_config(root) if gpu_vendor == 'amd' else None
+    if name:
+        chosen = _torch_probe.choose_library(gpu_vendor, found)
+        if chosen:
+            library.update(chosen)
+            if where != 'host' and probed is not None:
+                library['source'] += ' (in %s)' % where
+        files = found.get('files')
+        if files and files['version'] != library['version']:
+            # the library's files there that the ranks do not load (a host NCCL beside torch's own)
+            library['not_loaded'] = dict(files, read_in=library['read_in'])
+        torch = found.get('torch') or {}
+        if gpu_vendor == 'amd':
+            library['rocm'] = _rocm_runtime(data, _torch_probe.rocm_of_torch(torch.get('version')))
     library['aws_ofi_nccl'] = plugin
     if others and not plugin:
         library['other_net_plugins'] = others  # libnccl-net*.so files that are not aws-ofi-nccl (an HPC-X SHARP one)
+    library['dmabuf_kernel'] = kernel
     return library
 
 
-_OFI_NET_NAME = b'Libfabric'
-"""The name aws-ofi-nccl's ncclNet_v* structs give NCCL (``.name = "Libfabric"``; NCCL_NET must name it)."""
-_OFI_PACKAGE = re.compile(br'aws-ofi-nccl[ /-]?v?(\d+\.\d+\.\d+)?')
-_NET_NAMES = re.compile(br'(?<=\x00)(Libfabric|IBext(?:_v\d+)?|IB|Socket|SHARP|UCX(?:-RMA)?|'
-                        br'NCCL RDMA (?:SHARP )?Plugin)(?=\x00)')
-"""Net names plugins give NCCL, reported for the ones that are not aws-ofi-nccl (nccl-rdma-sharp-plugins, HPC-X:
-"NCCL RDMA Plugin", "IBext", "UCX", collnet "SHARP")."""
-_PLUGIN_READ_LIMIT = 64 << 20
-_PLUGIN_CHUNK = 1 << 20
+def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None, probe=None,
+               where='host'):
+    """``trainops_node``: gpu, rdma, network and library facts. Tool problems are appended to ``warnings``.
 
-
-def net_plugin_identity(root, lib_dir, name, limit=_PLUGIN_READ_LIMIT):
-    """What a ``libnccl-net*.so`` is, from its bytes (never loaded): ``dict(aws_ofi_nccl, version, names)``.
-
-    aws-ofi-nccl is the library that holds the NUL-terminated net name ``Libfabric`` and its package name
-    ``aws-ofi-nccl`` (the version follows it where the build put ``PACKAGE_STRING`` in). ``names`` lists the net
-    names found (``IBext``/``SHARP`` for nccl-rdma-sharp-plugins). At most ``limit`` bytes are read.
+    ``probe(vendor)`` runs _torch_probe.py with the ranks' interpreter (``interpreter_probe``), ``where`` they run
+    (``host`` or ``container <name>``): the library facts and RCCL's dma-buf options come from there. Without it the
+    host's files are read.
     """
-    found, version, seen, tail = set(), None, 0, b''
-    package = False
-    try:
-        with open(_path(root, lib_dir, name), 'rb') as handle:
-            while seen < limit:
-                chunk = handle.read(min(_PLUGIN_CHUNK, limit - seen))
-                if not chunk:
-                    break
-                seen += len(chunk)
-                data = tail + chunk
-                found.update(m.group(1).decode('ascii') for m in _NET_NAMES.finditer(data))
-                for match in _OFI_PACKAGE.finditer(data):
-                    package = True
-                    version = version or (match.group(1).decode('ascii') if match.group(1) else None)
-                tail = data[-64:]
-    except (IOError, OSError):
-        return dict(aws_ofi_nccl=False, version=None, names=[])
-    return dict(aws_ofi_nccl=package and _OFI_NET_NAME.decode('ascii') in found, version=version,
-                names=sorted(found))
-
-
-def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, root='/', warnings=None, python=None,
-               python_prefix=None):
-    """``trainops_node``: gpu, rdma, network and library facts. Tool problems are appended to ``warnings``."""
     network = network_facts(runner, master_addr, socket_ifname, check_ifname)
     network['default_ifnames'] = default_route_ifnames(root)
     gpu = gpu_details(root, runner, warnings)
-    rdma = rdma_facts(root, gpu['vendor'])
+    probed = result = None
+    if probe is not None and gpu['vendor'] in ('nvidia', 'amd'):
+        result = probe(gpu['vendor'])
+        probed = result.get('library') if isinstance(result, dict) and isinstance(result.get('library'), dict) else {}
+    library = library_facts(root, gpu['vendor'], probed, where)
+    if probed == {}:
+        library['probe_error'] = _text(str((result or {}).get('error') or 'no answer')[-_TEXT_LIMIT:])
+    rdma = rdma_facts(root, gpu['vendor'], library)
     return dict(gpu=gpu, rdma=rdma, network=network, pci=pci_topology(root, gpu['pci_ids'], rdma['devices']),
-                library=library_facts(root, gpu['vendor'], runner, python, python_prefix))
+                library=library)

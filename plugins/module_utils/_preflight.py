@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import json
 import os
 import select
 import shutil
@@ -25,7 +24,7 @@ import sys
 import time
 
 # programs this module runs on the node (their source, with python -c): imported so that AnsiballZ packs them
-from ansible_collections.trainops.multinode.plugins.module_utils import _port_listener, _torch_probe
+from ansible_collections.trainops.multinode.plugins.module_utils import _port_listener
 from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
     STATE_ERROR,
@@ -35,6 +34,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._git_state impo
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._node_facts import (
     NodeFactsError,
+    interpreter_probe,
     node_facts,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._node_identity import (
@@ -48,27 +48,6 @@ from ansible_collections.trainops.multinode.plugins.module_utils._torchrun impor
     TorchrunError,
     TorchrunNode,
 )
-
-
-def torch_probe(runner, python, import_torch=False, prefix=None):
-    """The training interpreter's Python and torch, as a dict; ``error`` says what is wrong.
-
-    ``prefix`` runs it elsewhere, e.g. ``['docker', 'exec', 'trainops-train']`` for the training container.
-    """
-    argv = list(prefix or []) + [python, '-c', module_source(_torch_probe)] + ([_torch_probe.IMPORT_FLAG] if import_torch else [])
-    try:
-        rc, out, err = runner.run(argv)
-    except (OSError, ValueError) as exc:
-        return dict(python=None, version=None, location=None, imported=False, error=str(exc))
-    try:
-        data = json.loads(out or '')
-    except ValueError:
-        lines = (err or out or '').strip().splitlines()
-        data = dict(python=None, version=None, location=None, imported=False,
-                    error='rc={0}: {1}'.format(rc, ' / '.join(lines[-3:]) or 'no output'))
-    if rc != 0 and not data.get('error'):
-        data['error'] = 'rc={0}: {1}'.format(rc, (err or '').strip()[-300:])
-    return data
 
 
 def port_in_use(port, bind_addr=''):
@@ -108,19 +87,27 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
     listen = listen or open_master_port
 
     prefix = [params.get('container_engine') or 'docker', 'exec', params['container']] if params.get('container') else []
+    python = params.get('python')
+    probed = {}
+
+    def probe(vendor):
+        """The ranks' interpreter, asked once for torch and, on GPU nodes, the NCCL/RCCL torch loads (issue 26)."""
+        probed['torch'] = interpreter_probe(runner, python, params.get('import_torch', False), prefix, vendor, root)
+        return probed['torch']
+
     try:
         facts = node_facts(runner, params['master_addr'], params.get('socket_ifname') or 'auto',
-                           params.get('check_ifname', True), root=root,
-                           python=params.get('python'), python_prefix=prefix)  # NCCL/RCCL version (issue 12)
+                           params.get('check_ifname', True), root=root, probe=probe if python else None,
+                           where='container ' + params['container'] if params.get('container') else 'host')
     except NodeFactsError as exc:
         facts = None
         problems.append(str(exc))
     result['ansible_facts'] = dict(trainops_node=facts) if facts is not None else {}
 
-    python = params.get('python')
     if python:
-        torch = torch_probe(runner, python, params.get('import_torch', False), prefix)
-        result['torch'] = torch
+        torch = probed.get('torch') or interpreter_probe(runner, python, params.get('import_torch', False), prefix,
+                                                         root=root)
+        result['torch'] = dict((k, v) for k, v in torch.items() if k != 'library')  # that part is in the facts
         if torch.get('error') or not torch.get('version'):
             problems.append('{0}{1} cannot {2} torch: {3}. Install torch for that interpreter on the node, or point '
                             'trainops_python at one that has it.'.format(

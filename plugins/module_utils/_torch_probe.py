@@ -7,28 +7,311 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The training interpreter's Python and torch: a program the preflight runs with that interpreter.
+"""What the ranks' interpreter runs with: its Python, torch, and the NCCL/RCCL and net plugin torch loads.
 
-Usage: ``python -c "$(source of this file)" [--import]``, on the node or in the training container
-(``docker exec``): the preflight module imports this file (so AnsiballZ packs it) and passes its
+Usage: ``python -c "$(source of this file)" [--import] [--library nvidia|amd] [--root DIR]``, on the node or in
+the training container (``docker exec``), so that every answer comes from where the ranks run: the container's
+files, not the host's. The preflight and node_facts modules import this file (so AnsiballZ packs it) and pass its
 source with ``-c``, so nothing is written anywhere. Standard library only. Prints one JSON object.
 
-Without ``--import`` torch's installed version comes from its package metadata: importing torch costs
-1-2 s of CPU per node (docs/benchmarks.md); ``--import`` (import_torch=true) does the full import.
+Without ``--import`` torch's installed version comes from its package metadata: importing torch costs 1-2 s of CPU
+per node (docs/benchmarks.md); ``--import`` (import_torch=true) does the full import.
+
+``--library`` adds ``library``: what tells which NCCL (nvidia) or RCCL (amd) torch loads (``choose_library`` picks
+one), the ROCm runtime, the net plugins on the library path and RCCL's dma-buf kernel options as RCCL reads them
+there. When nothing cheap tells the version (torch bundles the library in ``torch/lib`` without a version to read),
+torch is imported and asked (``torch.cuda.nccl.version()``). ``--root`` reads files under another directory (tests).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import sys
 from importlib import metadata
 
 IMPORT_FLAG = '--import'
+LIBRARY_FLAG = '--library'
+ROOT_FLAG = '--root'
+
+ROCM_RCCL = {'6.0': '2.18.3', '6.1': '2.18.6', '6.2': '2.20.5', '6.3': '2.21.5', '6.4': '2.22.3', '7.0': '2.26.6',
+             '7.1': '2.27.7', '7.2': '2.27.7', '7.11': '2.28.3', '7.12': '2.28.3', '7.13': '2.28.3', '7.14': '2.30.4'}
+"""RCCL shipped with each ROCm release (RCCL CHANGELOG.md, "RCCL <version> for ROCm <release>" headings)."""
+
+NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/include/nccl.h', 'usr/local/cuda/include/nccl.h')
+RCCL_HEADERS = ('opt/rocm/include/rccl/rccl.h', 'opt/rocm/include/rccl.h')
+LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib', 'usr/local/lib',
+            'usr/local/cuda/lib64', 'opt/rocm/lib')
+OFI_DIRS = ('opt/amazon/ofi-nccl/lib', 'opt/amazon/ofi-nccl/lib64', 'opt/aws-ofi-nccl/lib') + LIB_DIRS
+OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
+"""aws-ofi-nccl's library names (its src/Makefile.am) and the places its packages and the EFA installer put them."""
+
+DMABUF_KERNEL_OPTIONS = ('CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA')
+"""Kernel options RCCL requires before it uses dma-buf (src/misc/rocmwrap.cc reads /boot/config-<release>)."""
+
+NCCL_WHEEL = re.compile(r'^nvidia-nccl-cu\d+$')
+"""The wheel CUDA builds of torch on PyPI require for NCCL (torch's Requires-Dist: nvidia-nccl-cu12==2.21.5; ...)."""
+BUNDLED = re.compile(r'^lib(nccl|rccl)\.so(\.\d+)*$')
+"""A library torch carries in torch/lib (ROCm wheels bundle librccl.so)."""
+VERSION = re.compile(r'^\d+\.\d+(\.\d+)?$')
+
+_OFI_NET_NAME = b'Libfabric'
+"""The name aws-ofi-nccl's ncclNet_v* structs give NCCL (``.name = "Libfabric"``; NCCL_NET must name it)."""
+_OFI_PACKAGE = re.compile(br'aws-ofi-nccl[ /-]?v?(\d+\.\d+\.\d+)?')
+_NET_NAMES = re.compile(br'(?<=\x00)(Libfabric|IBext(?:_v\d+)?|IB|Socket|SHARP|UCX(?:-RMA)?|'
+                        br'NCCL RDMA (?:SHARP )?Plugin)(?=\x00)')
+"""Net names plugins give NCCL, reported for the ones that are not aws-ofi-nccl (nccl-rdma-sharp-plugins, HPC-X:
+"NCCL RDMA Plugin", "IBext", "UCX", collnet "SHARP")."""
+PLUGIN_READ_LIMIT = 64 << 20
+_PLUGIN_CHUNK = 1 << 20
 
 
-def probe(import_torch):
-    """``{python, executable, version, location, imported, error}`` (``cuda`` and ``hip`` after an import)."""
+# ------------------------------------------------------------------------------------------------
+# files, always under root
+# ------------------------------------------------------------------------------------------------
+
+def _path(root, *parts):
+    return os.path.join(root, *[p.lstrip('/') for p in parts])
+
+
+def _read(root, *parts):
+    try:
+        with open(_path(root, *parts)) as handle:
+            return handle.read().strip()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def _listdir(root, *parts):
+    try:
+        return os.listdir(_path(root, *parts))
+    except (IOError, OSError):
+        return []
+
+
+def _natural_key(name):
+    return [int(token) if token.isdigit() else token for token in re.split(r'(\d+)', name)]
+
+
+def header_version(text):
+    """``2.21.5`` from nccl.h / rccl.h's NCCL_MAJOR/MINOR/PATCH defines, else None."""
+    numbers = [re.search(r'#define\s+NCCL_{0}\s+(\d+)'.format(part), text or '') for part in ('MAJOR', 'MINOR', 'PATCH')]
+    return '.'.join(m.group(1) for m in numbers) if all(numbers) else None
+
+
+def library_from_files(root, vendor):
+    """``dict(version, file)`` from the library's header or versioned file under ``root``, else None."""
+    for header in RCCL_HEADERS if vendor == 'amd' else NCCL_HEADERS:
+        version = header_version(_read(root, header))
+        if version:
+            return dict(version=version, file='/' + header)
+    if vendor == 'nvidia':
+        for lib_dir in LIB_DIRS:
+            for entry in sorted(_listdir(root, lib_dir), key=_natural_key, reverse=True):
+                match = re.match(r'^libnccl\.so\.(\d+\.\d+\.\d+)$', entry)
+                if match:
+                    return dict(version=match.group(1), file='/{0}/{1}'.format(lib_dir, entry))
+    return None
+
+
+def rocm_from_files(root):
+    """The ROCm release installed under ``root`` (/opt/rocm/.info/version: ``6.3.1-48``), as ``6.3.1``, else None."""
+    match = re.match(r'^(\d+\.\d+(?:\.\d+)?)', _read(root, 'opt/rocm/.info/version') or '')
+    return match.group(1) if match else None
+
+
+def dmabuf_kernel_config(root='/'):
+    """``{option: True|False}`` for the options RCCL's dma-buf path needs, from /boot/config-<release>; None if unread.
+
+    RCCL (src/misc/rocmwrap.cc, ``initOnceFunc``) opens ``/boot/config-$(uname -r)`` and turns dma-buf off unless both
+    ``CONFIG_DMABUF_MOVE_NOTIFY=y`` and ``CONFIG_PCI_P2PDMA=y`` are there. In a container the release is the host's
+    kernel and the file is there only when /boot is mounted.
+    """
+    release = _read(root, 'proc/sys/kernel/osrelease')
+    text = _read(root, 'boot', 'config-{0}'.format(release)) if release else None
+    if text is None:
+        return None
+    lines = set(line.strip() for line in text.splitlines())
+    return dict((option, '{0}=y'.format(option) in lines) for option in DMABUF_KERNEL_OPTIONS)
+
+
+def net_plugin_identity(root, lib_dir, name, limit=PLUGIN_READ_LIMIT):
+    """What a ``libnccl-net*.so`` is, from its bytes (never loaded): ``dict(aws_ofi_nccl, version, names)``.
+
+    aws-ofi-nccl is the library that holds the NUL-terminated net name ``Libfabric`` and its package name
+    ``aws-ofi-nccl`` (the version follows it where the build put ``PACKAGE_STRING`` in). ``names`` lists the net
+    names found (``IBext``/``SHARP`` for nccl-rdma-sharp-plugins). At most ``limit`` bytes are read.
+    """
+    found, version, seen, tail = set(), None, 0, b''
+    package = False
+    try:
+        with open(_path(root, lib_dir, name), 'rb') as handle:
+            while seen < limit:
+                chunk = handle.read(min(_PLUGIN_CHUNK, limit - seen))
+                if not chunk:
+                    break
+                seen += len(chunk)
+                data = tail + chunk
+                found.update(m.group(1).decode('ascii') for m in _NET_NAMES.finditer(data))
+                for match in _OFI_PACKAGE.finditer(data):
+                    package = True
+                    version = version or (match.group(1).decode('ascii') if match.group(1) else None)
+                tail = data[-64:]
+    except (IOError, OSError):
+        return dict(aws_ofi_nccl=False, version=None, names=[])
+    return dict(aws_ofi_nccl=package and _OFI_NET_NAME.decode('ascii') in found, version=version,
+                names=sorted(found))
+
+
+def net_plugins(root, extra_dirs=()):
+    """``(aws-ofi-nccl's path or None, [other libnccl-net*.so found])`` in the plugin directories under ``root``.
+
+    ``extra_dirs`` (the LD_LIBRARY_PATH entries of the ranks' environment) are searched first, as the loader does.
+    """
+    others = []
+    for lib_dir in tuple(d.strip('/') for d in extra_dirs if d.startswith('/')) + OFI_DIRS:
+        for name in [n for n in OFI_NAMES if n in _listdir(root, lib_dir)]:
+            what = net_plugin_identity(root, lib_dir, name)
+            if what['aws_ofi_nccl']:
+                return '/{0}/{1}'.format(lib_dir, name), []
+            others.append(dict(what, path='/{0}/{1}'.format(lib_dir, name)))
+    return None, others
+
+
+# ------------------------------------------------------------------------------------------------
+# which library torch loads
+# ------------------------------------------------------------------------------------------------
+
+def version_text(value):
+    """``(2, 21, 5)`` / ``(2, 21, 5, 'suffix')`` / NCCL_VERSION_CODE ``22105`` -> ``'2.21.5'``; None otherwise."""
+    if isinstance(value, (tuple, list)) and len(value) >= 3 and all(isinstance(v, int) for v in value[:3]):
+        return '%d.%d.%d' % tuple(value[:3])
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if value >= 10000:  # NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
+            return '%d.%d.%d' % (value // 10000, value % 10000 // 100, value % 100)
+        return '%d.%d.%d' % (value // 1000, value % 1000 // 100, value % 100)
+    return None
+
+
+def rocm_of_torch(torch_version):
+    """``6.2`` from a ROCm build's local version (``2.5.1+rocm6.2``, ``2.7.0+rocm6.3.4``), else None."""
+    match = re.search(r'\+rocm(\d+\.\d+)', torch_version or '')
+    return match.group(1) if match else None
+
+
+def choose_library(vendor, found):
+    """``dict(version, source)`` of the NCCL/RCCL torch loads, from what the probe ``found``, else None.
+
+    In this order: what torch reports when imported (``torch.cuda.nccl.version()``); the nvidia-nccl-cu* wheel torch
+    requires; the RCCL of the ROCm release a ROCm wheel of torch bundles; the library's files where torch loads the
+    system's library (no wheel, nothing in torch/lib), or where no torch was asked about (node_facts alone).
+    """
+    torch = found.get('torch') or {}
+    label = 'torch %s' % torch.get('version') if torch.get('version') else None
+    if found.get('reported'):
+        return dict(version=found['reported'], source='torch.cuda.nccl.version() of %s' % label)
+    wheel = torch.get('nccl_wheel')
+    if vendor == 'nvidia' and wheel and (found.get('wheels') or {}).get(wheel):
+        return dict(version=found['wheels'][wheel], source='python package %s, which %s requires' % (wheel, label))
+    rocm = rocm_of_torch(torch.get('version'))
+    if vendor == 'amd' and rocm in ROCM_RCCL and not torch.get('replaced'):
+        return dict(version=ROCM_RCCL[rocm], source='the RCCL of ROCm %s that %s bundles' % (rocm, label))
+    files = found.get('files')
+    if not files:
+        return None
+    if not torch.get('version'):
+        return dict(version=files['version'], source=files['file'])
+    if not torch.get('bundled') and not wheel and not rocm:
+        return dict(version=files['version'], source='%s, the system library %s loads (it bundles none)' % (
+            files['file'], label))
+    return None
+
+
+def _torch_distribution(location):
+    """``dict(version, nccl_wheel, bundled, replaced)`` of the installed torch package, or None.
+
+    ``bundled``: the NCCL/RCCL files in torch/lib; ``replaced``: those whose size is not the one torch's RECORD
+    lists (a library copied over the wheel's, as RCCL's docs suggest for CPX mode): its version is then asked of
+    torch, not taken from the wheel's tag.
+    """
+    try:
+        dist = metadata.distribution('torch')
+    except metadata.PackageNotFoundError:
+        return None
+    wheel = None
+    for requirement in dist.requires or []:
+        name = re.split(r'[\s;<>=!~\[(]', requirement.strip(), maxsplit=1)[0].lower().replace('_', '-')
+        if NCCL_WHEEL.match(name):
+            wheel = name
+    bundled = _bundled(location)
+    recorded = dict((str(f).replace(os.sep, '/'), f.size) for f in dist.files or [] if str(f).startswith('torch'))
+    replaced = []
+    for name in bundled:
+        try:
+            size = os.stat(os.path.join(os.path.dirname(location), 'lib', name)).st_size
+        except OSError:
+            size = None
+        if recorded.get('torch/lib/' + name) != size:
+            replaced.append(name)
+    return dict(version=dist.version, nccl_wheel=wheel, bundled=bundled, replaced=replaced)
+
+
+def _nccl_wheels():
+    out = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata['Name'] or '').lower().replace('_', '-')
+        if NCCL_WHEEL.match(name):
+            out[name] = dist.version
+    return out
+
+
+def _bundled(location):
+    """NCCL/RCCL libraries in torch/lib beside torch/__init__.py (``location``)."""
+    lib = os.path.join(os.path.dirname(location), 'lib') if location else None
+    try:
+        return sorted(n for n in os.listdir(lib) if BUNDLED.match(n)) if lib else []
+    except OSError:
+        return []
+
+
+def _ask_torch(out):
+    """Import torch (unless done) and ask it for its NCCL/RCCL and HIP versions."""
+    try:
+        import torch  # pylint: disable=import-error,import-outside-toplevel
+        out['hip'] = getattr(torch.version, 'hip', None)
+        out['reported'] = version_text(torch.cuda.nccl.version())
+        if out['reported'] is None:
+            out['reported_error'] = 'torch.cuda.nccl.version() returned no version'
+    except Exception as exc:  # pylint: disable=broad-except  # a CPU build has no NCCL: reported, never raised
+        out['reported_error'] = '%s: %s' % (type(exc).__name__, exc)
+
+
+def library_probe(vendor, torch_location, import_torch, root='/'):
+    """What tells which NCCL/RCCL torch loads here, the ROCm runtime, net plugins and RCCL's dma-buf options."""
+    out = dict(torch=None, wheels={}, reported=None, files=None, rocm=rocm_from_files(root), hip=None)
+    try:
+        out['torch'] = _torch_distribution(torch_location)
+        out['wheels'] = _nccl_wheels()
+    except Exception as exc:  # pylint: disable=broad-except  # broken metadata: reported, never raised
+        out['error'] = '%s: %s' % (type(exc).__name__, exc)
+    out['files'] = library_from_files(root, vendor)
+    if out['torch'] and (import_torch or choose_library(vendor, out) is None):
+        _ask_torch(out)
+    library_path = os.environ.get('LD_LIBRARY_PATH', '').split(':') if root == '/' else []
+    out['aws_ofi_nccl'], out['other_net_plugins'] = net_plugins(root, library_path)
+    out['dmabuf_kernel'] = dmabuf_kernel_config(root) if vendor == 'amd' else None
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the program
+# ------------------------------------------------------------------------------------------------
+
+def probe(import_torch, library=None, root='/'):
+    """``{python, executable, version, location, imported, error}`` (``cuda`` and ``hip`` after an import), and
+    ``library`` (``library_probe``) when ``library`` names the GPU vendor."""
     out = {'python': sys.version.split()[0], 'executable': sys.executable, 'version': None, 'location': None,
            'imported': False, 'error': None}
     try:
@@ -47,12 +330,19 @@ def probe(import_torch):
                 out['version'] = metadata.version('torch')
     except Exception as exc:  # pylint: disable=broad-except  # reported, never raised: the controller says what to fix
         out['error'] = '%s: %s' % (type(exc).__name__, exc)
+    if library in ('nvidia', 'amd'):
+        out['library'] = library_probe(library, out['location'], import_torch and out['imported'], root)
     return out
 
 
+def _option(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
 def main(argv):
-    """Print the probe's JSON for ``argv`` (``['-c']`` or ``['-c', '--import']``)."""
-    sys.stdout.write(json.dumps(probe(IMPORT_FLAG in argv[1:])))
+    """Print the probe's JSON for ``argv`` (``['-c', '--import', '--library', 'amd']`` and so on)."""
+    args = argv[1:]
+    sys.stdout.write(json.dumps(probe(IMPORT_FLAG in args, _option(args, LIBRARY_FLAG), _option(args, ROOT_FLAG) or '/')))
     return 0
 
 

@@ -31,9 +31,12 @@ description:
     names and never relying on a default route; on the master itself it picks the interface that carries the address.
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
     with a message instead of a hang.
-  - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load without importing torch (given O(python), from
-    that interpreter's C(nvidia-nccl-cu*) package, or the RCCL a ROCm build of torch bundles; else C(nccl.h) /
-    C(rccl.h) or a versioned C(libnccl.so.X.Y.Z)) and whether the aws-ofi-nccl net plugin (for AWS EFA) is installed.
+  - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load where they run (O(python), in O(container) when
+    given), from the C(nvidia-nccl-cu*) package that torch requires, the RCCL of the ROCm release a ROCm wheel of torch
+    bundles, the library's C(nccl.h) / C(rccl.h) or versioned C(libnccl.so.X.Y.Z) there when torch loads the system's
+    library; when none of these tells, torch is imported and asked (C(torch.cuda.nccl.version())). The host's files
+    are read only without O(python). Also where the aws-ofi-nccl net plugin (AWS EFA) is, and on AMD nodes the kernel
+    options RCCL's dma-buf path reads from C(/boot/config-<release>), read there too (inside the container).
   - Returns the facts under C(trainops_node).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -42,9 +45,19 @@ extends_documentation_fragment:
 options:
   python:
     description:
-      - The training interpreter. Its installed packages tell which NCCL (C(nvidia-nccl-cu*)) or RCCL (a ROCm build of
-        torch) the ranks load; torch is not imported. Without it, the library's header or versioned file is read.
+      - The ranks' interpreter. The library facts are read by a program it runs (in O(container) when given). Without
+        it, the host's library header or versioned file is read.
     type: str
+  container:
+    description:
+      - The container the ranks run in (C(trainops_runtime=container)); O(python) runs there through
+        C(<container_engine> exec), so its files are read, not the host's.
+    type: str
+  container_engine:
+    description:
+      - The engine's command for O(container).
+    type: str
+    default: docker
 requirements:
   - C(ip) from iproute2 with JSON output (C(-j)).
 notes:
@@ -336,10 +349,17 @@ ansible_facts:
                   description:
                     - AMD with dma-buf only, else V(null). Whether C(/boot/config-<release>) has
                       C(CONFIG_DMABUF_MOVE_NOTIFY=y) and C(CONFIG_PCI_P2PDMA=y), which RCCL requires before it uses
-                      dma-buf; V(null) when the file cannot be read.
+                      dma-buf; V(null) when the file cannot be read where RCCL runs (in a container without C(/boot)).
                   type: dict
                   returned: always
                   sample: {CONFIG_DMABUF_MOVE_NOTIFY: true, CONFIG_PCI_P2PDMA: true}
+                dmabuf_read_in:
+                  description:
+                    - AMD with dma-buf only, else V(null). Where C(dmabuf_kernel) was read, as RCCL reads it in the
+                      ranks' processes - V(host), or V(container <name>) when the ranks run in one.
+                  type: str
+                  returned: always
+                  sample: container trainops-train
                 path:
                   description: The GPUDirect RDMA path the library will use, V(peer_mem), V(dma_buf), or V(null) (none).
                   type: str
@@ -386,13 +406,20 @@ ansible_facts:
         library:
           description:
             - C(name) (V(nccl), V(rccl) or V(null) without GPUs), C(version) (V(null) when nothing tells), C(source)
-              (what told it) and C(aws_ofi_nccl) (the path of the aws-ofi-nccl plugin, or V(null)).
+              (what told it), C(read_in) (V(host) or V(container <name>)) and C(aws_ofi_nccl) (the path of the
+              aws-ofi-nccl plugin there, or V(null)).
+            - C(not_loaded) (the library's files there with another version than torch loads), C(rocm) (on AMD, the
+              ROCm runtime the ranks use), C(dmabuf_kernel) (on AMD, RCCL's dma-buf kernel options as read there,
+              V(null) when C(/boot/config-<release>) cannot be read there), C(probe_error) (the interpreter could not
+              be asked) and C(torch_error) (torch was imported but could not tell).
             - A C(libnccl-net*.so) is aws-ofi-nccl when its bytes hold the net name C(Libfabric) and the package name
               C(aws-ofi-nccl) (read, never loaded); others found are listed in C(other_net_plugins) (C(path),
               C(names), C(version)) only when no aws-ofi-nccl was found.
           type: dict
           returned: always
-          sample: {name: nccl, version: 2.21.5, source: python package nvidia-nccl-cu12, aws_ofi_nccl: null}
+          sample: {name: nccl, version: 2.20.5, source: "python package nvidia-nccl-cu12, which torch 2.4.1 requires",
+                   read_in: host, aws_ofi_nccl: null, not_loaded: {version: 2.23.4, file: /usr/include/nccl.h,
+                   read_in: host}, dmabuf_kernel: null}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -401,6 +428,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_facts imp
     TOOL_DIRS,
     NodeFactsError,
     Runner,
+    interpreter_probe,
     node_facts,
 )
 
@@ -413,15 +441,24 @@ def main():
             check_ifname=dict(type='bool', default=True),
             root=dict(type='path', default='/'),
             python=dict(type='str'),
+            container=dict(type='str'),
+            container_engine=dict(type='str', default='docker'),
         ),
         supports_check_mode=True,
     )
     runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}, handle_exceptions=False),
                     lambda name: module.get_bin_path(name, opt_dirs=TOOL_DIRS))
     warnings = []
+    params = module.params
+    prefix = [params['container_engine'], 'exec', params['container']] if params['container'] else []
+    probe = None
+    if params['python']:
+        def probe(vendor):
+            return interpreter_probe(runner, params['python'], prefix=prefix, library=vendor, root=params['root'])
     try:
-        facts = node_facts(runner, module.params['master_addr'], module.params['socket_ifname'],
-                           module.params['check_ifname'], module.params['root'], warnings, module.params['python'])
+        facts = node_facts(runner, params['master_addr'], params['socket_ifname'], params['check_ifname'],
+                           params['root'], warnings, probe,
+                           'container ' + params['container'] if params['container'] else 'host')
     except NodeFactsError as exc:
         module.fail_json(msg=str(exc))
     for warning in warnings:

@@ -43,7 +43,7 @@ def test_computes_the_environment_on_the_controller():
     assert res['env']['NCCL_IB_HCA'] == '=' + ','.join('bnxt_re%d:1' % i for i in range(8))
     # RCCL of unknown version: the ports' shared GID index pinned; 28 channels are within every RCCL's limit
     assert res['env']['NCCL_IB_GID_INDEX'] == '3' and res['env']['NCCL_MAX_NCHANNELS'] == '28'
-    assert res['library'] == {'name': 'rccl', 'version': None, 'source': None} and res['left_out'] == {}
+    assert res['library'] == {'name': 'rccl', 'version': None, 'source': None, 'read_in': None} and res['left_out'] == {}
     assert res['sources']['NCCL_DEBUG'] == 'default' and res['env']['NCCL_DEBUG'] == 'WARN'
     assert res['sources']['NCCL_MAX_NCHANNELS'] == 'knob'
     assert res['errors'] == [] and res['warning_messages'] == [] and 'warnings' not in res

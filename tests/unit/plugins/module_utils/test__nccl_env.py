@@ -234,7 +234,7 @@ def test_sriov_gid_indexes_disagree_per_port_selection_since_2_21():
     res = run(with_library(h100_sriov(), 'nccl', '2.21.5'), nproc_per_node=4)
     assert res['errors'] == [] and res['warnings'] == []
     assert not [k for k in res['env'] if k.startswith(('NCCL_IB_GID', 'NCCL_IB_ADDR', 'NCCL_IB_ROCE'))]
-    assert res['library'] == {'name': 'nccl', 'version': '2.21.5', 'source': 'test'}
+    assert res['library'] == {'name': 'nccl', 'version': '2.21.5', 'source': 'test', 'read_in': None}
     # unknown version: left unset with a warning that says what happens with each
     res = run(h100_sriov(), nproc_per_node=4)
     assert res['errors'] == [] and 'NCCL_IB_GID_INDEX' not in res['env']

@@ -111,7 +111,8 @@ def mi300x(node, version=None):
 def test_mi300x_gid_split_rccl_2_21_selects_per_port(node):
     facts = mi300x(node)
     assert facts['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h',
-                                    aws_ofi_nccl=None)
+                                    aws_ofi_nccl=None, read_in='host', rocm=None,
+                                    dmabuf_kernel={'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
     res = compute(facts, nproc_per_node=8)
     # RCCL 2.21.5 src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1) and ncclIbGetGidIndex picks,
     # per port, the IPv4 (AF_INET default) RoCE v2 GID: 3 on bnxt_re0..3, 5 on bnxt_re4..7. Nothing to set.
@@ -123,7 +124,8 @@ def test_mi300x_gid_split_rccl_2_21_selects_per_port(node):
         'NCCL_IB_HCA': MI_HCA, 'NCCL_DMABUF_ENABLE': '1', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
     assert res['errors'] == [] and res['warnings'] == []
     assert res['gpudirect'] is True and res['transport'] == 'rdma' and res['link_layer'] == 'roce'
-    assert res['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h')
+    assert res['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h',
+                                  read_in='host')
 
 
 def test_mi300x_gid_split_rccl_2_20_needs_one_index_and_has_none(node):
@@ -303,8 +305,8 @@ def frontend(node, version=None, links=None, route=None):
 def test_frontend_nic_is_left_out_nccl_2_23(node):
     facts = frontend(node)
     assert facts['network']['default_ifnames'] == ['eno8np0']
-    assert facts['library'] == dict(name='nccl', version='2.23.4', aws_ofi_nccl=None,
-                                    source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4')
+    assert facts['library'] == dict(name='nccl', version='2.23.4', aws_ofi_nccl=None, read_in='host', rocm=None,
+                                    source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4', dmabuf_kernel=None)
     res = compute(facts, nproc_per_node=8)
     # NCCL "Environment Variables" NCCL_IB_HCA: every listed port is used; mlx5_8 (eno8np0) carries the default
     # route, so it is a front-end / management NIC, not a training rail. NCCL >= 2.21: no GID index

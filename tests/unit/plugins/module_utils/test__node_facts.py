@@ -112,39 +112,48 @@ def test_gpu_facts_cpu_only(tmp_path):
     assert nf.gpu_facts(str(tmp_path)) == {'vendor': 'none', 'count': 0, 'pci_ids': [], 'models': []}
 
 
-class ProbeRunner:
-    def __init__(self, answer):
-        self.answer, self.calls = answer, []
-
-    def run(self, argv):
-        self.calls.append(argv)
-        return 0, json.dumps(self.answer), ''
+def _probed(torch_version, requires=None, wheels=None, bundled=(), replaced=()):
+    """What _torch_probe.py prints under ``library`` for an interpreter with ``torch_version`` installed."""
+    return dict(torch=dict(version=torch_version, nccl_wheel=requires, bundled=list(bundled), replaced=list(replaced)),
+                wheels=dict(wheels or {}), reported=None, files=None, rocm=None, hip=None, aws_ofi_nccl=None,
+                other_net_plugins=[], dmabuf_kernel=None)
 
 
 def test_library_version_from_the_interpreters_packages(tmp_path):
-    runner = ProbeRunner({'nccl_wheels': {'nvidia-nccl-cu12': '2.21.5'}, 'torch': '2.5.1+cu124'})
-    lib = nf.library_facts(str(tmp_path), 'nvidia', runner, '/opt/venv/bin/python', ['docker', 'exec', 'train'])
-    assert lib == dict(name='nccl', version='2.21.5', source='python package nvidia-nccl-cu12', aws_ofi_nccl=None)
-    assert runner.calls[0][:5] == ['docker', 'exec', 'train', '/opt/venv/bin/python', '-c']
+    probed = _probed('2.5.1+cu124', 'nvidia-nccl-cu12', {'nvidia-nccl-cu12': '2.21.5'})
+    lib = nf.library_facts(str(tmp_path), 'nvidia', probed, 'container train')
+    assert (lib['version'], lib['read_in']) == ('2.21.5', 'container train')
+    assert lib['source'] == 'python package nvidia-nccl-cu12, which torch 2.5.1+cu124 requires (in container train)'
+    # a wheel torch does not require is not what it loads
+    assert nf.library_facts(str(tmp_path), 'nvidia', _probed('2.5.1', None, {'nvidia-nccl-cu12': '2.21.5'}))[
+        'version'] is None
     # a ROCm build of torch bundles the RCCL of its ROCm release (RCCL CHANGELOG: 2.20.5 for ROCm 6.2.0)
-    lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm6.2'}), 'python3')
-    assert (lib['name'], lib['version']) == ('rccl', '2.20.5')
+    lib = nf.library_facts(str(tmp_path), 'amd', _probed('2.5.1+rocm6.2', bundled=['librccl.so']))
+    assert (lib['name'], lib['version'], lib['rocm']) == ('rccl', '2.20.5', '6.2')
     # ROCm 7.x (RCCL CHANGELOG: "RCCL 2.28.3 for ROCm 7.11" / 7.12 / 7.13, "RCCL 2.30.4 for ROCm 7.14.0")
     for rocm, rccl in (('7.11', '2.28.3'), ('7.13', '2.28.3'), ('7.14', '2.30.4')):
-        probe = ProbeRunner({'nccl_wheels': {}, 'torch': '2.10.0+rocm%s' % rocm})
-        assert nf.library_facts(str(tmp_path), 'amd', probe, 'python3')['version'] == rccl
+        assert nf.library_facts(str(tmp_path), 'amd', _probed('2.10.0+rocm%s' % rocm))['version'] == rccl
     # nothing tells: the version is unknown, never guessed
-    lib = nf.library_facts(str(tmp_path), 'amd', ProbeRunner({'nccl_wheels': {}, 'torch': '2.5.1+rocm5.0'}), 'python3')
+    lib = nf.library_facts(str(tmp_path), 'amd', _probed('2.5.1+rocm5.0'))
     assert (lib['name'], lib['version'], lib['source']) == ('rccl', None, None)
+    # a bundled library replaced after the install: the tag no longer tells
+    assert nf.library_facts(str(tmp_path), 'amd', _probed('2.5.1+rocm6.2', bundled=['librccl.so'],
+                                                          replaced=['librccl.so']))['version'] is None
     assert nf.library_facts(str(tmp_path), 'none')['name'] is None
 
 
-def test_library_probe_runs_without_importing_torch():
+def test_probe_without_library_never_imports_torch():
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, '-c', nf.LIBRARY_PROBE + '\nassert "torch" not in sys.modules'],
-                         capture_output=True, text=True, check=True).stdout
-    assert set(json.loads(out)) >= {'nccl_wheels', 'torch'}
+    code = ('import importlib.util, json, sys\n'
+            'spec = importlib.util.spec_from_file_location("probe", %r)\n'
+            'probe = importlib.util.module_from_spec(spec)\n'
+            'spec.loader.exec_module(probe)\n'
+            'out = probe.probe(False)\n'
+            'assert "torch" not in sys.modules\n'
+            'print(json.dumps(out))\n' % nf._torch_probe.__file__)
+    out = json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout)
+    assert out['imported'] is False and out['version'] and 'library' not in out
 
 
 def test_default_route_interfaces(tmp_path):

@@ -20,7 +20,7 @@ fixture_tree = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(fixture_tree)
 
 ZERO_NONE = dict(nvidia_peermem=False, nv_peer_mem=False, amd_peer_mem=False, dma_buf=False, dmabuf_kernel=None,
-                 path=None, available=False)
+                 dmabuf_read_in=None, path=None, available=False)
 
 
 def strip_tables(devices):
@@ -146,7 +146,7 @@ def test_mi300x_bnxt_re_roce_v2(tree):
     # inbox kernel: RDMA dma-buf, no peer-memory client. RCCL uses dma-buf only when the kernel was built with
     # CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (RCCL src/misc/rocmwrap.cc reads /boot/config-<release>); this
     # tree has no kernel config, so RCCL would stage through host memory: not available
-    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True)
+    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, dmabuf_read_in='host')
 
 
 def _strip_mi300x_sysfs(root):
@@ -373,7 +373,8 @@ def test_node_facts_puts_gpu_rdma_and_network_together(tree):
     # this tree records no sysfs entry for the GPUs: their PCI paths are unknown, so the HCA choice keeps every port
     assert set(facts['pci']['gpus'].values()) == {None} and len(facts['pci']['gpus']) == 8
     # the driver's header and library files are not in this tree, and no interpreter was named
-    assert facts['library'] == dict(name='nccl', version=None, source=None, aws_ofi_nccl=None)
+    assert facts['library'] == dict(name='nccl', version=None, source=None, read_in='host', rocm=None,
+                                    aws_ofi_nccl=None, dmabuf_kernel=None)
     assert facts['gpu']['interconnect']['type'] == 'nvlink'
     assert facts['rdma']['transport'] == 'infiniband' and len(facts['rdma']['devices']) == 8
     assert (facts['network']['ifname'], facts['network']['address'], facts['network']['mtu']) == \

@@ -116,13 +116,13 @@ def test_replace_tolerates_a_running_job_and_a_taken_port(tmp_path, monkeypatch,
 
 def test_torch_probe_reports_a_crashing_interpreter():
     runner = FakeRunner(torch='', torch_rc=1, torch_err='Traceback ...\nImportError: libcudart.so.12: cannot open')
-    probe = pf.torch_probe(runner, '/opt/venv/bin/python', import_torch=True)
+    probe = nf.interpreter_probe(runner, '/opt/venv/bin/python', import_torch=True)
     assert probe['error'] == 'rc=1: Traceback ... / ImportError: libcudart.so.12: cannot open'
     # the program plugins/module_utils/_torch_probe.py, passed with -c, told to import torch
     assert runner.calls[0][:2] == ['/opt/venv/bin/python', '-c'] and runner.calls[0][3:] == ['--import']
-    with open(pf._torch_probe.__file__) as f:
+    with open(nf._torch_probe.__file__) as f:
         assert runner.calls[0][2] == f.read()
-    pf.torch_probe(runner, '/opt/venv/bin/python')
+    nf.interpreter_probe(runner, '/opt/venv/bin/python')
     assert runner.calls[1][3:] == []
 
 
@@ -133,13 +133,13 @@ def test_torch_probe_runs_for_real_in_this_interpreter():
         return proc.returncode, proc.stdout, proc.stderr
 
     runner = nf.Runner(run)
-    by_metadata = pf.torch_probe(runner, sys.executable)
+    by_metadata = nf.interpreter_probe(runner, sys.executable)
     assert by_metadata['error'] is None and by_metadata['imported'] is False
     import torch
     assert by_metadata['version'] == torch.__version__
-    imported = pf.torch_probe(runner, sys.executable, import_torch=True)
+    imported = nf.interpreter_probe(runner, sys.executable, import_torch=True)
     assert imported['imported'] is True and imported['version'] == torch.__version__
-    missing = pf.torch_probe(runner, '/nonexistent/python')
+    missing = nf.interpreter_probe(runner, '/nonexistent/python')
     assert missing['version'] is None and missing['error']
 
 

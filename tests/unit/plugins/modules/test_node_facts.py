@@ -169,5 +169,6 @@ def test_documentation_lists_every_returned_key(tmp_path):
     from ansible_collections.trainops.multinode.plugins.doc_fragments._node_network import ModuleDocFragment
     documented_options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
     documented_options.update(yaml.safe_load(module.DOCUMENTATION).get('options') or {})
-    assert sorted(documented_options) == ['check_ifname', 'master_addr', 'python', 'root', 'socket_ifname']
+    assert sorted(documented_options) == ['check_ifname', 'container', 'container_engine', 'master_addr', 'python', 'root',
+                                          'socket_ifname']
     assert 'trainops.multinode._node_network' in yaml.safe_load(module.DOCUMENTATION)['extends_documentation_fragment']
