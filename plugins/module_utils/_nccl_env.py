@@ -33,7 +33,8 @@ Settings (every key optional; a missing key takes the default in brackets):
 
     network_mode    auto|rdma|tcp [auto]; auto = rdma when the node has an ACTIVE RDMA port (and GPUs), else tcp
     socket_ifname   auto | name | [names] [auto]; auto = facts.network.ifname
-    ib_hca          auto | [names or "name:port"] | "a:1,b:1" [auto]; auto = the ACTIVE ports, see _auto_ports
+    ib_hca          auto | [names or "name:port"] | "a:1,b:1" [auto]; auto = the ACTIVE ports, see _auto_ports;
+                    "name:port:rail:plane" (rail/plane optional, port may be empty) with NCCL >= 2.30.7
     gid_index       auto | int >= 0 | unset (or null) [auto]; see _gid
     net_gdr_level   auto | LOC|PIX|PXB|PHB|SYS | int >= 0 | unset (or null) [auto]; auto = leave it to NCCL
     channels        int | null [null] -> NCCL_MAX_NCHANNELS; null leaves it to the library
@@ -114,6 +115,24 @@ NCCL_IB_MAX_DEVS_PER_NIC = 4
 QPS_TIMES_PORTS_SINCE = (2, 20)
 """NCCL 2.20.3 net_ib.cc: nqps = ncclParamIbQpsPerConn() * ndevs (ports merged into one NIC, NCCL_IB_MERGE_NICS=1
 and, since 2.24, NCCL_NET_MERGE_LEVEL=PORT in src/graph/topo.cc); before 2.20 nqps = ncclParamIbQpsPerConn()."""
+IB_HCA_RAIL_PLANE_SINCE = (2, 30, 7)
+"""NCCL_IB_HCA entries name[:port[:rail[:plane]]] since NCCL 2.30.7 (src/misc/utils.cc parseStringList, struct netIf
+rail/plane in src/include/utils.h; src/transport/net_ib/init.cc gives each matched port the entry's railId/planeId).
+2.30.4 and older read name[:port] only: atoi of the text after the first ':', the rest of the entry skipped."""
+IB_HCA_MAX_PLANES = 12
+"""ncclIbGetPlaneIndex (net_ib/init.cc, NCCL_IB_PLANE_MAX_INDEX 14): at most 12 distinct plane IDs besides undefined,
+and a plane ID with bit 14 (NCCL_IB_PLANE_VIRT_BIT, 16384) set is refused (ncclInvalidUsage)."""
+SCRATCH_RECLAIM_GFX = ('gfx942', 'gfx950')
+"""The GPUs RCCL's validHsaScratchEnvSetting (src/rccl_wrap.cc) checks HSA_NO_SCRATCH_RECLAIM on."""
+SCRATCH_RECLAIM_ROCM_FIXED = (6, 4, 2)
+"""validHsaScratchEnvSetting accepts an unset HSA_NO_SCRATCH_RECLAIM only from hipRuntimeVersion 60443484 (HIP
+6.4.43484, ROCm 6.4.2; ROCm 6.4.0/6.4.1 have HIP 6.4.43482/43483), and only with MEC firmware >= 177 (gfx942) / >= 24
+(gfx950), which the facts do not record. RCCL's CHANGELOG says "ROCm versions earlier than 6.4.0"."""
+RCCL_SCRATCH_RECLAIM = (((2, 30), 'warns'), ((2, 27), 'refuses'), ((2, 26), 'warns'))
+"""What RCCL does without HSA_NO_SCRATCH_RECLAIM=1 where it wants it: no check before 2.26 (2.22.3 and older); 2.26
+(ROCm 7.0; PR #1683: WARN below ROCm 6.4, not pinned to the release tag); 2.27/2.28 checkHsaEnvSetting (src/init.cc)
+ERRORs "Please set HSA_NO_SCRATCH_RECLAIM=1 and rerun." and returns ncclSystemError, so ncclInit fails; the 2.30 tree
+(ROCm/rocm-systems projects/rccl) only WARNs "must be set to avoid performance degradation"."""
 LIBRARY_VERSION_KNOB = 'trainops_nccl_library_version (library_version)'
 """What to set when a rule depends on a library version the facts do not tell."""
 AWS_OFI_NET_NAME = 'Libfabric'
@@ -206,7 +225,8 @@ def _env_value(value):
 
 
 def parse_nccl_list(value):
-    """Parse an NCCL interface/HCA list: ``[^][=]name[:port],...`` -> (exclude, exact, [(name, port|None)])."""
+    """Parse an NCCL interface/HCA list: ``[^][=]name[:port[:rail[:plane]]],...`` -> (exclude, exact, [(name,
+    port|None)])."""
     text = str(value).strip()
     exclude = text.startswith('^')
     if exclude:
@@ -219,7 +239,9 @@ def parse_nccl_list(value):
         part = part.strip()
         if not part:
             continue
-        name, sep, port = part.partition(':')
+        # name[:port[:rail[:plane]]] (rail and plane since NCCL 2.30.7); the port is the field after the first ':'
+        name, sep, rest = part.partition(':')
+        port = rest.split(':')[0].strip()
         items.append((name, int(port) if sep and port.isdigit() else None))
     return exclude, exact, items
 
@@ -573,27 +595,79 @@ def _front_end_netdevs(facts):
     return set(str(n) for n in (_get(facts, 'network', 'default_ifnames') or []))
 
 
-def _explicit_ports(out, ports, value):
-    """Ports named by ib_hca, validated against the node's devices and ports."""
+def _hca_fields(out, item, library):
+    """(name, port text or None, rail/plane suffix) of an ib_hca entry ``name[:port[:rail[:plane]]]``; None when it
+    is refused (an error says why).
+
+    The suffix is what NCCL_IB_HCA carries after the port (':rail', ':rail:plane' or '::plane'), '' without rail or
+    plane. Rail and plane need NCCL >= 2.30.7 (IB_HCA_RAIL_PLANE_SINCE): older libraries read name:port only and
+    skip the rest of the entry, so they are refused there, and an unknown version is an error naming the knob.
+    """
+    fields = [f.strip() for f in item.split(':')]
+    if len(fields) > 4:
+        out.errors.append('ib_hca entry %r has %d fields: NCCL reads name:port:rail:plane at most (src/misc/utils.cc '
+                          'parseStringList)' % (item, len(fields)))
+        return None
+    fields += [''] * (4 - len(fields))
+    name, number, rail, plane = fields
+    port = number if ':' in item else None
+    if not rail and not plane:
+        return name, port, ''
+    since = _version_text(IB_HCA_RAIL_PLANE_SINCE)
+    form = 'the name:port:rail:plane form (rail %s, plane %s)' % (rail or 'unset', plane or 'unset')
+    known = _since(library, IB_HCA_RAIL_PLANE_SINCE)
+    if known is None:
+        out.errors.append('ib_hca entry %r uses %s, which needs %s %s or later, and the library version is unknown '
+                          'here: set %s to the version the ranks load' % (
+                              item, form, (library.get('name') or 'nccl').upper(), since, LIBRARY_VERSION_KNOB))
+        return None
+    if not known:
+        out.errors.append('ib_hca entry %r uses %s, which %s does not read: NCCL_IB_HCA takes name:port:rail:plane '
+                          'since NCCL %s, older libraries read name:port and skip the rest of the entry%s; drop the '
+                          'rail and plane fields or upgrade the library' % (
+                              item, form, _library_label(library), since,
+                              ' (an empty port reads as port 0, which matches no port)' if not number else ''))
+        return None
+    bad = [(what, text) for what, text, high in (('rail', rail, 32767), ('plane', plane, 16383))
+           if text and (_int(text) is None or not 0 <= _int(text) <= high)]
+    if bad:
+        out.errors.append('ib_hca entry %r: %s must be an integer from 0 (rail up to 32767, plane up to 16383: '
+                          'NCCL refuses plane IDs with bit 14 set, ncclIbGetPlaneIndex)' % (
+                              item, ' and '.join('%s %r' % b for b in bad)))
+        return None
+    suffix = ':%s:%s' % (rail, plane) if plane else ':%s' % rail
+    return name, (number or None) if port is not None else None, suffix
+
+
+def _explicit_ports(out, ports, value, library):
+    """Ports named by ib_hca, validated against the node's devices and ports; each keeps the rail/plane fields its
+    entry gave (``hca_suffix``, see _hca_fields)."""
     if isinstance(value, str) and value.strip().startswith('^'):
         out.errors.append('ib_hca %r excludes HCAs: list the ones to use instead (or pass the pattern in env_overrides '
                           'NCCL_IB_HCA)' % value)
         return []
     names = _names_list(value)
     if not names:
-        out.errors.append('ib_hca must be auto or a list of HCA names, optionally name:port (got %r)' % (value,))
+        out.errors.append('ib_hca must be auto or a list of HCA names, optionally name:port or name:port:rail:plane '
+                          '(got %r)' % (value,))
         return []
     by_dev = {}
     for port in ports:
         by_dev.setdefault(port['dev'], []).append(port)
     chosen = []
+    planes = set()
     for item in names:
-        dev, sep, number = item.partition(':')
+        fields = _hca_fields(out, item, library)
+        if fields is None:
+            continue
+        dev, number, suffix = fields
+        if suffix.count(':') == 2 and suffix.rsplit(':', 1)[1]:
+            planes.add(_int(suffix.rsplit(':', 1)[1]))
         if dev not in by_dev:
             out.errors.append('ib_hca names HCA %r, which does not exist on this host (it has: %s)' % (
                 dev, ', '.join(sorted(by_dev, key=_natural)) or 'no RDMA devices'))
             continue
-        if sep:
+        if number is not None and (number or not suffix):
             port = [p for p in by_dev[dev] if str(p['port']) == number.strip()]
             if not port:
                 out.errors.append('ib_hca names port %s of %s, which does not exist (its ports: %s)' % (
@@ -603,12 +677,16 @@ def _explicit_ports(out, ports, value):
                 out.errors.append('ib_hca names %s, which is not ACTIVE (%s): NCCL skips ports that are not ACTIVE; '
                                   'bring the link up or leave it out' % (port[0]['key'], _describe_ports(port)))
                 continue
-            chosen.extend(port)
+            chosen.extend(dict(p, hca_suffix=suffix) for p in port)
         else:
             active = [p for p in by_dev[dev] if p['state'] == 'ACTIVE']
             if not active:
                 out.errors.append('ib_hca names %s, which has no ACTIVE port (%s)' % (dev, _describe_ports(by_dev[dev])))
-            chosen.extend(active)
+            chosen.extend(dict(p, hca_suffix=suffix) for p in active)
+    if len(planes) > IB_HCA_MAX_PLANES:
+        out.errors.append('ib_hca names %d plane IDs (%s): NCCL takes at most %d (ncclIbGetPlaneIndex, '
+                          'src/transport/net_ib/init.cc)' % (len(planes), ', '.join(str(p) for p in sorted(planes)),
+                                                             IB_HCA_MAX_PLANES))
     unique, seen = [], set()
     for port in chosen:
         if port['key'] not in seen:
@@ -806,7 +884,7 @@ def _efa_plugin(out, facts, mode, chosen):
     return False
 
 
-def _transport(out, facts, settings, mode, vendor, ports):
+def _transport(out, facts, settings, mode, vendor, ports, library):
     """(transport, chosen ports, hca_auto): rdma, efa or tcp, and the RDMA ports used."""
     active = [p for p in ports if p['state'] == 'ACTIVE']
     hca_value = settings.get('ib_hca')
@@ -817,14 +895,15 @@ def _transport(out, facts, settings, mode, vendor, ports):
                             'RDMA devices')
     if mode == 'tcp' or (mode == 'auto' and vendor == 'none'):
         if not hca_auto:
-            _explicit_ports(out, ports, hca_value)  # a name that does not exist is still an error
+            _explicit_ports(out, ports, hca_value, library)  # a name that does not exist is still an error
             out.warnings.append('ib_hca ignored: %s' % ('network_mode is tcp' if mode == 'tcp' else
                                                         'the node has no GPUs and gloo uses TCP sockets'))
         if mode == 'tcp' and active and vendor != 'none':
             out.warnings.append('network_mode tcp: NCCL will not use the ACTIVE RDMA ports %s (TCP sockets are several '
                                 'times slower)' % ', '.join(p['key'] for p in active))
         return 'tcp', [], hca_auto
-    chosen = _auto_ports(out, facts, active, gid_auto) if hca_auto else _explicit_ports(out, ports, hca_value)
+    chosen = (_auto_ports(out, facts, active, gid_auto) if hca_auto else
+              _explicit_ports(out, ports, hca_value, library))
     if mode == 'rdma' and vendor == 'none':
         out.warnings.append('network_mode rdma on a node without GPUs: gloo uses TCP sockets only')
     if chosen and all(p['link_layer'] == 'efa' for p in chosen):
@@ -859,8 +938,10 @@ def _ib_hca(out, transport, chosen, hca_auto):
     if transport == 'rdma' and chosen:
         auto = 'the ACTIVE RDMA ports%s, matched exactly' % (
             ' nearest the GPUs by PCIe topology' if out.by_topology else '')
-        out.set('NCCL_IB_HCA', '=' + ','.join(p['key'] for p in chosen), 'detected' if hca_auto else 'knob',
-                auto if hca_auto else 'ib_hca setting, matched exactly')
+        rails = any(p.get('hca_suffix') for p in chosen)
+        out.set('NCCL_IB_HCA', '=' + ','.join(p['key'] + (p.get('hca_suffix') or '') for p in chosen),
+                'detected' if hca_auto else 'knob', auto if hca_auto else 'ib_hca setting, matched exactly%s' % (
+                    ', with its rail and plane fields (name:port:rail:plane, NCCL >= 2.30.7)' if rails else ''))
 
 
 def _gid_explicit(out, roce, index):
@@ -1415,6 +1496,75 @@ def _rocm(out, settings, vendor):
             out.set(var, text, 'knob', 'rocm_defaults setting')
 
 
+def _scratch_reclaim_need(facts, library):
+    """(gfx, how, rocm) when RCCL may want HSA_NO_SCRATCH_RECLAIM=1 on this node, else None.
+
+    gfx: the node's gfx942/gfx950 targets; how: 'refuses' / 'warns' (RCCL_SCRATCH_RECLAIM), None when the RCCL
+    version is unknown; rocm: facts.library.rocm as a version tuple, None when unknown. None when the GPUs are not
+    gfx942/gfx950, the RCCL is older than 2.26, or the ROCm runtime is SCRATCH_RECLAIM_ROCM_FIXED or later.
+    """
+    gfx = [g for g in _gfx(facts) if g.startswith(SCRATCH_RECLAIM_GFX)]
+    if not gfx:
+        return None
+    how = _by_version(RCCL_SCRATCH_RECLAIM, library.get('version'))
+    if library.get('version') is not None and how is None:
+        return None
+    rocm = _version(_get(facts, 'library', 'rocm'))
+    if rocm is not None and rocm >= SCRATCH_RECLAIM_ROCM_FIXED:
+        return None
+    return gfx, how, rocm
+
+
+def _scratch_reclaim(out, facts, settings, vendor, library):
+    """HSA_NO_SCRATCH_RECLAIM=1 on gfx942/gfx950 nodes whose RCCL (2.26 and later) wants it below ROCm 6.4.2.
+
+    RCCL (src/init.cc checkHsaEnvSetting, src/rccl_wrap.cc validHsaScratchEnvSetting) accepts only the value "1"
+    there; 2.27/2.28 refuse to initialize without it, 2.26 and 2.30 warn. Set as detected unless env_overrides or
+    rocm_defaults name the variable; a value other than 1 (or its removal) is then an error where RCCL refuses, a
+    warning elsewhere. An unknown ROCm or RCCL version sets it too: on ROCm >= 6.4.2 it only keeps scratch memory
+    bound to the queues (ROCR, amd_gpu_agent.cpp), which RCCL accepts whatever the firmware.
+    """
+    var = 'HSA_NO_SCRATCH_RECLAIM'
+    need = _scratch_reclaim_need(facts, library) if vendor == 'amd' else None
+    if need is None:
+        return
+    gfx, how, rocm = need
+    label = _library_label(library)
+    rocm_label = 'ROCm %s' % _get(facts, 'library', 'rocm') if rocm else 'a ROCm runtime of unknown version'
+    if how == 'refuses':
+        does = '%s refuses to initialize without it (src/init.cc checkHsaEnvSetting: ncclSystemError)' % label
+    elif how == 'warns':
+        does = '%s warns without it (src/init.cc checkHsaEnvSetting: performance degradation)' % label
+    else:
+        does = ('the RCCL version is unknown: 2.27/2.28 refuse to initialize without it, 2.26 and 2.30 warn (set %s '
+                'to decide)' % LIBRARY_VERSION_KNOB)
+    where = ('%s with %s: RCCL wants HSA_NO_SCRATCH_RECLAIM=1 below ROCm 6.4.2 or MEC firmware %s (src/rccl_wrap.cc '
+             'validHsaScratchEnvSetting)' % ('/'.join(sorted(set(gfx))), rocm_label,
+                                             '177 on gfx942, 24 on gfx950'))
+    rocm_defaults = settings.get('rocm_defaults')
+    if var in out.unset:
+        user, source = None, 'env_overrides %s null' % var
+    elif out.sources.get(var) == 'override':
+        user, source = out.env.get(var), 'env_overrides %s=%s' % (var, out.env.get(var))
+    elif isinstance(rocm_defaults, Mapping) and var in rocm_defaults:
+        user = None if rocm_defaults[var] is None else _env_value(rocm_defaults[var])
+        source = 'rocm_defaults %s%s' % (var, ' null' if user is None else '=%s' % user)
+    else:
+        reason = '%s; %s' % (where, does)
+        if rocm is None:
+            reason += ('; the ROCm version is unknown (facts.library.rocm), so it is set anyway: on ROCm 6.4.2 and '
+                       'later it only keeps scratch memory bound to the queues (ROCR amd_gpu_agent.cpp)')
+        out.set(var, '1', 'detected', reason)
+        return
+    if user == '1':
+        return
+    message = '%s: %s; %s' % (source, where, does)
+    if how == 'refuses' and rocm is not None:
+        out.errors.append(message + '; set it to 1 in %s' % source.split(' ')[0])
+    else:
+        out.warnings.append(message)
+
+
 def _check_override(out, var, value, facts, ports):
     """Check env_overrides that name interfaces or HCAs against the node."""
     if var == 'NCCL_SOCKET_IFNAME':
@@ -1529,7 +1679,8 @@ DECIDERS = {
     'NCCL_IB_TC': '_qos', 'NCCL_IB_FIFO_TC': '_qos', 'NCCL_IB_SL': '_qos', 'NCCL_IB_QPS_PER_CONNECTION': '_qos',
     'NCCL_CROSS_NIC': '_cross_nic', 'NCCL_NET': '_require_transport', 'NCCL_MAX_NCHANNELS': '_channels',
     'NCCL_MIN_NCHANNELS': '_channels', 'NCCL_NTHREADS': '_threads', 'RCCL_THREADS_PER_BLOCK': '_threads',
-    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', 'CUDA_VISIBLE_DEVICES': '_visible_devices',
+    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', 'HSA_NO_SCRATCH_RECLAIM': '_scratch_reclaim',
+    'CUDA_VISIBLE_DEVICES': '_visible_devices',
     'ROCR_VISIBLE_DEVICES': '_visible_devices', '(any)': '_overrides',
 }
 """Which function decides each variable (documentation for readers; tests check every name exists)."""
@@ -1563,7 +1714,7 @@ def compute(facts, settings=None):
     _socket_family(out, facts, socket_names)
 
     ports = _ports(facts)
-    transport, chosen, hca_auto = _transport(out, facts, settings, mode, vendor, ports)
+    transport, chosen, hca_auto = _transport(out, facts, settings, mode, vendor, ports, library)
     layers = set(p['link_layer'] for p in chosen)
     link_layer = (layers.pop() if len(layers) == 1 else 'mixed') if chosen else None
     _ib_disable(out, transport, mode, vendor)
@@ -1588,6 +1739,7 @@ def compute(facts, settings=None):
     _debug(out, settings)
     _rocm(out, settings, vendor)
     _overrides(out, facts, settings, ports)
+    _scratch_reclaim(out, facts, settings, vendor, library)
 
     active = [p for p in ports if p['state'] == 'ACTIVE']
     transport, link_layer, chosen = _final_transport(out, transport, link_layer, chosen, active)

@@ -26,7 +26,10 @@ description:
     C(NCCL_NET_GDR_LEVEL), C(NCCL_IB_TC), C(NCCL_IB_FIFO_TC), C(NCCL_IB_SL), C(NCCL_IB_QPS_PER_CONNECTION),
     C(NCCL_CROSS_NIC), C(NCCL_MAX_NCHANNELS), C(NCCL_MIN_NCHANNELS) and C(NCCL_NTHREADS) or C(RCCL_THREADS_PER_BLOCK)
     only when their option is set; C(NCCL_DEBUG); C(NCCL_NET) with O(require_transport); the O(rocm_defaults) on AMD;
-    then O(env_overrides)."
+    then O(env_overrides); C(HSA_NO_SCRATCH_RECLAIM=1) on gfx942/gfx950 nodes with RCCL 2.26 or later and a ROCm
+    runtime older than 6.4.2 or of unknown version (C(facts.library.rocm)), unless O(env_overrides) or
+    O(rocm_defaults) name it (another value is an error where RCCL refuses to initialize without it, 2.27 and 2.28, a
+    warning elsewhere)."
   - "RoCE GID: NCCL and RCCL 2.21 and later leave C(NCCL_IB_GID_INDEX) at -1 and select a GID per port
     (C(ncclIbGetGidIndex)); for them the index is left unset and C(NCCL_IB_ADDR_FAMILY) / C(NCCL_IB_ROCE_VERSION_NUM)
     are set only when the ports' GID tables need them (an IPv6-only fabric). Older libraries use one index per process:
@@ -87,6 +90,10 @@ options:
     description:
       - RDMA ports to use, as a list (or comma-separated string) of C(name) or C(name:port). A bare name takes the
         device's ACTIVE ports. Every name and port must exist and be ACTIVE.
+      - With NCCL/RCCL 2.30.7 and later an entry may also give a rail and a plane, C(name:port:rail:plane) (each of
+        port, rail and plane may be left empty, as in C(mlx5_0::1) or C(mlx5_0:1::2); an empty port takes every
+        ACTIVE port); C(NCCL_IB_HCA) keeps them. With an older library, or when its version is unknown (set
+        O(library_version)), such an entry is an error.
       - V(auto) (the default when not given, or null) takes the ACTIVE ports, first the HCAs that serve the GPUs by
         PCIe topology (each GPU's nearest HCAs within PXB, as NCCL ranks paths; storage and front-end HCAs with no GPU
         under the same PCIe switch left out; every port kept when the topology cannot be read, see RV(topology)),
@@ -202,7 +209,8 @@ options:
     description:
       - ROCm runtime variables set on AMD nodes only. When not given (or null) this is C(HSA_ENABLE_SDMA=0) (copies use blit
         kernels instead of the SDMA engines, the workaround for SDMA copy hangs on MI300-class GPUs that the aorta
-        launcher passes to its ranks). V({}) sets none.
+        launcher passes to its ranks). V({}) sets none. V({}) does not drop the C(HSA_NO_SCRATCH_RECLAIM=1) that
+        RCCL needs on some nodes (see the description); naming C(HSA_NO_SCRATCH_RECLAIM) here decides it.
       - C(HSA_ENABLE_IPC_MODE_LEGACY) is not a default (some ROCm 7 images need V(1), on others it breaks RCCL P2P);
         set it here or in O(env_overrides).
     type: dict

@@ -391,6 +391,67 @@ def test_ib_hca_ignored_over_tcp():
     assert has(res['warnings'], 'ib_hca ignored') and has(res['warnings'], 'will not use the ACTIVE RDMA ports')
 
 
+def test_ib_hca_rail_plane_form_needs_nccl_2_30_7():
+    # NVIDIA/nccl v2.30.7-1 src/misc/utils.cc parseStringList: name:port:rail:plane, each field optional (-1);
+    # src/transport/net_ib/init.cc gives the matched port the entry's railId/planeId
+    facts = with_library(h100_ib(), 'nccl', '2.30.7')
+    res = run(facts, ib_hca=['mlx5_0:1:0:0', 'mlx5_1:1:0:1', 'mlx5_2:1:1', 'mlx5_3::1:1', 'mlx5_4:1::2', 'mlx5_5'])
+    assert res['errors'] == []
+    # the user's rail/plane fields are kept; an empty port takes every ACTIVE port of the device (port -1)
+    assert res['env']['NCCL_IB_HCA'] == '=mlx5_0:1:0:0,mlx5_1:1:0:1,mlx5_2:1:1,mlx5_3:1:1:1,mlx5_4:1::2,mlx5_5:1'
+    assert res['hcas'] == ['mlx5_%d:1' % i for i in range(6)]
+    assert 'rail and plane' in res['reasons']['NCCL_IB_HCA']
+    # a comma-separated string works the same; empty trailing fields are no rail/plane
+    res = run(facts, ib_hca='=mlx5_0:1:3,mlx5_1:1:')
+    assert res['errors'] == [] and res['env']['NCCL_IB_HCA'] == '=mlx5_0:1:3,mlx5_1:1'
+
+
+def test_ib_hca_rail_plane_form_refused_before_nccl_2_30_7():
+    # NCCL v2.30.4-1 parseStringList: port = atoi(text after ':'), the rest of the entry skipped: the rail and plane
+    # would be dropped silently (and an empty port reads as port 0, which matches nothing)
+    res = run(with_library(h100_ib(), 'nccl', '2.30.4'), ib_hca=['mlx5_0:1:0:1', 'mlx5_1'])
+    assert res['errors'] == ["ib_hca entry 'mlx5_0:1:0:1' uses the name:port:rail:plane form (rail 0, plane 1), which "
+                             "NCCL 2.30.4 does not read: NCCL_IB_HCA takes name:port:rail:plane since NCCL 2.30.7, "
+                             "older libraries read name:port and skip the rest of the entry; drop the rail and plane "
+                             "fields or upgrade the library"]
+    res = run(with_library(h100_ib(), 'nccl', '2.21.5'), ib_hca='mlx5_0::2')
+    assert has(res['errors'], "'mlx5_0::2'", 'NCCL 2.21.5 does not read', 'an empty port reads as port 0')
+    # RCCL follows the same version numbers
+    res = run(with_library(mi300x(), 'rccl', '2.28.3'), ib_hca=['bnxt_re0:1:0'])
+    assert has(res['errors'], "'bnxt_re0:1:0'", 'RCCL 2.28.3 does not read')
+    # name:port alone is fine with every version
+    res = run(with_library(h100_ib(), 'nccl', '2.21.5'), ib_hca=['mlx5_0:1', 'mlx5_1'])
+    assert res['errors'] == [] and res['env']['NCCL_IB_HCA'] == '=mlx5_0:1,mlx5_1:1'
+
+
+def test_ib_hca_rail_plane_form_unknown_version_names_the_knob():
+    res = run(h100_ib(), ib_hca=['mlx5_0:1:0:0'])
+    assert res['errors'] == ["ib_hca entry 'mlx5_0:1:0:0' uses the name:port:rail:plane form (rail 0, plane 0), which "
+                             "needs NCCL 2.30.7 or later, and the library version is unknown here: set "
+                             "trainops_nccl_library_version (library_version) to the version the ranks load"]
+    assert run(h100_ib(), ib_hca=['mlx5_0:1'])['errors'] == []
+
+
+def test_ib_hca_rail_plane_values_checked():
+    facts = with_library(h100_ib(), 'nccl', '2.30.7')
+    assert has(run(facts, ib_hca=['mlx5_0:1:a:0'])['errors'], "rail 'a' must be an integer from 0")
+    assert has(run(facts, ib_hca=['mlx5_0:1:0:16384'])['errors'], "plane '16384'", 'bit 14')
+    assert has(run(facts, ib_hca=['mlx5_0:1:0:0:9'])['errors'], 'has 5 fields', 'name:port:rail:plane at most')
+    # ncclIbGetPlaneIndex: at most 12 plane IDs besides the undefined one
+    many = with_library(h100_ib(), 'nccl', '2.30.7')
+    many['rdma']['devices'] = [device('mlx5_%d' % i, 'mlx5_core', '0000:%02x:00.0' % (0x1a + i), [port()])
+                               for i in range(13)]
+    res = run(many, ib_hca=['mlx5_%d:1:0:%d' % (i, i) for i in range(13)])
+    assert has(res['errors'], 'ib_hca names 13 plane IDs', 'at most 12')
+    assert run(many, ib_hca=['mlx5_%d:1:0:%d' % (i, i) for i in range(12)])['errors'] == []
+
+
+def test_env_override_ib_hca_with_rail_fields_checks_the_port():
+    res = run(h100_ib(), env_overrides={'NCCL_IB_HCA': '=mlx5_0:2:0:0'})
+    assert has(res['errors'], 'names port 2 of mlx5_0, which does not exist')
+    assert run(h100_ib(), env_overrides={'NCCL_IB_HCA': '=mlx5_0:1:0:0'})['errors'] == []
+
+
 def test_ib_hca_naming_a_missing_device_is_an_error_even_when_unused():
     res = run(cpu_only(), ib_hca=['mlx5_0'])
     assert has(res['errors'], "ib_hca names HCA 'mlx5_0', which does not exist on this host")

@@ -187,6 +187,114 @@ def test_mi300x_rccl_2_28_512_threads_refused(node):
     assert not [k for k in res['env'] if 'THREADS' in k]
 
 
+# HSA_NO_SCRATCH_RECLAIM. RCCL src/rccl_wrap.cc validHsaScratchEnvSetting: "1" always passes; on gfx942 (gfx950)
+# an unset value passes only with hipRuntimeVersion >= 60443484 (HIP 6.4.43484 = ROCm 6.4.2) and MEC firmware >= 177
+# (24). src/init.cc checkHsaEnvSetting: RCCL 2.27/2.28 ERROR + ncclSystemError (ncclInit fails), 2.30 WARN only.
+# facts['library']['rocm'] is the ROCm runtime the ranks use (node_facts), set here by hand.
+
+MI_BASE_ENV = {'NCCL_SOCKET_IFNAME': '=enp49s0f0np0', 'GLOO_SOCKET_IFNAME': 'enp49s0f0np0', 'NCCL_IB_DISABLE': '0',
+               'NCCL_IB_HCA': MI_HCA, 'NCCL_DMABUF_ENABLE': '1', 'NCCL_DEBUG': 'WARN', 'HSA_ENABLE_SDMA': '0'}
+
+
+def mi300x_rocm(node, version, rocm):
+    facts = mi300x(node, version)
+    if rocm is not None:
+        facts['library']['rocm'] = rocm
+    return facts
+
+
+def test_mi300x_rccl_2_27_on_rocm_6_3_sets_no_scratch_reclaim(node):
+    facts = mi300x_rocm(node, '2.27.7', '6.3.1')
+    assert facts['gpu']['gfx'] == ['gfx942'] * 8 and facts['library']['version'] == '2.27.7'
+    res = compute(facts)
+    assert res['env'] == dict(MI_BASE_ENV, HSA_NO_SCRATCH_RECLAIM='1')
+    assert res['errors'] == [] and res['warnings'] == []
+    assert res['sources']['HSA_NO_SCRATCH_RECLAIM'] == 'detected'
+    reason = res['reasons']['HSA_NO_SCRATCH_RECLAIM']
+    assert 'gfx942 with ROCm 6.3.1' in reason and 'RCCL 2.27.7 refuses to initialize without it' in reason
+    assert 'validHsaScratchEnvSetting' in reason and 'checkHsaEnvSetting' in reason
+    # ROCm 6.4.0/6.4.1 ship HIP 6.4.43482/6.4.43483, below RCCL's 60443484
+    assert compute(mi300x_rocm(node, '2.27.7', '6.4.1'))['env']['HSA_NO_SCRATCH_RECLAIM'] == '1'
+    # RCCL 2.26 (ROCm 7.0) and 2.30 warn instead of refusing: still set
+    for version in ('2.26.6', '2.30.4'):
+        res = compute(mi300x_rocm(node, version, '6.2'))
+        assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '1' and res['errors'] == []
+        assert 'RCCL %s warns without it' % version in res['reasons']['HSA_NO_SCRATCH_RECLAIM']
+
+
+def test_mi300x_rocm_6_4_2_and_later_needs_no_scratch_reclaim(node):
+    for rocm in ('6.4.2', '6.4.3', '7.0.1', '7.2'):
+        res = compute(mi300x_rocm(node, '2.27.7', rocm))
+        assert res['env'] == MI_BASE_ENV and res['errors'] == [] and res['warnings'] == [], rocm
+
+
+def test_mi300x_rccl_before_2_26_needs_no_scratch_reclaim(node):
+    # RCCL 2.22.3 (ROCm 6.4) and older never read HSA_NO_SCRATCH_RECLAIM
+    for version in ('2.21.5', '2.22.3'):
+        res = compute(mi300x_rocm(node, version, '6.3.1'))
+        assert res['env'] == MI_BASE_ENV and res['errors'] == [] and res['warnings'] == [], version
+
+
+def test_scratch_reclaim_only_on_gfx942_and_gfx950(node):
+    facts = mi300x_rocm(node, '2.27.7', '6.3.1')
+    facts['gpu']['gfx'] = ['gfx90a'] * 8
+    assert 'HSA_NO_SCRATCH_RECLAIM' not in compute(facts)['env']
+    facts['gpu']['gfx'] = ['gfx950'] * 8
+    res = compute(facts)
+    assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '1' and 'gfx950 with ROCm 6.3.1' in res['reasons'][
+        'HSA_NO_SCRATCH_RECLAIM']
+    # an NVIDIA or GPU-less vendor setting never gets it
+    assert 'HSA_NO_SCRATCH_RECLAIM' not in compute(mi300x_rocm(node, '2.27.7', '6.3.1'), vendor='none')['env']
+
+
+def test_scratch_reclaim_unknown_rocm_or_rccl_version_sets_it(node):
+    # ROCR (hsa-runtime amd_gpu_agent.cpp): HSA_NO_SCRATCH_RECLAIM=1 only keeps scratch bound to the queue, so
+    # setting it where ROCm may already be 6.4.2 is harmless; RCCL accepts "1" whatever the firmware
+    res = compute(mi300x_rocm(node, '2.27.7', None))
+    assert 'rocm' not in mi300x_rocm(node, '2.27.7', None)['library']
+    assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '1' and res['errors'] == [] and res['warnings'] == []
+    assert 'the ROCm version is unknown (facts.library.rocm), so it is set anyway' in res['reasons'][
+        'HSA_NO_SCRATCH_RECLAIM']
+    facts = mi300x_rocm(node, None, '6.3.1')
+    facts['library']['version'] = None
+    res = compute(facts)
+    assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '1' and res['errors'] == []
+    assert 'the RCCL version is unknown' in res['reasons']['HSA_NO_SCRATCH_RECLAIM']
+
+
+def test_scratch_reclaim_user_override(node):
+    facts = mi300x_rocm(node, '2.27.7', '6.3.1')
+    # env_overrides 0 where RCCL 2.27.7 refuses to initialize: an error naming the library and the value
+    res = compute(facts, env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0' and res['sources']['HSA_NO_SCRATCH_RECLAIM'] == 'override'
+    assert len(res['errors']) == 1
+    assert has(res['errors'], 'env_overrides HSA_NO_SCRATCH_RECLAIM=0', 'RCCL 2.27.7 refuses to initialize',
+               'set it to 1 in env_overrides')
+    # removing it is the same for RCCL (only "1" passes)
+    res = compute(facts, env_overrides={'HSA_NO_SCRATCH_RECLAIM': None})
+    assert 'HSA_NO_SCRATCH_RECLAIM' not in res['env'] and res['unset'] == ['HSA_NO_SCRATCH_RECLAIM']
+    assert has(res['errors'], 'env_overrides HSA_NO_SCRATCH_RECLAIM null', 'RCCL 2.27.7 refuses')
+    # rocm_defaults decides it as well
+    res = compute(facts, rocm_defaults={'HSA_NO_SCRATCH_RECLAIM': 0})
+    assert has(res['errors'], 'rocm_defaults HSA_NO_SCRATCH_RECLAIM=0', 'set it to 1 in rocm_defaults')
+    res = compute(facts, rocm_defaults={'HSA_NO_SCRATCH_RECLAIM': 1})
+    assert res['errors'] == [] and res['env'] == {k: v for k, v in dict(
+        MI_BASE_ENV, HSA_NO_SCRATCH_RECLAIM='1').items() if k != 'HSA_ENABLE_SDMA'}
+    assert res['sources']['HSA_NO_SCRATCH_RECLAIM'] == 'knob'
+    # rocm_defaults {} drops the collection's defaults, not what RCCL needs
+    res = compute(facts, rocm_defaults={})
+    assert res['env']['HSA_NO_SCRATCH_RECLAIM'] == '1' and 'HSA_ENABLE_SDMA' not in res['env']
+    assert compute(facts, env_overrides={'HSA_NO_SCRATCH_RECLAIM': 1})['errors'] == []
+    # RCCL 2.30 only warns, and an unknown ROCm may not need it: warnings, not errors
+    res = compute(mi300x_rocm(node, '2.30.4', '6.3.1'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['errors'] == [] and has(res['warnings'], 'HSA_NO_SCRATCH_RECLAIM=0', 'RCCL 2.30.4 warns')
+    res = compute(mi300x_rocm(node, '2.27.7', None), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['errors'] == [] and has(res['warnings'], 'a ROCm runtime of unknown version')
+    # where RCCL does not want it, a user value is left alone
+    res = compute(mi300x_rocm(node, '2.27.7', '6.4.2'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['errors'] == [] and res['warnings'] == [] and res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0'
+
+
 def test_mi300x_without_dmabuf_kernel_support_stages_through_host(node):
     facts, root = node('mi300x_8gpu_bnxt_gid_split', MI_LINKS, '10.0.0.11', MI_ROUTE)
     with open(os.path.join(root, 'boot/config-6.8.0-45-generic'), 'w') as handle:
