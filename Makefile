@@ -37,9 +37,12 @@ dev-deps: $(VENV)/.dev-deps ## Install the runtime and development requirements 
 demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e channels=42)
 	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
 
-test: dev-deps ## The whole test suite: unit, workload, functional, lint, sanity, syntax, then end-to-end next to lab
-	$(MAKE) --no-print-directory unit workload functional syntax lint sanity
-	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh e2e lab-test
+test: dev-deps ## The whole test suite: unit, workload, functional, then static checks, end-to-end and lab side by side
+	$(MAKE) --no-print-directory unit workload functional
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh static e2e lab-test
+
+static: dev-deps ## The checks that run no job: syntax, lint, sanity (make test runs them next to e2e and lab-test)
+	$(MAKE) --no-print-directory syntax lint sanity
 
 unit: dev-deps ## Unit tests of modules, plugins and module_utils (mocked)
 	$(PYTEST) -q tests/unit
