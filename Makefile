@@ -12,7 +12,7 @@ PYTEST ?= $(BIN)/python -m pytest
 # -q for a target run alone; make test runs e2e and lab-test side by side with one line per test (-v)
 PYTEST_REPORT ?= -q
 
-.PHONY: help deps dev-deps demo test unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
+.PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
         dist ee changelog
 
 help: ## List the targets
@@ -37,9 +37,12 @@ dev-deps: $(VENV)/.dev-deps ## Install the runtime and development requirements 
 demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e channels=42)
 	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
 
-test: dev-deps ## The whole test suite: unit, workload, functional, then static checks, end-to-end and lab side by side
-	$(MAKE) --no-print-directory unit workload functional
+test: dev-deps ## The whole test suite: unit, workload, functional (the container image built meanwhile), then static checks, end-to-end and lab side by side
+	MAKE="$(MAKE)" bash hack/parallel.sh checks container-image
 	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh static e2e lab-test
+
+checks: dev-deps ## The tests that need no lab: unit, workload, functional
+	$(MAKE) --no-print-directory unit workload functional
 
 static: dev-deps ## The checks that run no job: syntax, lint, sanity (make test runs them next to e2e and lab-test)
 	$(MAKE) --no-print-directory syntax lint sanity
