@@ -2,16 +2,14 @@
 /var/lib/docker (docs/containers.md)."""
 
 import os
-import shlex
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
-from .core import DOCKERD, LabError, checkpoint, debug, ensure_dir, write_if_changed
+from .core import DOCKERD, LabError, checkpoint, ensure_dir, write_if_changed
 from .network import netns_inode
-from .processes import alive, mnt_ns, read_pid, same_inode, scan_processes, terminate
+from .processes import alive, mnt_ns, read_pid, same_inode, scan_processes, spawn, terminate
 from .users import group_gid
 
 
@@ -139,11 +137,7 @@ def start_engine(node):
     checkpoint("%s:engine" % node.name)
     argv = ["nsenter", "--target", str(node.pid), "--mount", "--uts", "--net", "--",
             DOCKERD, "--config-file", str(node.docker_config)]
-    debug(" ".join(shlex.quote(a) for a in argv))
-    with open(node.docker_log, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,  # pylint: disable=consider-using-with
-                                start_new_session=True, close_fds=True, cwd="/")
-    return proc
+    return spawn(argv, node.docker_log)
 
 
 def wait_engine(node, proc, deadline):

@@ -1,15 +1,14 @@
 """Each node's SSH daemon and host key, the controller's key, and reaching the nodes over ssh."""
 
-import shlex
 import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .core import LabError, checkpoint, debug, run, write_if_changed
+from .core import LabError, checkpoint, run, write_if_changed
 from .network import netns_inode
-from .processes import alive, read_pid
+from .processes import alive, read_pid, spawn
 
 
 def ensure_keypair(key, comment):
@@ -59,11 +58,7 @@ def start_sshd(node):
     argv = ["ip", "netns", "exec", node.ns,
             "unshare", "--mount", "--uts", "--propagation", "private", "--",
             "/bin/sh", "-c", node.launcher()]
-    debug(" ".join(shlex.quote(a) for a in argv))
-    with open(node.state / "launch.log", "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,  # pylint: disable=consider-using-with
-                                start_new_session=True, close_fds=True, cwd="/")
-    return proc
+    return spawn(argv, node.state / "launch.log")
 
 
 def wait_sshd(node, proc, deadline):
