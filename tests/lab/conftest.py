@@ -19,7 +19,7 @@ when the session ends, unless TRAINOPS_LAB_KEEP=1.  Without root, or without ``i
 test using these fixtures is skipped.
 """
 import fcntl
-import importlib.util
+import importlib
 import json
 import os
 import stat
@@ -31,7 +31,8 @@ import pytest
 from lab_env import lab_skip_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAB_PY = os.path.join(REPO, "hack", "lab.py")
+HACK = os.path.join(REPO, "hack")
+LAB_PY = os.path.join(HACK, "lab.py")
 INVENTORY_DIR = os.path.join(REPO, "inventories", "lab")
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 DEFAULT_NODES = int(os.environ.get("TRAINOPS_LAB_NODES", "4"))
@@ -207,11 +208,11 @@ def user_reaches_python():
     """For labs with ``user=``: `up --user` refuses when the user could not reach the checkout's
     .venv/bin/python (a pyenv Python under a 0700 /root, say). Directories on the way that others cannot
     search get o+x (search, no listing) for the module; their modes are put back after it. Yields them."""
-    spec = importlib.util.spec_from_file_location("trainops_lab", LAB_PY)
-    lab_py = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lab_py)
+    if HACK not in sys.path:
+        sys.path.insert(0, HACK)
+    lab_users = importlib.import_module("trainops_lab.users")  # (hack/lab.py's package; stdlib only)
     changed = {}
-    for directory in lab_py.path_dirs(os.path.join(VENV_BIN, "python")) + lab_py.path_dirs(REPO):
+    for directory in lab_users.path_dirs(os.path.join(VENV_BIN, "python")) + lab_users.path_dirs(REPO):
         mode = stat.S_IMODE(os.stat(directory).st_mode)
         if not mode & stat.S_IXOTH and str(directory) not in changed:
             changed[str(directory)] = mode
