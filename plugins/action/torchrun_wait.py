@@ -38,6 +38,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import mark_interrupted
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
+    FAILED_STATES, RUNNING, peer_words, verdict, verdict_state)
 from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
 
 MODULE = 'trainops.multinode.torchrun'
@@ -46,9 +48,6 @@ DEFAULT_PROGRESS_PATTERN = r'\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
 
 MAX_QUERY_FAILURES = 3
 """Consecutive failed queries (the module failed on a reachable host) before the wait fails."""
-
-FAILED_STATES = frozenset(('failed', 'error', 'stalled', 'gone'))
-"""States in a host's status file that end the job everywhere (``unreachable`` alone does not)."""
 
 STEP_PEER_WAIT = 10.0
 """Seconds a node that Slurm ended (launcher=srun) looks for the peer whose failure ended the step: that peer's
@@ -150,7 +149,7 @@ def watch_controller(controller_pid, manifest_path, interval=WATCH_INTERVAL):
     """Until the job is collected (the manifest's outcome is no longer ``running``): when the controller
     process is gone, mark the experiment ``interrupted``. Runs in a detached process (see start_watcher)."""
     while True:
-        if _manifest_outcome(manifest_path) != 'running':
+        if _manifest_outcome(manifest_path) != RUNNING:
             return
         if not _pid_alive(controller_pid):
             mark_interrupted(os.path.dirname(manifest_path), time.time(), controller_pid)
@@ -333,7 +332,7 @@ class _Wait(object):
             return
         node = self.node
         record = {
-            'host': self.host, 'node_rank': node.node_rank, 'state': state, 'status': node.job.get('status'),
+            'host': self.host, 'node_rank': node.node_rank, 'state': verdict(state), 'status': node.job.get('status'),
             'exit_code': node.job.get('exit_code'), 'signal': node.job.get('signal'), 'run_id': self.run_id,
             'progress': node.progress, 'last_line': last_line(node.log_tail), 'updated_at': self.action._wall(),
             'unreachable_since': node.unreachable_since_wall,
@@ -342,11 +341,11 @@ class _Wait(object):
         # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets
         write_json_atomic(self.own_path, record, mode=FOLLOW_UMASK, sync=False)
 
-    def finish(self, failed, msg, verdict, detail=None, **extra):
+    def finish(self, failed, msg, state, detail=None, **extra):
         node = self.node
         result = dict(changed=False, failed=failed, msg=msg, job=node.job, log_tail=node.log_tail, progress=node.progress,
                       waited_s=round(self.action._clock() - self.started, 3),
-                      verdict={'state': verdict, 'detail': detail, 'last_line': last_line(node.log_tail)},
+                      verdict={'state': verdict_state(state), 'detail': detail, 'last_line': last_line(node.log_tail)},
                       peer_failures=[], timed_out=False)
         result.update(extra)
         return result
@@ -464,9 +463,8 @@ class _Wait(object):
 
     @staticmethod
     def peers_line(peers):
-        words = {'failed': 'failed', 'error': 'could not be queried', 'stalled': 'stalled', 'gone': 'was unreachable too long'}
         return 'stopped because ' + ', '.join('%s%s %s' % (p['host'], '' if p['node_rank'] is None else ' (rank %s)' % p['node_rank'],
-                                                           words.get(p['state'], p['state'])) for p in peers)
+                                                           peer_words(p['state'])) for p in peers)
 
     def stopped_for_peers(self):
         peers = self.failed_peers()

@@ -19,6 +19,8 @@ import re
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
+    CAUSING_STOPS, INTERRUPTED, RUNNING, OutcomeError, decisive_outcome, stop_outcome, stop_words)
 from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
 
 
@@ -501,26 +503,14 @@ def _ended_epoch(job):
     return None
 
 
-OUTCOMES = ('succeeded', 'failed', 'stopped', 'stalled', 'unreachable', 'timed_out', 'interrupted', 'running')
-"""The names an experiment's ``outcome`` takes (docs/failures.md)."""
-
 STOP_SLACK_S = 2.0
 """A node's failure that ended less than this before the first stop request counts as caused by the stop
 (the nodes' clocks differ a little; a collective breaks on the peers as soon as one node is stopped)."""
-
-_STOP_WORDS = {
-    'user': 'by the user',
-    'timeout': 'by the wait\'s time limit (trainops_wait_timeout)',
-}
 
 
 def _stop_epoch(job):
     value = (job.get('stop') or {}).get('requested_at_epoch')
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-CAUSING_STOPS = ('user', 'timeout', 'stalled', 'unreachable')
-"""Stop reasons that are a cause of their own; a ``peer`` stop is the consequence of another node's failure."""
 
 
 def _first_stop(jobs):
@@ -564,8 +554,17 @@ def _how_it_ended(job):
     return where + 'exit code %s' % job['exit_code']
 
 
-def _verdict_nodes(verdicts, state):
-    return sorted(node for node, verdict in (verdicts or {}).items() if (verdict or {}).get('state') == state)
+def _verdict_nodes(verdicts, outcome):
+    """The nodes whose wait's verdict decides ``outcome`` (_outcomes.decisive_outcome: ``stalled``, ``gone``)."""
+    nodes = []
+    for node, verdict in sorted((verdicts or {}).items()):
+        try:
+            decided = decisive_outcome((verdict or {}).get('state'))
+        except OutcomeError as exc:
+            raise ExperimentError('verdicts: node {0}: {1}'.format(node, exc))
+        if decided == outcome:
+            nodes.append(node)
+    return nodes
 
 
 def _with_followers(line, failed_nodes, also_failed, stopped):
@@ -719,9 +718,10 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
     ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
-    stopped). ``verdicts`` maps node -> what the wait judged there (``state`` ``stalled`` or ``gone``, the
-    latter meaning unreachable past the grace, with a ``detail`` line). ``missing_nodes`` could not be reached
-    at the end. The outcome is the first that applies:
+    stopped). ``verdicts`` maps node -> what the wait judged there (``state``, a name of ``_outcomes.VERDICTS``;
+    the decisive ones, ``stalled`` and ``gone`` (unreachable past the grace), with a ``detail`` line; another name
+    is an ExperimentError). ``missing_nodes`` could not be reached at the end. What each verdict and stop reason
+    stands for is ``plugins/module_utils/_outcomes.py``; the outcome is the first that applies:
 
     - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``)
       is the missing nodes plus the node(s) whose own failure ended first;
@@ -743,8 +743,8 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
             line += '; last checkpoint: %s' % checkpoint_line(checkpoint)
         stop = {'reason': 'timeout', 'by': 'slurm', 'source': time_limit['source'], 'detail': time_limit['detail'],
                 'requested_at': None}
-        return dict(outcome='timed_out', outcome_detail=line, failed_nodes=[], also_failed=[], stopped_nodes=stopped,
-                    stop=stop)
+        return dict(outcome=stop_outcome('timeout'), outcome_detail=line, failed_nodes=[], also_failed=[],
+                    stopped_nodes=stopped, stop=stop)
     # a Slurm step's nodes that Slurm ended because of another node are stopped, as if the wait had stopped them
     jobs = dict((node, job or {}) for node, job in with_step_stops(results or {}).items())
     missing = sorted(set(missing_nodes or []))
@@ -752,9 +752,10 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     first_stop = _first_stop(jobs)
     own = _own_failures(jobs, first_stop)
     stalled = _verdict_nodes(verdicts, 'stalled')
-    gone = sorted(set(_verdict_nodes(verdicts, 'gone')) | set(missing))
+    gone = sorted(set(_verdict_nodes(verdicts, 'unreachable')) | set(missing))
     verdict_detail = dict((node, (verdicts or {}).get(node, {}).get('detail')) for node in stalled + gone)
 
+    by_stop = False
     if own:
         culprits = _first_ended(own, jobs)
         failed_nodes = missing + [node for node in culprits if node not in missing]
@@ -770,10 +771,11 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
         failed_nodes, also, outcome = gone, [], 'unreachable'
         line = 'unreachable: ' + '; '.join('%s (%s)' % (node, verdict_detail.get(node) or 'unreachable at the end')
                                            for node in gone)
-    elif first_stop is not None and first_stop.get('reason') in _STOP_WORDS and failed:
-        failed_nodes, also = [], []
-        outcome = 'stopped' if first_stop['reason'] == 'user' else 'timed_out'
-        line = '%s %s at %s' % (outcome.replace('_', ' '), _STOP_WORDS[first_stop['reason']], first_stop.get('requested_at'))
+    elif first_stop is not None and stop_words(first_stop['reason']) and failed:
+        # the outcome a stop of its own stands for (_outcomes.STOP_REASONS: user, timeout), said with its words
+        failed_nodes, also, by_stop = [], [], True
+        outcome = stop_outcome(first_stop['reason'])
+        line = '%s %s at %s' % (outcome.replace('_', ' '), stop_words(first_stop['reason']), first_stop.get('requested_at'))
     elif failed or missing:
         failed_nodes = _first_ended(failed, jobs)
         also, outcome = [], 'failed'
@@ -784,7 +786,7 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     stopped = [node for node in failed if node not in failed_nodes and node not in also]
     return dict(
         outcome=outcome,
-        outcome_detail=line if outcome in ('stopped', 'timed_out') else _with_followers(line, failed_nodes, also, stopped),
+        outcome_detail=line if by_stop else _with_followers(line, failed_nodes, also, stopped),
         failed_nodes=failed_nodes,
         also_failed=also,
         stopped_nodes=stopped,
@@ -804,12 +806,12 @@ def mark_interrupted(path, when, pid):
         manifest = json.loads(text) if text else None
     except ValueError:
         return False
-    if not isinstance(manifest, dict) or manifest.get('outcome') != 'running':
+    if not isinstance(manifest, dict) or manifest.get('outcome') != RUNNING:
         return False
     stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))
     line = ('interrupted: the controller (pid %d) went away at %s while waiting; the job may still run. '
             'playbooks/status.yml collects it and records its real end' % (pid, stamp))
-    manifest.update(outcome='interrupted', outcome_detail=line, interrupted_at=stamp)
+    manifest.update(outcome=INTERRUPTED, outcome_detail=line, interrupted_at=stamp)
     _write_atomic(manifest_path, json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
     summary_path = os.path.join(path, SUMMARY_FILE)
     lines = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith('outcome ')]

@@ -62,6 +62,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     descendants,
     is_alive,
 )
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import OutcomeError, stop_reason
 from ansible_collections.trainops.multinode.plugins.module_utils._run_records import (
     RecordRefused,
     others_run,
@@ -307,15 +308,17 @@ def file_size(path):
         return None
 
 
-STOP_REASONS = ('user', 'peer', 'stalled', 'unreachable', 'timeout', 'undo', 'replaced')
-"""Why a run was stopped, recorded in its ``stop.json`` (the first stop's reason is kept)."""
-
-
 def record_stop(path, reason, detail, check_mode=False):
     """Write the stop record ``{reason, detail, requested_at, requested_at_epoch, uid}`` unless one exists.
 
-    The first reason wins: a run stopped by the user and then swept up by the collection stays ``user``.
+    ``reason`` is one of ``_outcomes.STOP_REASONS`` (another is a TorchrunError). The first reason wins: a run stopped
+    by the user and then swept up by the collection stays ``user``.
     """
+    if reason is not None:
+        try:
+            stop_reason(reason)
+        except OutcomeError as exc:
+            raise TorchrunError('stop_reason: %s' % exc)
     if check_mode or reason is None or os.path.exists(path):
         return
     when = time.time()

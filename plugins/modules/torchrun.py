@@ -76,6 +76,8 @@ options:
         output for too long), V(unreachable) (a node could not be reached for too long), V(timeout) (the wait gave up),
         V(undo) (a partial launch is undone). A run replaced by O(replace=true) records V(replaced).
       - Without it nothing is recorded.
+      - What each reason means, and the outcome it stands for, is defined in C(plugins/module_utils/_outcomes.py)
+        (docs/failures.md).
     type: str
     choices: [user, peer, stalled, unreachable, timeout, undo]
   signal:
@@ -465,6 +467,7 @@ replaced:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import ASKED_STOP_REASONS
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
     TorchrunError,
     run_module,
@@ -500,7 +503,8 @@ def main():
         node_id=dict(type='str'),
         replace=dict(type='bool', default=False),
         stop_timeout=dict(type='int', default=15),
-        stop_reason=dict(type='str', choices=['user', 'peer', 'stalled', 'unreachable', 'timeout', 'undo']),
+        # the vocabulary's (module_utils/_outcomes.py); DOCUMENTATION's choices are held to it by a unit test
+        stop_reason=dict(type='str', choices=list(ASKED_STOP_REASONS)),
         stop_detail=dict(type='str'),
         log_lines=dict(type='int', default=20),
     )

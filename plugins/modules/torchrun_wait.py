@@ -208,7 +208,7 @@ peer_failures:
       description: Its node rank, when known.
       type: int
     state:
-      description: V(failed) or V(error) (its run could not be queried).
+      description: V(failed), V(error) (its run could not be queried), V(stalled) or V(gone) (unreachable too long).
       type: str
     status:
       description: Its run's status (V(exited), V(lost), ...).
@@ -239,6 +239,8 @@ verdict:
         - V(succeeded), V(failed) (the job ended badly here), V(stalled), V(gone) (unreachable past O(unreachable_grace)),
           V(stopped) (because of a peer, or ended by Slurm because of one), V(timed_out), V(error) (queries failed), or
           V(running) (check mode).
+        - What each verdict means, and the experiment's outcome it stands for, is defined in
+          C(plugins/module_utils/_outcomes.py) (docs/failures.md).
       type: str
     detail:
       description: One line saying more (how long without output, since when unreachable, which peer).

@@ -361,6 +361,26 @@ def test_judge_results_stalled_and_gone_come_from_the_wait():
     assert verdict['outcome_detail'] == 'unreachable: n1 (no answer since 19:00:01Z, 300 s); stopped: n0'
 
 
+def test_judge_results_refuses_a_verdict_the_vocabulary_does_not_have():
+    # module_utils/_outcomes.py defines the wait's verdicts; a node without one ({}, the collect of status.yml) is fine
+    assert exp.judge_results({'n0': _job(0, 1.0)}, verdicts={'n0': {}, 'n1': {'state': None}})['outcome'] == 'succeeded'
+    with pytest.raises(exp.ExperimentError, match="verdicts: node n0: 'hung' is not a wait verdict"):
+        exp.judge_results({'n0': _job(0, 1.0)}, verdicts={'n0': {'state': 'hung'}})
+
+
+@pytest.mark.parametrize('results, verdicts', [
+    ({'n0': _job(0, 1.0)}, None),
+    ({'n0': _job(1, 1.0)}, None),
+    ({'n0': _job(143, 50.3, stop=('user', 50.0)), 'n1': _job(1, 50.2)}, None),
+    ({'n0': _job(143, 50.3, stop=('timeout', 50.0))}, None),
+    ({'n0': _job(-15, 60.0, stop=('stalled', 59.0))}, {'n0': {'state': 'stalled'}}),
+    ({'n0': _job(-15, 60.0, stop=('peer', 59.0))}, {'n1': {'state': 'gone'}}),
+])
+def test_judge_results_gives_the_vocabularys_judged_outcomes(results, verdicts):
+    from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import JUDGED_OUTCOMES
+    assert exp.judge_results(results, verdicts=verdicts)['outcome'] in JUDGED_OUTCOMES
+
+
 def test_judge_results_missing_nodes_are_unreachable_and_named():
     verdict = exp.judge_results({'n0': _job(0, 1.0)}, missing_nodes=['n3'])
     assert verdict['outcome'] == 'unreachable' and verdict['failed_nodes'] == ['n3']

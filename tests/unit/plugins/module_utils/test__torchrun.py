@@ -606,6 +606,17 @@ def test_stop_records_its_first_reason_before_signalling(tmp_path, fake, node):
     assert queried['job']['stop']['reason'] == 'user'
 
 
+def test_stop_refuses_a_reason_the_vocabulary_does_not_have(tmp_path, fake, node):
+    # module_utils/_outcomes.py defines the stop reasons: another is refused before anything is recorded or signalled
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
+    with pytest.raises(tr.TorchrunError, match="stop_reason: 'crashed' is not a stop reason"):
+        tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0,
+                           stop_reason='crashed'), system=fake)
+    assert fake.signals == []
+    queried = tr.run_module(dict(state='query', **at(node), run_id='run1', log_lines=0), system=fake)
+    assert queried['job']['stop'] is None and queried['job']['status'] == 'running'
+
+
 def test_stop_without_a_reason_records_nothing_and_query_reports_the_log_size(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
     queried = tr.run_module(dict(state='query', **at(node), run_id='run1', log_lines=0), system=fake)

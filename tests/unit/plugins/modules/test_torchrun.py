@@ -105,3 +105,14 @@ def test_documentation_matches_argument_spec():
     """DOCUMENTATION options (with the doc fragment) and argument_spec agree on names, types, defaults, choices, elements."""
     from ansible_collections.trainops.multinode.plugins.doc_fragments._torchrun import ModuleDocFragment
     assert_documentation_matches_argument_spec(module, ModuleDocFragment)
+
+
+def test_documented_stop_reasons_are_the_vocabularys():
+    """stop_reason's documented choices are written out; they, and the reasons its description names (with
+    replaced, which only replace=true records), are module_utils/_outcomes.py's."""
+    import re
+    import yaml
+    from ansible_collections.trainops.multinode.plugins.module_utils import _outcomes
+    option = yaml.safe_load(module.DOCUMENTATION)['options']['stop_reason']
+    assert option['choices'] == list(_outcomes.ASKED_STOP_REASONS)
+    assert set(re.findall(r'V\(([a-z_]+)\)', ' '.join(option['description']))) == set(_outcomes.STOP_REASONS)
