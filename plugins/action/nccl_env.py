@@ -16,9 +16,11 @@ Nothing runs on the managed node and nothing changes anywhere.
 
 from __future__ import annotations
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.trainops.multinode.plugins.module_utils._knobs import KNOBS, option
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import (
     check_cluster,
     compute,
@@ -27,32 +29,10 @@ from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env impor
     render_nccl_conf,
 )
 
-SETTINGS_SPEC = dict(
-    network_mode=dict(type='str', choices=['auto', 'rdma', 'tcp']),
-    socket_ifname=dict(type='raw'),
-    ib_hca=dict(type='raw'),
-    gid_index=dict(type='raw'),
-    net_gdr_level=dict(type='raw'),
-    channels=dict(type='int'),
-    min_channels=dict(type='int'),
-    threads=dict(type='int'),
-    ib_tc=dict(type='int'),
-    ib_fifo_tc=dict(type='int'),
-    ib_sl=dict(type='int'),
-    ib_qps_per_connection=dict(type='int'),
-    cross_nic=dict(type='int'),
-    library_version=dict(type='str'),
-    nccl_debug=dict(type='str'),
-    vendor=dict(type='str', choices=['nvidia', 'amd', 'none']),
-    nproc_per_node=dict(type='int'),
-    nnodes=dict(type='int'),
-    rocm_defaults=dict(type='dict'),
-    require_transport=dict(type='bool'),
-    env_overrides=dict(type='dict'),
-    gpu_ids=dict(type='raw'),
-)
+SETTINGS_SPEC = dict((knob.setting, option(knob)) for knob in KNOBS if knob.setting)
+"""The settings' options, from the registry (module_utils/_knobs.py)."""
 
-ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), **SETTINGS_SPEC)
+ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), settings=dict(type='dict'), **SETTINGS_SPEC)
 
 
 class ActionModule(ActionBase):
@@ -72,8 +52,15 @@ class ActionModule(ActionBase):
             required_one_of=[('facts', 'cluster')])
         result['changed'] = False
 
+        # the settings the task gave, as options or in the settings dict (an option wins): a missing one takes
+        # compute()'s default (source "default"/"detected"), while an explicit null means "leave it unset" for
+        # nccl_debug, gid_index and net_gdr_level
+        settings, problems = self._settings(args)
+        if problems:
+            result.update(failed=True, msg='nccl_env settings: %s' % '; '.join(problems))
+            return result
         if args.get('cluster') is not None:
-            given = sorted(k for k in SETTINGS_SPEC if k in self._task.args)
+            given = sorted(settings)
             check = check_cluster(args['cluster'])
             result.update(table=check['table'], transports=check['transports'], errors=check['errors'],
                           warning_messages=check['warnings'])
@@ -90,9 +77,6 @@ class ActionModule(ActionBase):
             return result
 
         host = to_text(task_vars.get('inventory_hostname') or 'localhost')
-        # only the settings the task gave: a missing one takes compute()'s default (source "default"/"detected"),
-        # while an explicit null means "leave it unset" for nccl_debug, gid_index and net_gdr_level
-        settings = dict((k, args.get(k)) for k in SETTINGS_SPEC if k in self._task.args)
         res = compute(args['facts'], settings)
         result.update(
             env=res['env'], sources=res['sources'], reasons=res['reasons'], transport=res['transport'],
@@ -112,3 +96,16 @@ class ActionModule(ActionBase):
         result['nccl_conf'] = render_nccl_conf(res['env'], header=header)
         result['msg'] = '%s: transport %s, %d variable(s)' % (host, res['transport'], len(res['env']))
         return result
+
+    def _settings(self, args):
+        """The settings given, ``settings`` checked against the same options as the task's own; and the problems."""
+        extra = args.get('settings') or {}
+        unknown = sorted(str(k) for k in extra if k not in SETTINGS_SPEC)
+        if unknown:
+            return {}, ['unknown setting(s) in settings: %s' % ', '.join(unknown)]
+        checked = ArgumentSpecValidator(SETTINGS_SPEC).validate(dict(extra))
+        if checked.error_messages:
+            return {}, ['in settings: %s' % m for m in checked.error_messages]
+        settings = dict((k, checked.validated_parameters.get(k)) for k in extra)
+        settings.update((k, args.get(k)) for k in SETTINGS_SPEC if k in self._task.args)
+        return settings, []

@@ -27,13 +27,11 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 
+from ansible_collections.trainops.multinode.plugins.module_utils._knobs import BY_KEY, is_unset
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
 from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError, validate_run_id
-
-UNSET = (None, '', 'None')
-"""Values that leave an optional NCCL/RCCL knob to the library."""
 
 BOOLEANS = ('true', 'false', 'yes', 'no', '1', '0')
 
@@ -64,8 +62,9 @@ def _relative_path_problem(value):
     return None
 
 
-def _integer_rule(params, key, name, what, low, high=None, example=None):
-    """One line when params[key] is not an integer from low to high (high None: no upper bound)."""
+def _integer_rule(params, key, name, what, example=None):
+    """One line when params[key] is not an integer in its knob's range (module_utils/_knobs.py)."""
+    low, high = BY_KEY[key].low, BY_KEY[key].high
     value = params.get(key)
     number = _integer(value)
     if number is not None and number >= low and (high is None or number <= high):
@@ -77,7 +76,9 @@ def _integer_rule(params, key, name, what, low, high=None, example=None):
     return '%s=%s: %s must be %s (e.g. -e %s=%s)' % (name, value, what, bounds, name, example)
 
 
-def _choice_rule(params, key, name, what, choices, example=None):
+def _choice_rule(params, key, name, what, example=None):
+    """One line when params[key] is not one of its knob's choices (module_utils/_knobs.py)."""
+    choices = BY_KEY[key].choices
     value = params.get(key)
     if value in choices:
         return None
@@ -102,32 +103,34 @@ def _list_rule(params, key, name, what, example):
 def _nccl_problems(params):
     """channels, min_channels, threads: the part of their rules that does not depend on the node."""
     problems = []
+    low, threads_knob = BY_KEY['channels'].low, BY_KEY['threads']
     channels = params.get('channels')
     channels_number = None
-    if channels not in UNSET:
+    if not is_unset(channels):
         channels_number = _integer(channels)
-        if channels_number is None or channels_number < 1:
+        if channels_number is None or channels_number < low:
             channels_number = None
             problems.append('channels=%s: the maximum NCCL/RCCL channels (NCCL_MAX_NCHANNELS) must be unset or an '
-                            'integer >= 1; each node checks it against its library\'s maximum (e.g. -e channels=32)'
-                            % channels)
+                            'integer >= %d; each node checks it against its library\'s maximum (e.g. -e channels=32)'
+                            % (channels, low))
     min_channels = params.get('min_channels')
-    if min_channels not in UNSET:
+    if not is_unset(min_channels):
         number = _integer(min_channels)
-        if number is None or number < 1:
+        if number is None or number < BY_KEY['min_channels'].low:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must be unset or an integer '
-                            'from 1 to channels (e.g. -e channels=32 min_channels=16)' % min_channels)
+                            'from %d to channels (e.g. -e channels=32 min_channels=16)'
+                            % (min_channels, BY_KEY['min_channels'].low))
         elif channels_number is not None and number > channels_number:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must not exceed channels=%s '
                             '(e.g. -e channels=%s min_channels=%s)'
                             % (min_channels, channels, channels, channels_number))
     threads = params.get('threads')
-    if threads not in UNSET:
+    if not is_unset(threads):
         number = _integer(threads)
-        if number is None or number < 32 or number > 1024 or number % 32:
+        if number is None or number < threads_knob.low or number > threads_knob.high or number % threads_knob.low:
             problems.append('threads=%s: threads per block (NCCL_NTHREADS / RCCL_THREADS_PER_BLOCK) must be unset or '
-                            'a multiple of 32 up to 1024; each node checks the values its library takes '
-                            '(e.g. -e threads=256)' % threads)
+                            'a multiple of %d up to %d; each node checks the values its library takes '
+                            '(e.g. -e threads=256)' % (threads, threads_knob.low, threads_knob.high))
     return problems
 
 
@@ -233,7 +236,7 @@ def _launcher_problems(params):
         problems.append('launcher=srun with runtime=container: a Slurm step cannot start the ranks in the node\'s '
                         'training container; use launcher=ssh for containers, or runtime=host')
     problems.append(_integer_rule(dict({'srun_start_timeout': 30}, **params), 'srun_start_timeout',
-                                  'trainops_srun_start_timeout', 'seconds Slurm has to create the step', 1, example=60))
+                                  'trainops_srun_start_timeout', 'seconds Slurm has to create the step', 60))
     return [problem for problem in problems if problem]
 
 
@@ -263,7 +266,7 @@ def _checkpoint_problems(params):
     if seconds is not None:
         line = _integer_rule(params, 'checkpoint_signal_seconds', 'trainops_checkpoint_signal_seconds',
                              'seconds before the step\'s time limit at which the checkpoint signal is sent (0: not sent '
-                             'by the launch)', 0, example=90)
+                             'by the launch)', 90)
         if line:
             problems.append(line)
         elif _integer(seconds) > 0 and signal_name in (None, ''):
@@ -302,26 +305,22 @@ def launch_problems(params, which=shutil.which):
     for the controller's rsync (looked up with ``which``; a local node needs none, module_utils/_local_copy.py).
     """
     rules = [
-        _integer_rule(params, 'nproc_per_node', 'nproc', 'ranks per node (trainops_nproc_per_node)', 1, 256, 8),
-        _integer_rule(params, 'master_port', 'master_port', 'the rendezvous port on the master', 1024, 65535, 29500),
-        _integer_rule(params, 'max_restarts', 'trainops_max_restarts', 'torchrun --max-restarts', 0, example=0),
-        _integer_rule(params, 'rdzv_timeout', 'trainops_rdzv_timeout', 'seconds to wait for every node to join', 1,
-                      example=300),
+        _integer_rule(params, 'nproc_per_node', 'nproc', 'ranks per node (trainops_nproc_per_node)', 8),
+        _integer_rule(params, 'master_port', 'master_port', 'the rendezvous port on the master', 29500),
+        _integer_rule(params, 'max_restarts', 'trainops_max_restarts', 'torchrun --max-restarts', 0),
+        _integer_rule(params, 'rdzv_timeout', 'trainops_rdzv_timeout', 'seconds to wait for every node to join', 300),
         _integer_rule(params, 'collective_timeout', 'trainops_collective_timeout',
-                      'seconds a collective may wait for a peer', 1, example=300),
-        _integer_rule(params, 'wait_timeout', 'trainops_wait_timeout', 'seconds to wait for the job (0: no limit)', 0,
-                      example=0),
+                      'seconds a collective may wait for a peer', 300),
+        _integer_rule(params, 'wait_timeout', 'trainops_wait_timeout', 'seconds to wait for the job (0: no limit)', 0),
         _integer_rule(params, 'unreachable_grace', 'trainops_unreachable_grace',
-                      'seconds a node may stay unreachable during the wait', 0, example=300),
+                      'seconds a node may stay unreachable during the wait', 300),
         _integer_rule(params, 'stall_timeout', 'trainops_stall_timeout',
-                      'seconds without new log output before the job counts as stalled (0: off)', 0, example=900),
-        _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous', ['static', 'c10d']),
-        _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)', ['host', 'container']),
-        _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison', ['auto', 'always', 'never']),
-        _choice_rule(params, 'git_reference', 'trainops_git_reference', 'what the nodes\' code is compared with',
-                     ['controller', 'first_node']),
-        _choice_rule(params, 'gpu_vendor', 'trainops_gpu_vendor', 'the GPU vendor',
-                     ['auto', 'nvidia', 'amd', 'none']),
+                      'seconds without new log output before the job counts as stalled (0: off)', 900),
+        _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous'),
+        _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)'),
+        _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison'),
+        _choice_rule(params, 'git_reference', 'trainops_git_reference', 'what the nodes\' code is compared with'),
+        _choice_rule(params, 'gpu_vendor', 'trainops_gpu_vendor', 'the GPU vendor'),
         _boolean_rule(params, 'allow_dirty', 'allow_dirty', 'accepting uncommitted changes (trainops_allow_dirty)'),
         _boolean_rule(params, 'wait', 'wait', 'waiting for the job (trainops_wait)'),
         _boolean_rule(params, 'replace', 'replace', 'replacing a running job (trainops_replace)'),

@@ -29,7 +29,9 @@
 Each variable is decided by one function, named in ``DECIDERS`` (variable -> function), so a reader finds the
 rule behind a variable there. The rules and the NCCL/RCCL sources they follow are listed in docs/nccl.md.
 
-Settings (every key optional; a missing key takes the default in brackets):
+Settings (every key optional; a missing key takes the default in brackets). The settings, their variables and
+ranges are declared once in _knobs.KNOBS (SETTINGS, QOS and part of DECIDERS are read from it); "unset" is
+_knobs.is_unset everywhere:
 
     network_mode    auto|rdma|tcp [auto]; auto = rdma when the node has an ACTIVE RDMA port (and GPUs), else tcp
     socket_ifname   auto | name | [names] [auto]; auto = facts.network.ifname
@@ -40,10 +42,8 @@ Settings (every key optional; a missing key takes the default in brackets):
     channels        int | null [null] -> NCCL_MAX_NCHANNELS; null leaves it to the library
     min_channels    int | null [null] -> NCCL_MIN_NCHANNELS
     threads         int | null [null] -> NCCL_NTHREADS or RCCL_THREADS_PER_BLOCK (by vendor and library version)
-    ib_tc, ib_fifo_tc int 0-255 | null -> NCCL_IB_TC, NCCL_IB_FIFO_TC (RoCE traffic class)
-    ib_sl           int 0-15 | null -> NCCL_IB_SL
-    ib_qps_per_connection int 1-128 | null -> NCCL_IB_QPS_PER_CONNECTION
-    cross_nic       0|1|2 | null -> NCCL_CROSS_NIC
+    ib_tc, ib_fifo_tc, ib_sl, ib_qps_per_connection, cross_nic   int | null: the range knobs of _knobs.KNOBS (range,
+                    variable, what), e.g. ib_tc 0-255 -> NCCL_IB_TC; null leaves the variable to the library
     library_version auto | "2.21.5" [auto]; auto = facts.library.version
     nccl_debug      VERSION|WARN|INFO|TRACE | null [WARN]; null (or "" / "unset") leaves NCCL_DEBUG unset
     vendor          nvidia|amd|none [facts.gpu.vendor]
@@ -63,16 +63,15 @@ import re
 
 from collections.abc import Mapping
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs
+
 VENDORS = ('nvidia', 'amd', 'none')
 NETWORK_MODES = ('auto', 'rdma', 'tcp')
 GDR_LEVELS = ('LOC', 'PIX', 'PXB', 'PHB', 'SYS')
 NCCL_DEBUG_LEVELS = ('VERSION', 'WARN', 'INFO', 'TRACE')
 DEFAULT_NCCL_DEBUG = 'WARN'
 
-SETTINGS = ('network_mode', 'socket_ifname', 'ib_hca', 'gid_index', 'net_gdr_level', 'channels', 'min_channels',
-            'threads', 'ib_tc', 'ib_fifo_tc', 'ib_sl', 'ib_qps_per_connection', 'cross_nic', 'library_version',
-            'nccl_debug', 'vendor', 'nproc_per_node', 'nnodes', 'rocm_defaults', 'require_transport', 'env_overrides',
-            'gpu_ids')
+SETTINGS = _knobs.SETTINGS
 
 # Library facts, each checked against the sources named (docs/nccl.md has the list):
 GID_PER_PORT_SINCE = (2, 21)
@@ -161,7 +160,6 @@ CONF_PREFIXES = ('NCCL_', 'RCCL_')
 
 _ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _SHELL_SAFE = re.compile(r'[A-Za-z0-9_@%+=:,./-]*')
-_UNSET_WORDS = ('unset', 'none', '')
 
 
 def nccl_conf_path(vendor):
@@ -194,8 +192,7 @@ def _int(value):
     return None
 
 
-def _is_unset(value):
-    return value is None or (isinstance(value, str) and value.strip().lower() in _UNSET_WORDS)
+_is_unset = _knobs.is_unset
 
 
 def _is_auto(value, present):
@@ -1172,14 +1169,8 @@ def _int_setting(out, settings, name, low, high):
     return number
 
 
-QOS = (
-    # setting, variable, low, high, RoCE only, what it does
-    ('ib_tc', 'NCCL_IB_TC', 0, 255, True, 'traffic class of the data QPs (DSCP << 2 on RoCE, e.g. 106 for DSCP 26)'),
-    ('ib_fifo_tc', 'NCCL_IB_FIFO_TC', 0, 255, True, 'traffic class of the control (FIFO) messages'),
-    ('ib_sl', 'NCCL_IB_SL', 0, 15, False, 'InfiniBand service level'),
-    ('ib_qps_per_connection', 'NCCL_IB_QPS_PER_CONNECTION', 1, 128, False,
-     'queue pairs per connection (NCCL_IB_MAX_QPS 128), spreads a connection over ECMP paths'),
-)
+QOS = tuple((knob.setting, knob.env[0], knob.low, knob.high, knob.roce_only, knob.what) for knob in _knobs.QOS_KNOBS)
+"""(setting, variable, low, high, RoCE only, what it does) of each knob _qos sets (declared in _knobs.KNOBS)."""
 
 
 def _fifo_tc_problem(number, library):
@@ -1239,7 +1230,8 @@ def _qos(out, settings, transport, link_layer, library, chosen):
 def _cross_nic(out, settings, transport):
     """NCCL_CROSS_NIC: 0 keeps a ring on the same NIC (rail-optimized fabrics), 1 allows crossing, 2 (NCCL's
     default) prefers not to (src/graph/search.cc)."""
-    number = _int_setting(out, settings, 'cross_nic', 0, 2)
+    knob = _knobs.BY_SETTING['cross_nic']
+    number = _int_setting(out, settings, 'cross_nic', knob.low, knob.high)
     if number is None:
         return
     if transport == 'tcp':
@@ -1671,19 +1663,13 @@ def _final_transport(out, transport, link_layer, chosen, active):
     return transport, link_layer, chosen
 
 
-DECIDERS = {
-    'NCCL_SOCKET_IFNAME': '_socket', 'GLOO_SOCKET_IFNAME': '_socket', 'NCCL_SOCKET_FAMILY': '_socket_family',
-    'NCCL_IB_DISABLE': '_ib_disable', 'NCCL_IB_HCA': '_ib_hca (ports: _transport, _auto_ports, _explicit_ports)',
-    'NCCL_IB_GID_INDEX': '_gid', 'NCCL_IB_ADDR_FAMILY': '_gid_per_port', 'NCCL_IB_ROCE_VERSION_NUM': '_gid_per_port',
-    'FI_PROVIDER': '_efa', 'NCCL_NET_PLUGIN': '_efa', 'NCCL_NET_GDR_LEVEL': '_gdr', 'NCCL_DMABUF_ENABLE': '_gdr',
-    'NCCL_IB_TC': '_qos', 'NCCL_IB_FIFO_TC': '_qos', 'NCCL_IB_SL': '_qos', 'NCCL_IB_QPS_PER_CONNECTION': '_qos',
-    'NCCL_CROSS_NIC': '_cross_nic', 'NCCL_NET': '_require_transport', 'NCCL_MAX_NCHANNELS': '_channels',
-    'NCCL_MIN_NCHANNELS': '_channels', 'NCCL_NTHREADS': '_threads', 'RCCL_THREADS_PER_BLOCK': '_threads',
-    'NCCL_DEBUG': '_debug', 'HSA_ENABLE_SDMA': '_rocm', 'HSA_NO_SCRATCH_RECLAIM': '_scratch_reclaim',
-    'CUDA_VISIBLE_DEVICES': '_visible_devices',
-    'ROCR_VISIBLE_DEVICES': '_visible_devices', '(any)': '_overrides',
-}
-"""Which function decides each variable (documentation for readers; tests check every name exists)."""
+DECIDERS = dict(
+    [(var, knob.decider) for knob in _knobs.KNOBS if knob.decider for var in knob.env],
+    NCCL_SOCKET_FAMILY='_socket_family', NCCL_IB_DISABLE='_ib_disable', NCCL_IB_ADDR_FAMILY='_gid_per_port',
+    NCCL_IB_ROCE_VERSION_NUM='_gid_per_port', FI_PROVIDER='_efa', NCCL_NET_PLUGIN='_efa', NCCL_DMABUF_ENABLE='_gdr',
+    HSA_ENABLE_SDMA='_rocm', HSA_NO_SCRATCH_RECLAIM='_scratch_reclaim', **{'(any)': '_overrides'})
+"""Which function decides each variable (documentation for readers; tests check every name exists): a knob's
+variables as _knobs.KNOBS declares them (its ``decider``), and the variables no knob sets directly."""
 
 
 def _vendor(out, facts, settings):

@@ -9,7 +9,8 @@
 ``trainops.multinode.sweep`` and the filters ``sweep_grid``, ``sweep_problems`` and ``sweep_apply``).
 
 A sweep is a mapping of knob to a list of values, in the order given; its grid is their cartesian product, the
-first knob varying slowest. Knobs: ``channels``, ``min_channels``, ``threads``, ``nproc``, ``config``, ``env.NAME``
+first knob varying slowest. Knobs: those module_utils/_knobs.py declares sweepable (``channels``, ``min_channels``,
+``threads``, ``nproc``, ``config``), ``env.NAME``
 (one variable of the ranks' environment) and ``override.KEY`` (one ``--override KEY=value`` of the config).
 
 :func:`apply_point` maps one point onto the launch parameters of ``launch_problems``: the same function decides the
@@ -27,20 +28,16 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _files
+from ansible_collections.trainops.multinode.plugins.module_utils._knobs import SWEEP
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems
 
 SWEEP_FILE = 'sweep.json'
 RESULTS_CSV = 'results.csv'
 RESULTS_MD = 'results.md'
 
-PLAIN_KNOBS = {
-    'channels': 'channels',
-    'min_channels': 'min_channels',
-    'threads': 'threads',
-    'nproc': 'nproc_per_node',
-    'config': 'config',
-}
-"""Sweep knob -> key of the launch parameters (``launch_problems``)."""
+PLAIN_KNOBS = dict((knob.short, knob.key) for knob in SWEEP)
+"""Sweep knob (the short -e name) -> key of the launch parameters (``launch_problems``): the knobs
+module_utils/_knobs.py declares sweepable."""
 
 ENV_PREFIX = 'env.'
 OVERRIDE_PREFIX = 'override.'
@@ -276,8 +273,9 @@ def finish_sweep(sweep_dir, stopped=False, now=None):
     return record
 
 
-POINT_KEYS = ('channels', 'min_channels', 'threads', 'nproc_per_node', 'config', 'env', 'overrides')
-"""The launch parameters a point can change (what the role sets before each point)."""
+POINT_KEYS = tuple(PLAIN_KNOBS.values()) + ('env', 'overrides')
+"""The launch parameters a point can change (what the role sets before each point, roles/job/tasks/point.yml):
+the sweepable knobs, and env and overrides (env.NAME, override.KEY)."""
 
 
 def sweep_points(params, sweep, fixed=None):

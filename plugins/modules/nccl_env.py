@@ -73,6 +73,13 @@ options:
       - The registered results of this action for every node, as a dict of host to result; checks them across nodes
         instead of computing anything. All other options are ignored.
     type: dict
+  settings:
+    description:
+      - The settings below as one dict (option name to value), as roles/nccl_env builds them from its variables
+        (filter C(trainops.multinode.knob_values)); each is checked as the option of that name, and an option given
+        on its own wins.
+    type: dict
+    version_added: 0.2.0
   network_mode:
     description:
       - V(rdma) uses the RDMA ports (an error when the node has no ACTIVE port), V(tcp) TCP sockets

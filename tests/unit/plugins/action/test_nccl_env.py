@@ -107,6 +107,16 @@ def test_explicit_null_versus_missing_settings():
     assert res['env']['NCCL_SOCKET_IFNAME'] == '=eth0'
 
 
+def test_settings_as_one_dict_are_checked_like_options_and_an_option_wins():
+    res = run({'facts': mi300x(), 'settings': {'channels': '28', 'nccl_debug': None, 'nproc_per_node': 4},
+               'nproc_per_node': 8})
+    assert not res.get('failed') and res['env']['NCCL_MAX_NCHANNELS'] == '28' and 'NCCL_DEBUG' not in res['env']
+    res = run({'facts': mi300x(), 'settings': {'ib_tc': 'auto'}})
+    assert res['failed'] and res['msg'].startswith('nccl_env settings: in settings: ') and 'ib_tc' in res['msg']
+    res = run({'facts': mi300x(), 'settings': {'ib_timeout': 20}})
+    assert res['failed'] and res['msg'] == 'nccl_env settings: unknown setting(s) in settings: ib_timeout'
+
+
 @pytest.mark.parametrize('args, expect', [
     ({}, 'one of the following is required: facts, cluster'),
     ({'facts': {}, 'cluster': {}}, 'mutually exclusive'),
