@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The launch's filters (roles/job/tasks): what it reads of its nodes through hostvars, and its checks across
+nodes. Each is documented in the YAML file of its name next to this one; the rules are in
+module_utils/_launch_records.py and module_utils/_launch_checks.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_records
+
+
+def _preflights(name, value):
+    if not isinstance(value, Mapping):
+        raise AnsibleFilterError('%s: the input must be a mapping of node name to preflight result, not %s'
+                                 % (name, type(value).__name__))
+    return dict(value)
+
+
+def not_started(nodes, hostvars, play_hosts, launcher='ssh'):
+    if launcher not in ('ssh', 'srun'):
+        raise AnsibleFilterError('not_started: launcher must be ssh or srun, not %r' % (launcher, ))
+    return _launch_records.not_started(nodes, hostvars, play_hosts, launcher=launcher)
+
+
+def node_problems(preflights, git_check=True, git_reference='controller', controller_git=None, compare_nodes=True,
+                  allow_dirty=False, profile='', profile_executable=''):
+    if git_reference not in ('controller', 'first_node'):
+        raise AnsibleFilterError('node_problems: git_reference must be controller or first_node, not %r'
+                                 % (git_reference, ))
+    return _launch_checks.node_problems(
+        _preflights('node_problems', preflights), git_check=boolean(git_check), git_reference=git_reference,
+        controller_git=controller_git, compare_nodes=boolean(compare_nodes), allow_dirty=boolean(allow_dirty),
+        profile=str(profile or ''), profile_executable=str(profile_executable or ''))
+
+
+def reach_table(preflights):
+    return _launch_checks.reach_table(_preflights('reach_table', preflights))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'host_facts': _launch_records.host_facts,
+            'node_records': _launch_records.node_records,
+            'not_started': not_started,
+            'step_nodes': _launch_records.step_nodes,
+            'node_problems': node_problems,
+            'reach_table': reach_table,
+        }
