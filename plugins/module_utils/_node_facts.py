@@ -57,32 +57,14 @@ class Runner:
 # filesystem, always under root
 # ------------------------------------------------------------------------------------------------
 
-def _path(root, *parts):
-    return os.path.join(root, *[p.lstrip('/') for p in parts])
-
-
-def _read(root, *parts):
-    try:
-        with open(_path(root, *parts)) as handle:
-            return handle.read().strip()
-    except (IOError, OSError, UnicodeDecodeError):
-        return None
+_path = _torch_probe.path_under
+_read = _torch_probe.read_text
+_listdir = _torch_probe.list_dir
+_natural_key = _torch_probe.natural_key
 
 
 def _exists(root, *parts):
     return os.path.exists(_path(root, *parts))
-
-
-def _listdir(root, *parts):
-    try:
-        return os.listdir(_path(root, *parts))
-    except (IOError, OSError):
-        return []
-
-
-def _natural_key(name):
-    """mlx5_2 before mlx5_10."""
-    return [int(token) if token.isdigit() else token for token in re.split(r'(\d+)', name)]
 
 
 def _link_name(root, *parts):

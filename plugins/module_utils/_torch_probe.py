@@ -72,26 +72,30 @@ _PLUGIN_CHUNK = 1 << 20
 # files, always under root
 # ------------------------------------------------------------------------------------------------
 
-def _path(root, *parts):
+def path_under(root, *parts):
+    """``parts`` (absolute or not) under ``root``; node_facts reads its trees through the same helpers."""
     return os.path.join(root, *[p.lstrip('/') for p in parts])
 
 
-def _read(root, *parts):
+def read_text(root, *parts):
+    """A file's text under ``root``, stripped; None when it cannot be read."""
     try:
-        with open(_path(root, *parts)) as handle:
+        with open(path_under(root, *parts)) as handle:
             return handle.read().strip()
     except (IOError, OSError, UnicodeDecodeError):
         return None
 
 
-def _listdir(root, *parts):
+def list_dir(root, *parts):
+    """A directory's entries under ``root``; [] when it cannot be listed."""
     try:
-        return os.listdir(_path(root, *parts))
+        return os.listdir(path_under(root, *parts))
     except (IOError, OSError):
         return []
 
 
-def _natural_key(name):
+def natural_key(name):
+    """mlx5_2 before mlx5_10."""
     return [int(token) if token.isdigit() else token for token in re.split(r'(\d+)', name)]
 
 
@@ -104,12 +108,12 @@ def header_version(text):
 def library_from_files(root, vendor):
     """``dict(version, file)`` from the library's header or versioned file under ``root``, else None."""
     for header in RCCL_HEADERS if vendor == 'amd' else NCCL_HEADERS:
-        version = header_version(_read(root, header))
+        version = header_version(read_text(root, header))
         if version:
             return dict(version=version, file='/' + header)
     if vendor == 'nvidia':
         for lib_dir in LIB_DIRS:
-            for entry in sorted(_listdir(root, lib_dir), key=_natural_key, reverse=True):
+            for entry in sorted(list_dir(root, lib_dir), key=natural_key, reverse=True):
                 match = re.match(r'^libnccl\.so\.(\d+\.\d+\.\d+)$', entry)
                 if match:
                     return dict(version=match.group(1), file='/{0}/{1}'.format(lib_dir, entry))
@@ -118,7 +122,7 @@ def library_from_files(root, vendor):
 
 def rocm_from_files(root):
     """The ROCm release installed under ``root`` (/opt/rocm/.info/version: ``6.3.1-48``), as ``6.3.1``, else None."""
-    match = re.match(r'^(\d+\.\d+(?:\.\d+)?)', _read(root, 'opt/rocm/.info/version') or '')
+    match = re.match(r'^(\d+\.\d+(?:\.\d+)?)', read_text(root, 'opt/rocm/.info/version') or '')
     return match.group(1) if match else None
 
 
@@ -129,8 +133,8 @@ def dmabuf_kernel_config(root='/'):
     ``CONFIG_DMABUF_MOVE_NOTIFY=y`` and ``CONFIG_PCI_P2PDMA=y`` are there. In a container the release is the host's
     kernel and the file is there only when /boot is mounted.
     """
-    release = _read(root, 'proc/sys/kernel/osrelease')
-    text = _read(root, 'boot', 'config-{0}'.format(release)) if release else None
+    release = read_text(root, 'proc/sys/kernel/osrelease')
+    text = read_text(root, 'boot', 'config-{0}'.format(release)) if release else None
     if text is None:
         return None
     lines = set(line.strip() for line in text.splitlines())
@@ -147,7 +151,7 @@ def net_plugin_identity(root, lib_dir, name, limit=PLUGIN_READ_LIMIT):
     found, version, seen, tail = set(), None, 0, b''
     package = False
     try:
-        with open(_path(root, lib_dir, name), 'rb') as handle:
+        with open(path_under(root, lib_dir, name), 'rb') as handle:
             while seen < limit:
                 chunk = handle.read(min(_PLUGIN_CHUNK, limit - seen))
                 if not chunk:
@@ -172,7 +176,7 @@ def net_plugins(root, extra_dirs=()):
     """
     others = []
     for lib_dir in tuple(d.strip('/') for d in extra_dirs if d.startswith('/')) + OFI_DIRS:
-        for name in [n for n in OFI_NAMES if n in _listdir(root, lib_dir)]:
+        for name in [n for n in OFI_NAMES if n in list_dir(root, lib_dir)]:
             what = net_plugin_identity(root, lib_dir, name)
             if what['aws_ofi_nccl']:
                 return '/{0}/{1}'.format(lib_dir, name), []
