@@ -161,7 +161,8 @@ class LabManager:
         one if it is, else ``up`` (which rebuilds what the shape changes). The engine is left as it is
         when the lab is kept (container tests turn it on), and taken away by a rebuild."""
         shape = {"shared_home": shared_home, "user": user or "root", "mgmt_net": mgmt_net}
-        if not self.healthy(nodes, shape):
+        # a lab left with Slurm (a --slurm run kept) is not this shape: up without --slurm takes Slurm away
+        if not self.healthy(nodes, dict(shape, slurm=False)):
             self.up(nodes, shared_home=shared_home, user=user, mgmt_net=mgmt_net)
         lab = Lab.load(self.inventory_dir)
         assert len(lab.nodes) == nodes, lab.names
