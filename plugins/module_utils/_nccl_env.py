@@ -593,8 +593,8 @@ def _front_end_netdevs(facts):
 
 
 def _hca_fields(out, item, library):
-    """(name, port text or None, rail/plane suffix) of an ib_hca entry ``name[:port[:rail[:plane]]]``; None when it
-    is refused (an error says why).
+    """(name, port text or None, rail/plane suffix, plane or None) of an ib_hca entry ``name[:port[:rail[:plane]]]``;
+    None when it is refused (an error says why).
 
     The suffix is what NCCL_IB_HCA carries after the port (':rail', ':rail:plane' or '::plane'), '' without rail or
     plane. Rail and plane need NCCL >= 2.30.7 (IB_HCA_RAIL_PLANE_SINCE): older libraries read name:port only and
@@ -609,7 +609,7 @@ def _hca_fields(out, item, library):
     name, number, rail, plane = fields
     port = number if ':' in item else None
     if not rail and not plane:
-        return name, port, ''
+        return name, port, '', None
     since = _version_text(IB_HCA_RAIL_PLANE_SINCE)
     form = 'the name:port:rail:plane form (rail %s, plane %s)' % (rail or 'unset', plane or 'unset')
     known = _since(library, IB_HCA_RAIL_PLANE_SINCE)
@@ -633,7 +633,7 @@ def _hca_fields(out, item, library):
                               item, ' and '.join('%s %r' % b for b in bad)))
         return None
     suffix = ':%s:%s' % (rail, plane) if plane else ':%s' % rail
-    return name, (number or None) if port is not None else None, suffix
+    return name, (number or None) if port is not None else None, suffix, _int(plane) if plane else None
 
 
 def _explicit_ports(out, ports, value, library):
@@ -657,9 +657,9 @@ def _explicit_ports(out, ports, value, library):
         fields = _hca_fields(out, item, library)
         if fields is None:
             continue
-        dev, number, suffix = fields
-        if suffix.count(':') == 2 and suffix.rsplit(':', 1)[1]:
-            planes.add(_int(suffix.rsplit(':', 1)[1]))
+        dev, number, suffix, plane = fields
+        if plane is not None:
+            planes.add(plane)
         if dev not in by_dev:
             out.errors.append('ib_hca names HCA %r, which does not exist on this host (it has: %s)' % (
                 dev, ', '.join(sorted(by_dev, key=_natural)) or 'no RDMA devices'))

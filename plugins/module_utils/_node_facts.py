@@ -647,15 +647,16 @@ def _port_facts(root, dev_dir, port):
     return facts
 
 
-def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, library=None):
+def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, dmabuf=None):
     """Which GPUDirect RDMA paths the kernel offers, and whether one fits the GPU vendor.
 
     nvidia_peermem / nv_peer_mem: the modules NCCL looks for (nv_peer_mem also as the ``nv_mem`` memory peer);
     amd_peer_mem: the ``amdkfd`` memory peer RCCL looks for, or the kernel's ib_register_peer_memory_client with
     amdgpu loaded; dma_buf: the kernel's RDMA dma-buf import (ib_umem_dmabuf_get). NVIDIA GPUs use dma-buf only
     with the open kernel modules. RCCL uses dma-buf only with ``NCCL_DMABUF_ENABLE=1`` and a kernel built with
-    CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``), as RCCL reads them where it runs: in the
-    training container when ``library`` (``library_facts``) was read there (``dmabuf_read_in``), else on the host.
+    CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``), as RCCL reads them where it runs:
+    ``dmabuf`` is ``(options, where)`` as ``library_facts`` read them there (``dmabuf_read_in``); without it the
+    host's /boot is read.
     ``path`` says which one will be used.
     """
     symbols = set()
@@ -666,10 +667,9 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, library=None
     amd_peer_mem = any(_exists(root, path) for path in _AMDKFD_PEER_MEM) or \
         (_PEER_MEMORY_SYMBOL in symbols and _exists(root, 'sys/module/amdgpu'))
     dma_buf = _DMABUF_SYMBOL in symbols
-    read_in = (library or {}).get('read_in') or 'host'
-    kernel = None
+    kernel = read_in = None
     if gpu_vendor == 'amd' and dma_buf:
-        kernel = library['dmabuf_kernel'] if library is not None else _torch_probe.dmabuf_kernel_config(root)
+        kernel, read_in = dmabuf if dmabuf is not None else (_torch_probe.dmabuf_kernel_config(root), 'host')
     path = None
     if gpu_vendor == 'nvidia':
         path = 'peer_mem' if nvidia_peermem or nv_peer_mem else 'dma_buf' if dma_buf and _nvidia_driver(root)[1] else None
@@ -677,11 +677,11 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, library=None
         path = 'peer_mem' if amd_peer_mem else 'dma_buf' if dma_buf and kernel and all(kernel.values()) else None
     path = path if rdma_devices else None
     return dict(nvidia_peermem=nvidia_peermem, nv_peer_mem=nv_peer_mem, amd_peer_mem=amd_peer_mem, dma_buf=dma_buf,
-                dmabuf_kernel=kernel, dmabuf_read_in=read_in if gpu_vendor == 'amd' and dma_buf else None, path=path,
+                dmabuf_kernel=kernel, dmabuf_read_in=read_in, path=path,
                 available=path is not None)
 
 
-def rdma_facts(root='/', gpu_vendor='none', library=None):
+def rdma_facts(root='/', gpu_vendor='none', dmabuf=None):
     """Every RDMA device of /sys/class/infiniband with its ports, the ACTIVE ports, their transport, GPUDirect."""
     devices, active, layers = [], [], set()
     for name in sorted(_listdir(root, _IB_CLASS), key=_natural_key):
@@ -707,7 +707,7 @@ def rdma_facts(root='/', gpu_vendor='none', library=None):
     else:
         transport = 'none'
     return dict(devices=devices, active_ports=active, transport=transport,
-                gpudirect=gpudirect_facts(root, gpu_vendor, bool(devices), library))
+                gpudirect=gpudirect_facts(root, gpu_vendor, bool(devices), dmabuf))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -904,7 +904,7 @@ def _rocm_runtime(data, torch_rocm):
 def _plugins(data):
     plugin = _text(data.get('aws_ofi_nccl'))
     others = [dict(path=_text(o.get('path')), aws_ofi_nccl=False, version=_version_text(o.get('version')),
-                   names=[n for n in o.get('names') or [] if _text(n)])
+                   names=[n for n in o.get('names') if _text(n)] if isinstance(o.get('names'), list) else [])
               for o in data.get('other_net_plugins') or [] if isinstance(o, dict) and _text(o.get('path'))]
     return plugin if plugin and plugin.startswith('/') else None, others
 
@@ -975,6 +975,7 @@ def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, roo
     library = library_facts(root, gpu['vendor'], probed, where)
     if probed == {}:
         library['probe_error'] = _text(str((result or {}).get('error') or 'no answer')[-_TEXT_LIMIT:])
-    rdma = rdma_facts(root, gpu['vendor'], library)
+    # RCCL's dma-buf options, read where the library was: facts of the GPUDirect path (rdma.gpudirect), not the library
+    rdma = rdma_facts(root, gpu['vendor'], (library.pop('dmabuf_kernel'), library['read_in']))
     return dict(gpu=gpu, rdma=rdma, network=network, pci=pci_topology(root, gpu['pci_ids'], rdma['devices']),
                 library=library)

@@ -250,7 +250,9 @@ def _torch_distribution(location):
         if NCCL_WHEEL.match(name):
             wheel = name
     bundled = _bundled(location)
-    recorded = dict((str(f).replace(os.sep, '/'), f.size) for f in dist.files or [] if str(f).startswith('torch'))
+    # RECORD is read only when torch/lib holds a library (torch's lists some 15,000 files)
+    recorded = dict((str(f).replace(os.sep, '/'), f.size) for f in dist.files or []
+                    if str(f).startswith('torch/lib/')) if bundled else {}
     replaced = []
     for name in bundled:
         try:

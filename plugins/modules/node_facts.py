@@ -409,9 +409,9 @@ ansible_facts:
               (what told it), C(read_in) (V(host) or V(container <name>)) and C(aws_ofi_nccl) (the path of the
               aws-ofi-nccl plugin there, or V(null)).
             - C(not_loaded) (the library's files there with another version than torch loads), C(rocm) (on AMD, the
-              ROCm runtime the ranks use), C(dmabuf_kernel) (on AMD, RCCL's dma-buf kernel options as read there,
-              V(null) when C(/boot/config-<release>) cannot be read there), C(probe_error) (the interpreter could not
-              be asked) and C(torch_error) (torch was imported but could not tell).
+              ROCm runtime the ranks use), C(probe_error) (the interpreter could not be asked) and C(torch_error)
+              (torch was imported but could not tell). RCCL's dma-buf kernel options, read there too, are
+              RV(ansible_facts.trainops_node.rdma.gpudirect.dmabuf_kernel).
             - A C(libnccl-net*.so) is aws-ofi-nccl when its bytes hold the net name C(Libfabric) and the package name
               C(aws-ofi-nccl) (read, never loaded); others found are listed in C(other_net_plugins) (C(path),
               C(names), C(version)) only when no aws-ofi-nccl was found.
@@ -419,7 +419,7 @@ ansible_facts:
           returned: always
           sample: {name: nccl, version: 2.20.5, source: "python package nvidia-nccl-cu12, which torch 2.4.1 requires",
                    read_in: host, aws_ofi_nccl: null, not_loaded: {version: 2.23.4, file: /usr/include/nccl.h,
-                   read_in: host}, dmabuf_kernel: null}
+                   read_in: host}}
 """
 
 from ansible.module_utils.basic import AnsibleModule

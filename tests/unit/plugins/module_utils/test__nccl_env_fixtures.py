@@ -111,8 +111,8 @@ def mi300x(node, version=None):
 def test_mi300x_gid_split_rccl_2_21_selects_per_port(node):
     facts = mi300x(node)
     assert facts['library'] == dict(name='rccl', version='2.21.5', source='/opt/rocm/include/rccl/rccl.h',
-                                    aws_ofi_nccl=None, read_in='host', rocm=None,
-                                    dmabuf_kernel={'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
+                                    aws_ofi_nccl=None, read_in='host', rocm=None)
+    assert facts['rdma']['gpudirect']['dmabuf_kernel'] == {'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True}
     res = compute(facts, nproc_per_node=8)
     # RCCL 2.21.5 src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1) and ncclIbGetGidIndex picks,
     # per port, the IPv4 (AF_INET default) RoCE v2 GID: 3 on bnxt_re0..3, 5 on bnxt_re4..7. Nothing to set.
@@ -414,7 +414,7 @@ def test_frontend_nic_is_left_out_nccl_2_23(node):
     facts = frontend(node)
     assert facts['network']['default_ifnames'] == ['eno8np0']
     assert facts['library'] == dict(name='nccl', version='2.23.4', aws_ofi_nccl=None, read_in='host', rocm=None,
-                                    source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4', dmabuf_kernel=None)
+                                    source='/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4')
     res = compute(facts, nproc_per_node=8)
     # NCCL "Environment Variables" NCCL_IB_HCA: every listed port is used; mlx5_8 (eno8np0) carries the default
     # route, so it is a front-end / management NIC, not a training rail. NCCL >= 2.21: no GID index

@@ -374,7 +374,7 @@ def test_node_facts_puts_gpu_rdma_and_network_together(tree):
     assert set(facts['pci']['gpus'].values()) == {None} and len(facts['pci']['gpus']) == 8
     # the driver's header and library files are not in this tree, and no interpreter was named
     assert facts['library'] == dict(name='nccl', version=None, source=None, read_in='host', rocm=None,
-                                    aws_ofi_nccl=None, dmabuf_kernel=None)
+                                    aws_ofi_nccl=None)
     assert facts['gpu']['interconnect']['type'] == 'nvlink'
     assert facts['rdma']['transport'] == 'infiniband' and len(facts['rdma']['devices']) == 8
     assert (facts['network']['ifname'], facts['network']['address'], facts['network']['mtu']) == \
