@@ -9,10 +9,10 @@ BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
-# -q for a target run alone; make test runs e2e and lab-test side by side with one line per test (-v)
+# -q for a target run alone; make test runs its suites side by side with one line per test (-v)
 PYTEST_REPORT ?= -q
 
-.PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status container-image \
+.PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status engine container-image \
         dist ee changelog
 
 help: ## List the targets
@@ -37,9 +37,8 @@ dev-deps: $(VENV)/.dev-deps ## Install the runtime and development requirements 
 demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e channels=42)
 	$(BIN)/ansible-playbook playbooks/launch.yml -e channels=42
 
-test: dev-deps ## The whole test suite: unit, workload, functional (the container image built meanwhile), then static checks, end-to-end and lab side by side
-	MAKE="$(MAKE)" bash hack/parallel.sh checks container-image
-	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh static e2e lab-test
+test: dev-deps engine ## The whole test suite, side by side: unit/workload/functional, static checks, end-to-end, lab (and the container image it needs)
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh checks container-image static e2e lab-test
 
 checks: dev-deps ## The tests that need no lab: unit, workload, functional
 	$(MAKE) --no-print-directory unit workload functional
@@ -48,13 +47,13 @@ static: dev-deps ## The checks that run no job: syntax, lint, sanity (make test 
 	$(MAKE) --no-print-directory syntax lint sanity
 
 unit: dev-deps ## Unit tests of modules, plugins and module_utils (mocked)
-	$(PYTEST) -q tests/unit
+	$(PYTEST) -q --durations=5 tests/unit
 
 workload: dev-deps ## The training workload under real torchrun
-	$(PYTEST) -q tests/workspace
+	$(PYTEST) -q --durations=5 tests/workspace
 
 functional: dev-deps ## The torchrun module against real processes
-	$(PYTEST) -q tests/functional
+	$(PYTEST) -q --durations=5 tests/functional
 
 e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
 	$(PYTEST) $(PYTEST_REPORT) --durations=10 tests/e2e
@@ -70,10 +69,15 @@ lab-down: ## Remove the lab: daemons, namespaces, links, mounts, files (root)
 lab-status: ## Show the lab's nodes
 	$(BIN)/python hack/lab.py status
 
-container-image: dev-deps ## Container engine (docker.io) and the registry-free test image archive, once (root)
-	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh && PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
+engine: ## Container engine (docker.io installed, dockerd started) for the lab's container tests and the test image (root)
+	@if [ "$$(id -u)" = 0 ]; then bash hack/engine.sh; else echo "engine: not root, skipped"; fi
 
-lab-test: dev-deps container-image ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
+container-image: dev-deps engine ## The registry-free test image archive, once (root); the lab's container tests wait for a build under way
+	@if [ "$$(id -u)" = 0 ]; then PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
+
+# the lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when
+# make test's container-image has not finished it yet: the lab tests start at once
+lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
 	$(PYTEST) $(PYTEST_REPORT) --durations=15 tests/lab
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook

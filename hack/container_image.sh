@@ -65,6 +65,11 @@ if [[ "$mode" == path ]]; then
     echo "$archive"
     exit 0
 fi
+# one build at a time (make test starts this next to the lab tests, whose container tests build the image
+# through the same script when they get there first): a second run waits, then finds the archive cached
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock -n 9 || { say "another build of the test image is running; waiting for it"; flock 9; }
 if [[ "$mode" == build ]] && valid; then
     say "cached: $archive ($(du -h "$archive" | cut -f1)); --force rebuilds"
     echo "$archive"
@@ -75,8 +80,8 @@ fi
 timeout 10 docker info >/dev/null 2>&1 || die "no docker daemon answers (start one: bash hack/engine.sh)"
 if ! command -v mmdebstrap >/dev/null 2>&1; then
     say "installing mmdebstrap (apt-get)"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap >/dev/null
 fi
 
 mirror="${TRAINOPS_DEBIAN_MIRROR:-}"

@@ -43,6 +43,12 @@ die() { printf 'engine: error: %s\n' "$*" >&2; exit 1; }
 
 [[ "$(id -u)" == 0 ]] || die "must run as root (installs packages, starts dockerd)"
 
+# one run at a time (make test builds the test image while the lab tests start): a second run waits for the
+# first, then finds the daemon answering; apt-get waits for dpkg's lock instead of failing when another
+# apt-get (the lab's, mmdebstrap's) holds it
+exec 9>/run/lock/trainops-engine.lock
+flock -n 9 || { say "another hack/engine.sh is running; waiting for it"; flock 9; }
+
 apt_install() {
     # $@: packages. No service may start during the install (the init script would start dockerd
     # with its defaults, iptables included); a policy-rc.d that someone else put there is kept.
@@ -55,8 +61,8 @@ apt_install() {
     # shellcheck disable=SC2064
     trap "[[ $ours == 1 ]] && rm -f '$policy'" EXIT
     say "installing $* (apt-get, Debian packages)"
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null
     if [[ "$ours" == 1 ]]; then rm -f "$policy"; fi
     trap - EXIT
 }
@@ -131,7 +137,7 @@ fi
 
 if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; then
     say "starting docker.service (systemd)"
-    systemctl start docker
+    systemctl start docker 9>&-
 else
     if [[ -s "$pidfile" ]]; then
         pid="$(cat "$pidfile")"
@@ -143,7 +149,7 @@ else
     say "starting dockerd (no systemd): $dockerd_args; log $logfile"
     # shellcheck disable=SC2086  # word splitting of the argument string is intended
     setsid dockerd --pidfile "$pidfile" -H unix:///var/run/docker.sock $dockerd_args \
-        </dev/null >>"$logfile" 2>&1 &
+        </dev/null >>"$logfile" 2>&1 9>&- &
     disown || true
 fi
 

@@ -116,8 +116,9 @@ def apt_install(missing):
         raise LabError("missing packages %s and no apt-get to install them" % " ".join(missing))
     say("lab: installing %s (apt-get)" % " ".join(missing))
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing):
+    # another apt-get (hack/engine.sh's, mmdebstrap's under make test) may hold dpkg's lock: wait for it
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
+    for argv in (apt + ["update", "-qq"], apt + ["install", "-y", "-qq", "--no-install-recommends"] + missing):
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise LabError("%s failed:\n%s" % (" ".join(argv), (proc.stderr or proc.stdout)[-2000:]))
