@@ -830,9 +830,9 @@ def test_pci_path_types_follow_nccl():
     # bridge (CPU), SYS across NUMA nodes; src/graph/paths.cc ncclTopoSetPaths: a PCI-PCI hop is PXB
     gpu = entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0', '0000:1b:00.0')
     assert pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0',
-                                       '0000:1b:00.1')) == 'PIX'
+                                    '0000:1b:00.1')) == 'PIX'
     assert pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:00.0',
-                                       '0000:18:00.0')) == 'PXB'
+                                    '0000:18:00.0')) == 'PXB'
     assert pci_path_type(gpu, entry('pci0000:15', '0000:15:02.0', '0000:29:00.0')) == 'PHB'
     assert pci_path_type(gpu, entry('pci0000:28', '0000:28:01.0', '0000:29:00.0')) == 'PHB'
     assert pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=1)) == 'SYS'

@@ -53,6 +53,6 @@ def test_check_cluster_link_layer_vendor_and_missing_results():
 
 def test_check_cluster_warns_about_different_library_versions():
     check = check_cluster({'a': run(with_library(h100_ib(), 'nccl', '2.21.5')),
-                              'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
+                           'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
     assert check['errors'] == []
     assert has(check['warnings'], 'different library versions', 'NCCL 2.21.5 on a', 'NCCL 2.23.4 on b')
