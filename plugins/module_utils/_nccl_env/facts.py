@@ -206,7 +206,7 @@ def _gid_entry_problem(port, index):
     return None
 
 
-# --- library versions (the tables are in deciders.py) ----------------------------------------
+# --- library versions (the version tables are in deciders.py) ------------------------------------
 
 def _library_label(library):
     if not library.get('name'):
@@ -233,7 +233,7 @@ def _version_text(version):
     return '.'.join(str(part) for part in version)
 
 
-# --- HCA choice by PCIe topology (NCCL src/graph/paths.cc ncclTopoSetPaths path types, topo.cc ncclTopoGetLocal) --
+# --- PCIe layout and path types (NCCL src/graph/paths.cc ncclTopoSetPaths); the HCA choice is in deciders.py ------
 
 PATH_TYPES = ('PIX', 'PXB', 'PHB', 'SYS')
 """NCCL's PCIe path types, nearest first (src/graph/topo.h PATH_PIX .. PATH_SYS)."""
