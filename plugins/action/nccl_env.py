@@ -8,8 +8,9 @@
 
 Two forms (see plugins/modules/nccl_env.py for the documentation):
 
-* ``facts`` + settings: the environment of this host's ranks (``compute`` in module_utils/_nccl_env.py);
-* ``cluster``: ``{host: registered result of the first form}``, checked across nodes (``check_cluster``).
+* ``facts`` + settings: the environment of this host's ranks (``compute`` in module_utils/_nccl_env/deciders.py);
+* ``cluster``: ``{host: registered result of the first form}``, checked across nodes (``check_cluster`` in
+  module_utils/_nccl_env/cluster.py).
 
 Nothing runs on the managed node and nothing changes anywhere.
 """
@@ -21,9 +22,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import KNOBS, option
-from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import (
-    check_cluster,
-    compute,
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import compute
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.render import (
     nccl_conf_path,
     render_env_file,
     render_nccl_conf,

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _nccl_env as ne
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import compute
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
 from ansible_collections.trainops.multinode.plugins.module_utils import _torch_probe as tp
 from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
@@ -104,7 +104,7 @@ def test_the_wheel_torch_requires_wins_over_the_hosts_nccl(h100):
                                      read_in='host')
     # cheap: metadata only, torch not imported (no reported_error, no torch_error)
     assert runner.probes == [[tp.LIBRARY_FLAG, 'nvidia', tp.ROOT_FLAG, root]] and 'torch_error' not in lib
-    res = ne.compute(facts, dict(nproc_per_node=8))
+    res = compute(facts, dict(nproc_per_node=8))
     # NCCL 2.20.5 src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0), one index per process: the
     # rails' common RoCE v2 index 3 is pinned. With the host's 2.23.4 (a GID per port since 2.21) it stays unset,
     # and torch's 2.20.5 would use GID 0 (link-local, RoCE v1): the failure issue 26 names.
@@ -113,7 +113,7 @@ def test_the_wheel_torch_requires_wins_over_the_hosts_nccl(h100):
                                   source='python package nvidia-nccl-cu12, which torch 2.4.1 requires')
     host_only = nf.node_facts(runner, '10.0.0.11', root=root)
     assert host_only['library']['version'] == '2.23.4'
-    assert 'NCCL_IB_GID_INDEX' not in ne.compute(host_only, dict(nproc_per_node=8))['env']
+    assert 'NCCL_IB_GID_INDEX' not in compute(host_only, dict(nproc_per_node=8))['env']
 
 
 def test_what_torch_reports_wins_when_imported(h100):
@@ -152,7 +152,7 @@ def test_nothing_cheap_tells_so_torch_is_asked_and_an_unknown_version_fails_the_
     assert facts['library']['version'] is None and facts['library']['source'] is None
     assert facts['library']['torch_error'] == 'RuntimeError: no NCCL in this build'
     # a decision that depends on the version is refused naming the knob, never guessed
-    res = ne.compute(facts, dict(nproc_per_node=8, channels=48))
+    res = compute(facts, dict(nproc_per_node=8, channels=48))
     assert any('version is unknown' in e and 'trainops_nccl_library_version' in e for e in res['errors']), res
 
 
@@ -222,7 +222,7 @@ def test_container_rccl_is_torchs_and_dmabuf_is_judged_inside(mi300x):
     gdr = facts['rdma']['gpudirect']
     assert (gdr['dma_buf'], gdr['dmabuf_kernel'], gdr['dmabuf_read_in'], gdr['path']) == (
         True, None, 'container trainops-train', None)
-    res = ne.compute(facts, dict(nproc_per_node=8))
+    res = compute(facts, dict(nproc_per_node=8))
     assert 'NCCL_DMABUF_ENABLE' not in res['env']
     assert any('inside container trainops-train, where it cannot be read: mount /boot read-only' in w
                for w in res['warnings']), res['warnings']
@@ -230,7 +230,7 @@ def test_container_rccl_is_torchs_and_dmabuf_is_judged_inside(mi300x):
     on_host = nf.node_facts(runner, '10.0.0.11', root=host)
     assert on_host['rdma']['gpudirect']['dmabuf_read_in'] == 'host'
     assert on_host['library']['version'] == '2.21.5'  # the host's rccl.h: not what the container's torch loads
-    assert ne.compute(on_host, dict(nproc_per_node=8))['env']['NCCL_DMABUF_ENABLE'] == '1'
+    assert compute(on_host, dict(nproc_per_node=8))['env']['NCCL_DMABUF_ENABLE'] == '1'
 
 
 def test_container_with_boot_mounted_enables_dmabuf(mi300x):
@@ -241,7 +241,7 @@ def test_container_with_boot_mounted_enables_dmabuf(mi300x):
         dst.write(src.read())  # the container role's /boot:/boot:ro on AMD nodes
     facts = in_container(runner, host)
     assert facts['rdma']['gpudirect']['path'] == 'dma_buf'
-    res = ne.compute(facts, dict(nproc_per_node=8))
+    res = compute(facts, dict(nproc_per_node=8))
     assert res['env']['NCCL_DMABUF_ENABLE'] == '1'
     assert 'read where RCCL reads it (container trainops-train)' in res['reasons']['NCCL_DMABUF_ENABLE']
 
@@ -266,5 +266,5 @@ def test_channel_limit_of_the_container_rccl_on_two_nodes(mi300x):
     facts = in_container(runner, host)
     # RCCL 2.20.5 src/graph/topo.cc ncclTopoPostset: at most 64 channels on more than one node; the host's rccl.h
     # would not change that, but the version recorded is the container's
-    res = ne.compute(facts, dict(nproc_per_node=8, nnodes=2, channels=128))
+    res = compute(facts, dict(nproc_per_node=8, nnodes=2, channels=128))
     assert any('channels 128' in e and '64' in e for e in res['errors']), res['errors']

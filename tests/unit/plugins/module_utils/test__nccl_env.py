@@ -4,16 +4,29 @@
 """Unit tests of the per-host NCCL/RCCL environment, on fact dicts built from the trainops_node contract
 (docs in /work/notes/facts-schema.md): 8xMI300X with bnxt_re RoCE, 8xH100 with mlx5 InfiniBand, 4xH100 with
 SR-IOV RoCE VFs, an Ethernet-only GPU node, a CPU-only node, a node whose HCA ports are down and a lab-like
-node with a VLAN interface bond0.2093."""
+node with a VLAN interface bond0.2093.
+
+module_utils/_nccl_env: compute (deciders.py) and the fact readers it uses (facts.py) here; the env file and
+nccl.conf (render.py) in test__nccl_env_render.py, check_cluster (cluster.py) in test__nccl_env_cluster.py."""
 
 from __future__ import annotations
 
 import copy
-import subprocess
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _nccl_env as ne
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import (
+    compute,
+    match_names,
+    parse_nccl_list,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import (
+    _ports,
+    nccl_gid_index,
+    pci_path_type,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.render import render_env_file
 
 
 # --- fact builders (shapes from the contract) ------------------------------------------------------
@@ -140,7 +153,7 @@ def lab_bond():
 
 
 def run(facts, **settings):
-    res = ne.compute(facts, settings)
+    res = compute(facts, settings)
     assert all(isinstance(v, str) for v in res['env'].values()), res['env']
     assert set(res['sources']) == set(res['env']) == set(res['reasons'])
     assert set(res['sources'].values()) <= {'detected', 'knob', 'default', 'override'}
@@ -700,12 +713,7 @@ def test_a_variable_name_with_a_trailing_newline_is_no_name():
     assert has(res['errors'], "rocm_defaults: 'HSA_X\\n'='1' is not a valid variable and value")
     assert not any(var.endswith('\n') for var in res['env'])
     with pytest.raises(ValueError, match='not a valid environment variable name'):
-        ne.render_env_file({'NCCL_DEBUG\n': 'INFO'})
-
-
-def test_a_value_with_a_trailing_newline_is_not_shell_safe():
-    assert ne._quote('eth0,eth1') == 'eth0,eth1'
-    assert ne._quote('eth0\n') == "'eth0\n'"
+        render_env_file({'NCCL_DEBUG\n': 'INFO'})
 
 
 def test_env_override_ib_hca_is_checked():
@@ -741,106 +749,28 @@ def test_facts_without_rdma_section():
 
 
 def test_no_facts_and_unknown_settings():
-    res = ne.compute(None, {'chanels': 3})
+    res = compute(None, {'chanels': 3})
     assert has(res['errors'], 'no node facts given')
     assert has(res['errors'], 'unknown setting(s): chanels')
-    assert has(ne.compute(cpu_only(), {'network_mode': 'fast'})['errors'], 'network_mode must be auto, rdma or tcp')
+    assert has(compute(cpu_only(), {'network_mode': 'fast'})['errors'], 'network_mode must be auto, rdma or tcp')
 
 
 def test_compute_does_not_modify_its_inputs():
     facts, settings = mi300x(), {'env_overrides': {'NCCL_DEBUG': None}, 'ib_hca': ['bnxt_re0']}
     before = copy.deepcopy((facts, settings))
-    ne.compute(facts, settings)
+    compute(facts, settings)
     assert (facts, settings) == before
 
 
-# --- across nodes ------------------------------------------------------------------------------------
-
-def test_check_cluster_agreeing_nodes():
-    check = ne.check_cluster({'gpu2': run(h100_ib()), 'gpu1': run(h100_ib())})
-    assert check['errors'] == [] and check['warnings'] == []
-    assert check['transports'] == {'gpu1': 'rdma', 'gpu2': 'rdma'}
-    lines = check['table'].splitlines()
-    assert lines[0].split() == ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status']
-    assert lines[2].startswith('gpu1') and lines[3].startswith('gpu2')
-    assert 'rdma (infiniband)' in lines[2] and '=mlx5_0:1,' in lines[2] and '=eno1' in lines[2]
-    assert 'NCCL ?' in lines[2]  # the builder's facts carry no library version
-
-
-def test_check_cluster_transport_mismatch():
-    check = ne.check_cluster({'gpu1': run(h100_ib()), 'gpu2': run(ports_down()), 'gpu3': run(h100_ib())})
-    assert has(check['errors'], 'different transports', 'rdma on gpu1, gpu3', 'tcp on gpu2', 'hang')
-    row = [line for line in check['table'].splitlines() if line.startswith('gpu2')][0]
-    assert row.split()[1:5] == ['nvidia', 'NCCL', '?', 'tcp']
-
-
-def test_check_cluster_link_layer_vendor_and_missing_results():
-    check = ne.check_cluster({'a': run(h100_ib()), 'b': run(h100_sriov(), gid_index=3)})
-    assert has(check['errors'], 'different link layers', 'infiniband on a', 'roce on b')
-    assert has(check['warnings'], 'different numbers of HCA ports', '4 on b', '8 on a')
-    check = ne.check_cluster({'a': run(h100_ib()), 'b': run(mi300x()), 'c': None, 'd': {}})
-    assert has(check['errors'], 'different GPU vendors', 'amd on b', 'nvidia on a')
-    assert has(check['errors'], 'c: no NCCL environment was computed')
-    assert has(check['errors'], 'd: no NCCL environment was computed')
-    assert has(check['errors'], 'different link layers')  # a is InfiniBand, b RoCE
-    check = ne.check_cluster({'a': run(lab_bond()), 'b': run(cpu_only())})
-    assert check['errors'] == []
-
-
-# --- rendering ---------------------------------------------------------------------------------------
-
-ENV = {'NCCL_SOCKET_IFNAME': '=bond0.2093', 'GLOO_SOCKET_IFNAME': 'bond0.2093', 'NCCL_DEBUG': 'WARN',
-       'NCCL_IB_HCA': '=mlx5_0:1,mlx5_1:1', 'X_SPACED': 'a b', 'X_QUOTE': "it's $HOME `x`", 'X_EMPTY': '',
-       'NCCL_EXCLUDE': '^=docker0,lo', 'HSA_ENABLE_SDMA': '0', 'RCCL_THREADS_PER_BLOCK': '256'}
-
-
-def test_env_file_sorted_quoted_and_sourceable(tmp_path):
-    text = ne.render_env_file(ENV, header='trainops test\nsecond line')
-    lines = text.splitlines()
-    assert lines[:2] == ['# trainops test', '# second line']
-    body = lines[2:]
-    assert [line.split('=', 1)[0] for line in body] == sorted(ENV)
-    assert 'NCCL_SOCKET_IFNAME==bond0.2093' in body and 'NCCL_IB_HCA==mlx5_0:1,mlx5_1:1' in body
-    assert "X_SPACED='a b'" in body and "NCCL_EXCLUDE='^=docker0,lo'" in body and "X_EMPTY=''" in body
-    path = tmp_path / 'nccl.env'
-    path.write_text(text)
-    script = 'set -a; . "%s"; set +a; for v in %s; do printf "%%s=%%s\\0" "$v" "${!v}"; done' % (path, ' '.join(sorted(ENV)))
-    out = subprocess.run(['bash', '-c', script], check=True, capture_output=True, env={'HOME': '/nonexistent'}).stdout
-    parsed = dict(item.split('=', 1) for item in out.decode().split('\0') if item)
-    assert parsed == ENV
-
-
-def test_env_file_unquoted_and_invalid():
-    assert "X_SPACED=a b" in ne.render_env_file(ENV, quote=False).splitlines()
-    with pytest.raises(ValueError):
-        ne.render_env_file({'BAD NAME': '1'})
-    with pytest.raises(ValueError):
-        ne.render_env_file({'OK': 'two\nlines'})
-
-
-def test_nccl_conf():
-    text = ne.render_nccl_conf(ENV, header='written for gpu1 with a=b')
-    lines = text.splitlines()
-    comments = [line for line in lines if line.startswith('#')]
-    settings = [line for line in lines if not line.startswith('#')]
-    assert all('=' not in line for line in comments)  # older RCCL parses any line with '='
-    assert comments[0] == '# written for gpu1 with a:b'
-    assert has(comments, 'GLOO_SOCKET_IFNAME', 'HSA_ENABLE_SDMA', 'X_SPACED')
-    parsed = dict(line.split('=', 1) for line in settings)  # what NCCL's parser does: split at the first '='
-    assert parsed == dict((k, v) for k, v in ENV.items() if k.startswith(('NCCL_', 'RCCL_')))
-    assert [line.split('=', 1)[0] for line in settings] == sorted(parsed)
-    assert ne.nccl_conf_path('amd') == '/etc/rccl.conf' and ne.nccl_conf_path('nvidia') == '/etc/nccl.conf'
-
-
 def test_parse_and_match_nccl_lists():
-    assert ne.parse_nccl_list('^=docker0,lo') == (True, True, [('docker0', None), ('lo', None)])
-    assert ne.parse_nccl_list('=mlx5_0:1,mlx5_1') == (False, True, [('mlx5_0', 1), ('mlx5_1', None)])
+    assert parse_nccl_list('^=docker0,lo') == (True, True, [('docker0', None), ('lo', None)])
+    assert parse_nccl_list('=mlx5_0:1,mlx5_1') == (False, True, [('mlx5_0', 1), ('mlx5_1', None)])
     names = ['lo', 'eth0', 'eth1', 'bond0', 'bond0.2093', 'docker0']
-    assert ne.match_names('eth', names) == ['eth0', 'eth1']
-    assert ne.match_names('=bond0', names) == ['bond0']
-    assert ne.match_names('bond0', names) == ['bond0', 'bond0.2093']
-    assert ne.match_names('^docker,lo', names) == ['eth0', 'eth1', 'bond0', 'bond0.2093']
-    assert ne.match_names('^=bond0', names) == ['lo', 'eth0', 'eth1', 'bond0.2093', 'docker0']
+    assert match_names('eth', names) == ['eth0', 'eth1']
+    assert match_names('=bond0', names) == ['bond0']
+    assert match_names('bond0', names) == ['bond0', 'bond0.2093']
+    assert match_names('^docker,lo', names) == ['eth0', 'eth1', 'bond0', 'bond0.2093']
+    assert match_names('^=bond0', names) == ['lo', 'eth0', 'eth1', 'bond0.2093', 'docker0']
 
 
 # --- GID tables, QoS and libraries across nodes ------------------------------------------------------------
@@ -869,11 +799,11 @@ def test_nccl_gid_index_follows_ncclUpdateGidIndex():
         (0, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'IB/RoCE v1'), (1, 'fe80:0000:0000:0000:0000:00ff:fe00:0001', 'RoCE v2'),
         (2, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'IB/RoCE v1'), (3, '0000:0000:0000:0000:0000:ffff:0a00:0001', 'RoCE v2'),
         (4, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'IB/RoCE v1'), (5, 'fd00:0000:0000:0000:0000:0000:0000:0001', 'RoCE v2')])
-    ports = ne._ports({'rdma': {'devices': [device('mlx5_0', 'mlx5_core', None, [port_facts])]}})
-    assert ne.nccl_gid_index(ports[0]) == 3                       # AF_INET, RoCE v2 (the defaults)
-    assert ne.nccl_gid_index(ports[0], 'AF_INET', 1) == 2
-    assert ne.nccl_gid_index(ports[0], 'AF_INET6') == 5           # the link-local ones are never valid
-    assert ne.nccl_gid_index(ports[0], 'AF_INET6', 1) == 4
+    ports = _ports({'rdma': {'devices': [device('mlx5_0', 'mlx5_core', None, [port_facts])]}})
+    assert nccl_gid_index(ports[0]) == 3                       # AF_INET, RoCE v2 (the defaults)
+    assert nccl_gid_index(ports[0], 'AF_INET', 1) == 2
+    assert nccl_gid_index(ports[0], 'AF_INET6') == 5           # the link-local ones are never valid
+    assert nccl_gid_index(ports[0], 'AF_INET6', 1) == 4
 
 
 def test_qos_on_infiniband_and_over_tcp():
@@ -883,13 +813,6 @@ def test_qos_on_infiniband_and_over_tcp():
     res = run(ethernet_gpu(), ib_tc=106, cross_nic=1)
     assert 'NCCL_IB_TC' not in res['env'] and has(res['warnings'], 'ib_tc has no effect')
     assert res['env']['NCCL_CROSS_NIC'] == '1' and has(res['warnings'], 'cross_nic has no effect over TCP')
-
-
-def test_check_cluster_warns_about_different_library_versions():
-    check = ne.check_cluster({'a': run(with_library(h100_ib(), 'nccl', '2.21.5')),
-                              'b': run(with_library(h100_ib(), 'nccl', '2.23.4'))})
-    assert check['errors'] == []
-    assert has(check['warnings'], 'different library versions', 'NCCL 2.21.5 on a', 'NCCL 2.23.4 on b')
 
 
 # --- HCA choice by PCIe topology ----------------------------------------------------------------------------------
@@ -906,14 +829,14 @@ def test_pci_path_types_follow_nccl():
     # NCCL src/graph/topo.h: PIX at most one PCIe bridge, PXB several without the host bridge, PHB through the host
     # bridge (CPU), SYS across NUMA nodes; src/graph/paths.cc ncclTopoSetPaths: a PCI-PCI hop is PXB
     gpu = entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0', '0000:1b:00.0')
-    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0',
-                                       '0000:1b:00.1')) == 'PIX'
-    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:00.0',
-                                       '0000:18:00.0')) == 'PXB'
-    assert ne.pci_path_type(gpu, entry('pci0000:15', '0000:15:02.0', '0000:29:00.0')) == 'PHB'
-    assert ne.pci_path_type(gpu, entry('pci0000:28', '0000:28:01.0', '0000:29:00.0')) == 'PHB'
-    assert ne.pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=1)) == 'SYS'
-    assert ne.pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=None)) == 'SYS'
+    assert pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:02.0',
+                                    '0000:1b:00.1')) == 'PIX'
+    assert pci_path_type(gpu, entry('pci0000:15', '0000:15:01.0', '0000:16:00.0', '0000:17:00.0',
+                                    '0000:18:00.0')) == 'PXB'
+    assert pci_path_type(gpu, entry('pci0000:15', '0000:15:02.0', '0000:29:00.0')) == 'PHB'
+    assert pci_path_type(gpu, entry('pci0000:28', '0000:28:01.0', '0000:29:00.0')) == 'PHB'
+    assert pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=1)) == 'SYS'
+    assert pci_path_type(gpu, entry('pci0000:a9', '0000:a9:01.0', '0000:aa:00.0', numa=None)) == 'SYS'
 
 
 def topo_facts(gpus, hcas):
@@ -968,7 +891,7 @@ def test_topology_not_read_keeps_todays_choice():
     far = {'0000:1b:00.0': pci('pci0000:15', '0000:15:01.0', '0000:1b:00.0', numa=1)}
     res = run(topo_facts(far, hcas))
     assert res['hcas'] == eight and res['topology'] == 'PCIe topology: no HCA within PXB of a GPU: every ACTIVE port kept'
-    table = ne.check_cluster({'n1': res})['table']
+    table = check_cluster({'n1': res})['table']
     assert 'n1: PCIe topology: no HCA within PXB of a GPU' in table
 
 

@@ -13,7 +13,9 @@ import os
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _nccl_env as ne
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import _natural, nccl_gid_index
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
 
 _TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
@@ -84,7 +86,7 @@ def _set_library_version(root, version):
 
 
 def compute(facts, **settings):
-    res = ne.compute(facts, settings)
+    res = deciders.compute(facts, settings)
     assert all(isinstance(v, str) for v in res['env'].values()), res['env']
     return res
 
@@ -116,7 +118,7 @@ def test_mi300x_gid_split_rccl_2_21_selects_per_port(node):
     res = compute(facts, nproc_per_node=8)
     # RCCL 2.21.5 src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1) and ncclIbGetGidIndex picks,
     # per port, the IPv4 (AF_INET default) RoCE v2 GID: 3 on bnxt_re0..3, 5 on bnxt_re4..7. Nothing to set.
-    assert [ne.nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 4 + [5] * 4
+    assert [nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 4 + [5] * 4
     # RCCL src/misc/rocmwrap.cc: NCCL_DMABUF_ENABLE defaults to 0, dma-buf needs CONFIG_DMABUF_MOVE_NOTIFY and
     # CONFIG_PCI_P2PDMA in /boot/config-<release> (both set in this tree)
     assert res['env'] == {
@@ -372,8 +374,8 @@ def test_ipv6_roce_nccl_2_21_needs_the_address_family(node):
     # link-local GID 0 of an IPv6-only port; NCCL_IB_ADDR_FAMILY=AF_INET6 makes it pick the global RoCE v2 GID 3.
     # src/misc/socket.cc ncclEnvSocketFamily: the master is IPv6 and eno1's first address is IPv4, so
     # NCCL_SOCKET_FAMILY=AF_INET6 (NCCL "Environment Variables": NCCL_SOCKET_FAMILY)
-    assert [ne.nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [0] * 8
-    assert [ne.nccl_gid_index(p, 'AF_INET6') for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 8
+    assert [nccl_gid_index(p) for d in facts['rdma']['devices'] for p in d['ports']] == [0] * 8
+    assert [nccl_gid_index(p, 'AF_INET6') for d in facts['rdma']['devices'] for p in d['ports']] == [3] * 8
     assert res['env'] == {
         'NCCL_SOCKET_IFNAME': '=eno1', 'GLOO_SOCKET_IFNAME': 'eno1', 'NCCL_SOCKET_FAMILY': 'AF_INET6',
         'NCCL_IB_DISABLE': '0', 'NCCL_IB_HCA': V6_HCA, 'NCCL_IB_ADDR_FAMILY': 'AF_INET6', 'NCCL_DEBUG': 'WARN'}
@@ -422,7 +424,7 @@ def test_frontend_nic_is_left_out_nccl_2_23(node):
                           'NCCL_IB_HCA': FE_HCA, 'NCCL_DEBUG': 'WARN'}
     assert res['left_out'] == {'mlx5_8:1': 'front-end NIC: its netdev carries the default route'}
     assert has(res['warnings'], 'leaving out mlx5_8:1', 'eno8np0 carries', 'list it in ib_hca')
-    table = ne.check_cluster({'gpu-01': res})['table']
+    table = check_cluster({'gpu-01': res})['table']
     assert 'gpu-01: left out mlx5_8:1 (front-end NIC' in table and 'NCCL 2.23.4' in table
     # listed explicitly, it is used
     res = compute(facts, ib_hca=['mlx5_%d' % i for i in range(9)])
@@ -461,13 +463,13 @@ def test_secondary_address_and_gloo_overrides(node):
     two = compute(facts, env_overrides={'GLOO_SOCKET_IFNAME': 'eno8np0,ens10np0'})
     assert two['errors'] == []
     # PyTorch distributed docs: all processes must specify the same number of interfaces in GLOO_SOCKET_IFNAME
-    check = ne.check_cluster({'a': one, 'b': two})
+    check = check_cluster({'a': one, 'b': two})
     assert has(check['errors'], 'different numbers of interfaces in GLOO_SOCKET_IFNAME', '1 on a', '2 on b')
 
 
 def test_every_decider_exists():
-    for var, name in ne.DECIDERS.items():
-        assert callable(getattr(ne, name.split()[0])), (var, name)
+    for var, name in deciders.DECIDERS.items():
+        assert callable(getattr(deciders, name.split()[0])), (var, name)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -503,7 +505,7 @@ def test_dgx_h100_takes_the_eight_compute_hcas(node):
     assert res['errors'] == [] and res['transport'] == 'rdma' and res['link_layer'] == 'infiniband'
     assert has(res['warnings'], 'leaving out mlx5_1:1, mlx5_7:1, mlx5_8:1', 'list them in ib_hca')
     assert has(res['warnings'], 'leaving out mlx5_2:1', 'front-end NIC')
-    table = ne.check_cluster({'dgx-01': res})['table']
+    table = check_cluster({'dgx-01': res})['table']
     print(table)
     for dev in ('mlx5_1', 'mlx5_2', 'mlx5_7', 'mlx5_8'):
         assert 'dgx-01: left out %s:1 (%s' % (dev, DGX_FAR) in table
@@ -523,6 +525,6 @@ def test_dgx_h100_without_pci_links_keeps_every_port(node):
     res = compute(facts)
     # the old rule alone: InfiniBand before RoCE leaves the Ethernet ports out, the IB storage ports stay
     assert res['env']['NCCL_IB_HCA'] == '=' + ','.join(
-        '%s:1' % d for d in sorted(DGX_COMPUTE + ['mlx5_1', 'mlx5_7'], key=ne._natural))
+        '%s:1' % d for d in sorted(DGX_COMPUTE + ['mlx5_1', 'mlx5_7'], key=_natural))
     assert res['topology'] == 'PCIe topology not read (no sysfs PCI path for 0000:1b:00.0): every ACTIVE port kept'
-    assert 'dgx-01: PCIe topology not read' in ne.check_cluster({'dgx-01': res})['table']
+    assert 'dgx-01: PCIe topology not read' in check_cluster({'dgx-01': res})['table']

@@ -28,6 +28,8 @@
 
 Each variable is decided by one function, named in ``DECIDERS`` (variable -> function), so a reader finds the
 rule behind a variable there. The rules and the NCCL/RCCL sources they follow are listed in docs/nccl.md.
+The facts are read by facts.py (ports, interfaces, GIDs, PCIe layout); cluster.py checks the results of the
+nodes against each other and render.py writes them to an env file or nccl.conf.
 
 Settings (every key optional; a missing key takes the default in brackets). The settings, their variables and
 ranges are declared once in _knobs.KNOBS (SETTINGS, QOS and part of DECIDERS are read from it); "unset" is
@@ -64,6 +66,12 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import (
+    GPU_LOCAL, PATH_TYPES, _by_version, _describe_ports, _get, _gid_entry_problem, _gid_family, _gid_table,
+    _gid_usable, _int, _interfaces, _library_label, _natural, _pci_layout, _ports, _since, _version, _version_text,
+    nccl_gid_index, pci_path_type,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.render import _ENV_NAME
 
 VENDORS = ('nvidia', 'amd', 'none')
 NETWORK_MODES = ('auto', 'rdma', 'tcp')
@@ -152,45 +160,12 @@ ROCM_REASONS = {
                         'it to every rank (docker exec -e). Costs some host<->device copy bandwidth; drop it with '
                         'rocm_defaults {} or env_overrides HSA_ENABLE_SDMA null'),
 }
+
 # Not a default: HSA_ENABLE_IPC_MODE_LEGACY=1 (in the aorta set_env_variables.sh, which never reached the ranks).
 # Reports conflict: some ROCm 7 images need it, on others it makes hipIpcGetMemHandle fail so RCCL loses P2P.
 
-CONF_PREFIXES = ('NCCL_', 'RCCL_')
-"""Variables NCCL/RCCL read through their own getenv, so a conf file can set them (see render_nccl_conf)."""
-
-_ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
-_SHELL_SAFE = re.compile(r'[A-Za-z0-9_@%+=:,./-]*')
-
-
-def nccl_conf_path(vendor):
-    """System-wide file the vendor's library reads (``NCCL_CONF_FILE`` or ``~/.nccl.conf``/``~/.rccl.conf`` first)."""
-    return '/etc/rccl.conf' if vendor == 'amd' else '/etc/nccl.conf'
-
 
 # --- small helpers ------------------------------------------------------------------------------
-
-def _get(data, *path):
-    for key in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _natural(text):
-    return [int(part) if part.isdigit() else part for part in re.split(r'(\d+)', str(text))]
-
-
-def _int(value):
-    """An int from an int or a decimal string; None when it is neither (bools are not ints here)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.match(r'^\s*-?\d+\s*$', value):
-        return int(value)
-    return None
-
 
 _is_unset = _knobs.is_unset
 
@@ -252,165 +227,6 @@ def match_names(value, names):
     return [n for n in names if hit(n) != exclude]
 
 
-def _version(text):
-    """(2, 21, 5) from "2.21.5" (or "2.21.5-1", "2.21.5+hip6.3"); None when it is not a version."""
-    match = re.match(r'^\s*(\d+)\.(\d+)(?:\.(\d+))?', str(text or ''))
-    return tuple(int(g or 0) for g in match.groups()) if match else None
-
-
-# --- facts ---------------------------------------------------------------------------------------
-
-def _link_layer(text, driver=None):
-    if driver == 'efa':
-        return 'efa'
-    text = str(text or '').strip().lower()
-    if text == 'infiniband':
-        return 'infiniband'
-    if text == 'ethernet':
-        return 'roce'
-    return text or None
-
-
-def _ports(facts):
-    """Every RDMA port of the node as a flat dict, devices in natural order."""
-    ports = []
-    devices = _get(facts, 'rdma', 'devices') or []
-    for dev in sorted((d for d in devices if isinstance(d, Mapping) and d.get('name')), key=lambda d: _natural(d['name'])):
-        for port in dev.get('ports') or []:
-            number = _int(port.get('port'))
-            if number is None:
-                continue
-            gids = port.get('gids')
-            ports.append(dict(
-                dev=str(dev['name']), port=number, key='%s:%d' % (dev['name'], number),
-                state=str(port.get('state') or 'UNKNOWN').upper(), phys_state=port.get('phys_state'),
-                link_layer=_link_layer(port.get('link_layer'), dev.get('driver')), rate_gbps=port.get('rate_gbps'),
-                netdev=port.get('netdev'), gid_index=_int(port.get('roce_v2_gid_index')),
-                gid=port.get('roce_v2_gid'), vf=bool(dev.get('virtual_function')), driver=dev.get('driver'),
-                gids=list(gids) if isinstance(gids, (list, tuple)) else None,
-                gid_table_len=_int(port.get('gid_table_len'))))
-    return ports
-
-
-def _interfaces(facts):
-    """{ifname: interface dict} from facts.network.interfaces (None when the facts carry no list)."""
-    ifaces = _get(facts, 'network', 'interfaces')
-    if not isinstance(ifaces, (list, tuple)):
-        return None
-    result = {}
-    for iface in ifaces:
-        if isinstance(iface, Mapping) and iface.get('ifname'):
-            result[str(iface['ifname'])] = iface
-        elif isinstance(iface, str):
-            result[iface] = {'ifname': iface}
-    return result
-
-
-def _describe_ports(ports):
-    return ', '.join('%s %s%s' % (p['key'], p['state'], ' (%s)' % p['phys_state'] if p.get('phys_state') else '')
-                     for p in ports)
-
-
-# --- GID selection as NCCL does it (src/transport/net_ib: ncclIbGetGidIndex, ncclUpdateGidIndex) ------------------
-
-def _gid_words(gid):
-    """The GID as four 32-bit integers (s6_addr32), None when it cannot be parsed."""
-    try:
-        packed = ipaddress.IPv6Address(str(gid)).packed
-    except ValueError:
-        return None
-    return [int.from_bytes(packed[i:i + 4], 'big') for i in range(0, 16, 4)]
-
-
-def _gid_family(words):
-    """getGidAddrFamily: AF_INET for an IPv4-mapped (or mapped multicast) GID, else AF_INET6."""
-    mapped = words[0] == 0 and words[1] == 0 and words[2] == 0xffff
-    mapped_mc = words[0] == 0xff0e0000 and words[1] == 0 and words[2] == 0xffff
-    return 'AF_INET' if mapped or mapped_mc else 'AF_INET6'
-
-
-def _gid_valid(words):
-    """validGid: configured (not zero, not bare fe80::) and not link-local."""
-    trailer = words[1] | words[2] | words[3]
-    configured = not ((words[0] | trailer) == 0 or (words[0] == 0xfe800000 and trailer == 0))
-    return configured and not (words[0] == 0xfe800000 and words[1] == 0)
-
-
-def _gid_version(kind):
-    """ncclIbRoceGetVersionNum: 1 for "IB/RoCE v1" / "RoCE v1", 2 for "RoCE v2", None otherwise."""
-    kind = str(kind or '')
-    if kind.startswith(('IB/RoCE v1', 'RoCE v1')):
-        return 1
-    if kind.startswith('RoCE v2'):
-        return 2
-    return None
-
-
-def _gid_table(port):
-    """{index: (words, version)} of a port's GID table (empty entries are zero GIDs); None when the facts lack it."""
-    if port.get('gids') is None:
-        return None
-    table = {}
-    for entry in port['gids']:
-        if isinstance(entry, Mapping) and _int(entry.get('index')) is not None:
-            words = _gid_words(entry.get('gid'))
-            if words:
-                table[_int(entry['index'])] = (words, _gid_version(entry.get('type')))
-    return table
-
-
-def nccl_gid_index(port, family='AF_INET', roce_version=2):
-    """The GID index NCCL >= 2.21 picks for a RoCE port with NCCL_IB_GID_INDEX unset (-1), or None if unknown.
-
-    A transcription of ncclIbGetGidIndex/ncclUpdateGidIndex (no NCCL_IB_ADDR_RANGE): start at index 0, and for every
-    later index take the candidate when it has the wanted family and the current one does not, or when it is a valid
-    GID of the wanted family whose RoCE version is the wanted one and differs from the current's (or the current is
-    not valid). Facts without the GID table: the port's RoCE v2 GID if it has the wanted family.
-    """
-    table = _gid_table(port)
-    if table is None:
-        if port.get('gid_index') is None or roce_version != 2:
-            return None
-        words = _gid_words(port.get('gid'))
-        return port['gid_index'] if words and _gid_family(words) == family else None
-    zero = ([0, 0, 0, 0], None)
-    length = max([port.get('gid_table_len') or 0] + [i + 1 for i in table])
-    current = 0
-    for candidate in range(1, length):
-        gid, cand = table.get(current, zero), table.get(candidate, zero)
-        gid_family, cand_family = _gid_family(gid[0]), _gid_family(cand[0])
-        if cand_family != gid_family and cand_family == family:
-            current = candidate
-        elif cand_family == family and _gid_valid(cand[0]):
-            if (gid[1] != cand[1] or not _gid_valid(gid[0])) and cand[1] == roce_version:
-                current = candidate
-    return current
-
-
-def _gid_usable(port, index, roce_version=2):
-    """Whether a port's GID at ``index`` is a valid (routable) GID of that RoCE version; None when unknown."""
-    table = _gid_table(port)
-    if table is None:
-        return None if port.get('gid_index') is None else (index == port['gid_index'] and roce_version == 2)
-    entry = table.get(index)
-    return bool(entry and _gid_valid(entry[0]) and entry[1] == roce_version)
-
-
-def _gid_entry_problem(port, index):
-    """Why GID ``index`` of a port cannot carry RoCE v2 traffic, or None when it can (or the facts do not say)."""
-    table = _gid_table(port)
-    if table is None:
-        return None
-    entry = table.get(index)
-    if entry is None:
-        return 'empty'
-    if entry[1] != 2:
-        return 'a RoCE v1 GID' if entry[1] == 1 else 'not a RoCE v2 GID'
-    if not _gid_valid(entry[0]):
-        return 'a link-local GID (not routable)'
-    return None
-
-
 # --- the computation -------------------------------------------------------------------------------
 
 class _Out(object):
@@ -444,31 +260,6 @@ def _library(out, facts, settings, vendor):
     version = _version(lib.get('version')) if lib.get('name') in (None, name) else None
     return dict(name=name, version=version, text=lib.get('version') if version else None,
                 source=lib.get('source') if version else None, read_in=lib.get('read_in'))
-
-
-def _library_label(library):
-    if not library.get('name'):
-        return 'no NCCL (no GPUs)'
-    return '%s %s' % (library['name'].upper(), library.get('text') or '(version unknown)')
-
-
-def _since(library, version):
-    """True/False: the library is at least ``version``; None when its version is unknown."""
-    return None if library.get('version') is None else tuple(library['version'][:len(version)]) >= version
-
-
-def _by_version(table, version):
-    """The value of a ``((since, value), ...)`` table (newest first) for a version tuple; None when it is None."""
-    if version is None:
-        return None
-    for since, value in table:
-        if tuple(version[:len(since)]) >= since:
-            return value
-    return None
-
-
-def _version_text(version):
-    return '.'.join(str(part) for part in version)
 
 
 def _socket(out, facts, settings):
@@ -709,51 +500,6 @@ def _leave_out(out, chosen, left, reason, warning):
 
 
 # --- HCA choice by PCIe topology (NCCL src/graph/paths.cc ncclTopoSetPaths path types, topo.cc ncclTopoGetLocal) --
-
-PATH_TYPES = ('PIX', 'PXB', 'PHB', 'SYS')
-"""NCCL's PCIe path types, nearest first (src/graph/topo.h PATH_PIX .. PATH_SYS)."""
-GPU_LOCAL = 'PXB'
-"""The farthest path type at which an HCA serves a GPU: NCCL's default NCCL_NET_GDR_LEVEL (paths.cc netGdrLevel)."""
-
-
-def _pci_entry(entry):
-    """(path list, numa node) of a facts.pci entry, or None when it is not a path from a root complex."""
-    if not isinstance(entry, Mapping) or not isinstance(entry.get('path'), (list, tuple)) or len(entry['path']) < 2:
-        return None
-    return [str(c) for c in entry['path']], _int(entry.get('numa_node'))
-
-
-def pci_path_type(gpu, hca):
-    """NCCL's path type between two facts.pci entries: PIX (one PCIe bridge between them), PXB (several, no host
-    bridge), PHB (through the root complex / CPU), SYS (across NUMA nodes, or NUMA unknown)."""
-    (gpath, gnuma), (hpath, hnuma) = gpu, hca
-    if gpath[0] != hpath[0]:
-        return 'PHB' if gnuma is not None and gnuma == hnuma else 'SYS'
-    gbridges, hbridges = gpath[1:-1], hpath[1:-1]
-    shared = 0
-    while shared < min(len(gbridges), len(hbridges)) and gbridges[shared] == hbridges[shared]:
-        shared += 1
-    if not shared:
-        return 'PHB'
-    return 'PIX' if len(gbridges) + len(hbridges) - 2 * shared == 0 else 'PXB'
-
-
-def _pci_layout(facts, chosen):
-    """(gpus {bdf: entry}, hcas {dev: entry}, why not) from facts.pci; why not is a sentence when the topology
-    cannot be read for the chosen ports (no GPU paths, a missing link, GPUs straight on the root complex as in VMs)."""
-    pci = _get(facts, 'pci') or {}
-    gpus = dict((bdf, _pci_entry(e)) for bdf, e in (pci.get('gpus') or {}).items())
-    hcas = dict((dev, _pci_entry(e)) for dev, e in (pci.get('rdma') or {}).items())
-    if not gpus:
-        return None, None, 'the facts show no GPU PCI paths'
-    missing = sorted(b for b, e in gpus.items() if e is None) + sorted(
-        set(p['dev'] for p in chosen if not hcas.get(p['dev'])), key=_natural)
-    if missing:
-        return None, None, 'no sysfs PCI path for %s' % ', '.join(missing)
-    if all(len(e[0]) == 2 for e in gpus.values()):
-        return None, None, 'the GPUs sit straight on the root complex (a flat PCI layout, as in VMs)'
-    return gpus, hcas, None
-
 
 def _gpu_local_ports(out, facts, chosen):
     """Keep the HCAs nearest a GPU (path type PIX/PXB, the nearest of each GPU: NCCL's ncclTopoGetLocal), leave out
@@ -1736,158 +1482,3 @@ def compute(facts, settings=None):
                 library=dict(name=library['name'], version=library.get('text'), source=library.get('source'),
                              read_in=library.get('read_in')),
                 unset=sorted(out.unset), errors=out.errors, warnings=out.warnings)
-
-
-# --- across nodes ----------------------------------------------------------------------------------
-
-def _table(rows, headers):
-    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
-    lines = ['  '.join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [headers] + rows]
-    lines.insert(1, '  '.join('-' * w for w in widths))
-    return '\n'.join(lines)
-
-
-def _gloo_count(res):
-    value = (res.get('env') or {}).get('GLOO_SOCKET_IFNAME')
-    return len([n for n in str(value).split(',') if n.strip()]) if value else None
-
-
-def check_cluster(per_host):
-    """Cross-node check of ``{host: compute() result}``: transports, link layers and vendors must agree, and every
-    node must give gloo the same number of interfaces (torch: "all processes specify the same number").
-
-    Returns ``dict(errors=[str], warnings=[str], table=str, transports={host: transport})``; the table shows each
-    node's library, transport, interface and ports, then the ports the automatic choice left out and why.
-    """
-    errors, warnings, rows, transports = [], [], [], {}
-    hosts = sorted(per_host or {}, key=_natural)
-    valid = {}
-    for host in hosts:
-        res = per_host[host]
-        if not isinstance(res, Mapping) or res.get('transport') not in ('rdma', 'efa', 'tcp'):
-            errors.append('%s: no NCCL environment was computed for this host' % host)
-            rows.append([host, '?', '?', '?', '?', '?', '?'])
-            continue
-        valid[host] = res
-        transports[host] = res['transport']
-        env = res.get('env') or {}
-        lib = res.get('library') or {}
-        rows.append([host, res.get('vendor') or '?',
-                     '%s %s' % ((lib.get('name') or '-').upper(), lib.get('version') or '?') if lib.get('name') else '-',
-                     res['transport'] + (' (%s)' % res['link_layer'] if res['transport'] == 'rdma' and
-                                         res.get('link_layer') else ''),
-                     env.get('NCCL_SOCKET_IFNAME', '(unset)'),
-                     env.get('NCCL_IB_HCA', '-') if res['transport'] == 'rdma' else
-                     ', '.join(res.get('hcas') or []) or '-',
-                     'errors' if res.get('errors') else 'ok'])
-
-    def by_value(key):
-        groups = {}
-        for host in valid:
-            groups.setdefault(valid[host].get(key), []).append(host)
-        return groups
-
-    groups = by_value('transport')
-    if len(groups) > 1:
-        errors.append('the nodes would use different transports (%s): NCCL needs one transport between all nodes; '
-                      'a TCP node makes NCCL fall back to sockets or hang at the first collective; fix the RDMA ports '
-                      'of the TCP nodes (see their warnings) or set network_mode tcp for all' % '; '.join(
-                          '%s on %s' % (t, ', '.join(h)) for t, h in sorted(groups.items())))
-    rdma = dict((h, r) for h, r in valid.items() if r['transport'] == 'rdma')
-    layers = {}
-    for host, res in rdma.items():
-        layers.setdefault(res.get('link_layer') or 'unknown', []).append(host)
-    if len(layers) > 1:
-        errors.append('the RDMA nodes use different link layers (%s): InfiniBand and RoCE ports cannot reach each '
-                      'other' % '; '.join('%s on %s' % (k, ', '.join(sorted(v, key=_natural)))
-                                          for k, v in sorted(layers.items())))
-    vendors = by_value('vendor')
-    if len(vendors) > 1:
-        errors.append('the nodes have different GPU vendors (%s): NCCL (NVIDIA) and RCCL (AMD) ranks cannot form one '
-                      'communicator, and nodes without GPUs cannot join a GPU job' % '; '.join(
-                          '%s on %s' % (v, ', '.join(h)) for v, h in sorted(vendors.items(), key=lambda i: str(i[0]))))
-    gloo = {}
-    for host, res in valid.items():
-        gloo.setdefault(_gloo_count(res), []).append(host)
-    if len(gloo) > 1:
-        errors.append('the nodes give gloo different numbers of interfaces in GLOO_SOCKET_IFNAME (%s): gloo pairs '
-                      'the devices of every process by position and needs the same number on all of them' % '; '.join(
-                          '%s on %s' % (n if n is not None else 'unset', ', '.join(sorted(h, key=_natural)))
-                          for n, h in sorted(gloo.items(), key=lambda i: -1 if i[0] is None else i[0])))
-    versions = {}
-    for host, res in valid.items():
-        lib = res.get('library') or {}
-        if lib.get('name') and lib.get('version'):
-            versions.setdefault('%s %s' % (lib['name'].upper(), lib['version']), []).append(host)
-    if len(versions) > 1:
-        warnings.append('the nodes load different library versions (%s): NCCL/RCCL expect the same version on every '
-                        'rank, and the GID and knob rules differ between them' % '; '.join(
-                            '%s on %s' % (v, ', '.join(sorted(h, key=_natural))) for v, h in sorted(versions.items())))
-    counts = {}
-    for host, res in rdma.items():
-        counts.setdefault(len(res.get('hcas') or []), []).append(host)
-    if len(counts) > 1:
-        warnings.append('the RDMA nodes use different numbers of HCA ports (%s): the nodes with fewer limit the '
-                        'bandwidth of the whole job' % '; '.join('%d on %s' % (n, ', '.join(sorted(h, key=_natural)))
-                                                                 for n, h in sorted(counts.items())))
-    table = _table(rows, ['host', 'vendor', 'library', 'transport', 'NCCL_SOCKET_IFNAME', 'ports', 'status'])
-    notes = ['%s: %s' % (host, valid[host]['topology']) for host in hosts
-             if host in valid and valid[host]['transport'] == 'rdma' and valid[host].get('topology')]
-    notes += ['%s: left out %s (%s)' % (host, key, why) for host in hosts if host in valid
-              for key, why in sorted((valid[host].get('left_out') or {}).items(), key=lambda i: _natural(i[0]))]
-    if notes:
-        table += '\n' + '\n'.join(notes)
-    return dict(errors=errors, warnings=warnings, table=table, transports=transports)
-
-
-# --- rendering -------------------------------------------------------------------------------------
-
-def _check_env(env):
-    for var in env:
-        if not _ENV_NAME.fullmatch(str(var)):
-            raise ValueError('%r is not a valid environment variable name' % (var,))
-        if any(c in str(env[var]) for c in '\n\r\0'):
-            raise ValueError('the value of %s is not one line' % var)
-
-
-def _quote(value):
-    if _SHELL_SAFE.fullmatch(value) and value:
-        return value
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
-def render_env_file(env, header=None, quote=True):
-    """``KEY=value`` lines, sorted, for ``set -a; . file`` or systemd ``EnvironmentFile=``.
-
-    Values that are not shell-safe are single-quoted when ``quote`` (docker ``--env-file`` takes values
-    literally: render with ``quote=False`` for it).
-    """
-    _check_env(env)
-    lines = ['# %s' % line for line in (header or 'NCCL/RCCL environment written by trainops.multinode').splitlines()]
-    for var in sorted(env):
-        value = str(env[var])
-        lines.append('%s=%s' % (var, _quote(value) if quote else value))
-    return '\n'.join(lines) + '\n'
-
-
-def render_nccl_conf(env, header=None):
-    """``/etc/nccl.conf`` (NCCL) or ``/etc/rccl.conf`` (RCCL) content: ``KEY=value`` lines, values verbatim.
-
-    NCCL/RCCL read ``$NCCL_CONF_FILE`` (NCCL >= 2.23) or ``~/.nccl.conf`` (``~/.rccl.conf``), then
-    ``/etc/nccl.conf`` (``/etc/rccl.conf``), the first time they read a parameter, and set each line with
-    ``setenv(..., 0)``: the process environment wins over the files, and an earlier file over a later one.
-    Values are taken literally (no quotes, no trimming). Only NCCL_*/RCCL_* variables are written: gloo reads
-    GLOO_SOCKET_IFNAME and the ROCm runtime reads HSA_* before NCCL/RCCL load the file, so those are listed
-    in a comment and must be in the ranks' environment. Comment lines never contain ``=``: older RCCL parses
-    every line with one.
-    """
-    _check_env(env)
-    text = header or 'NCCL/RCCL settings written by trainops.multinode'
-    lines = ['# %s' % line.replace('=', ':') for line in text.splitlines()]
-    skipped = sorted(v for v in env if not v.startswith(CONF_PREFIXES))
-    if skipped:
-        lines.append('# not read from this file, set them in the environment: %s' % ', '.join(skipped))
-    for var in sorted(env):
-        if var.startswith(CONF_PREFIXES):
-            lines.append('%s=%s' % (var, env[var]))
-    return '\n'.join(lines) + '\n'
