@@ -47,14 +47,6 @@ class LauncherError(Exception):
 class Launcher(object):
     """The interface, with what a launcher that adds nothing does (the ``ssh`` one)."""
 
-    name = None
-    deferred_start = False
-    """True when the torchrun module only writes the run (state=prepared) and the launcher starts its supervisor."""
-    peer_failure_ends_node = False
-    """True when the launcher itself ends a node's run once another node's run failed (the wait gives it time)."""
-    stop_by = None
-    """Who the stop records of the runs the launcher ended name (``by``)."""
-
     def problems(self, params, integer_rule):
         """Lines for the launch parameters ``params`` (_launch_params.launch_problems) the launcher cannot use;
         ``integer_rule(params, key, name, what, example)`` checks one integer knob."""
@@ -88,6 +80,15 @@ class Launcher(object):
     def end_record(self, end, time_limit):
         """What the experiment manifest keeps of the launcher's answer ``end`` after the job ended."""
         return {}
+
+    # the name trainops_launcher and job.json give it (LAUNCHERS)
+    name = None
+    # True when the torchrun module only writes the run (state=prepared) and the launcher starts its supervisor
+    deferred_start = False
+    # True when the launcher itself ends a node's run once another node's run failed (the wait gives it time)
+    peer_failure_ends_node = False
+    # who the stop records of the runs the launcher ended name (``by``)
+    stop_by = None
 
 
 class Ssh(Launcher):

@@ -99,8 +99,8 @@ def test_spec_fields_ssh_records_nothing_srun_the_login_environment_and_where_it
 def test_view_ssh_names_itself_srun_the_step_its_supervisor_recorded():
     step = {'slurm': {'job_id': '7', 'step_id': '2', 'node': 'n1', 'task': '0'}}
     assert _launchers.launcher_view({}, step) == {'name': 'ssh'}
-    assert _launchers.launcher_view({'launcher': 'srun'}, step) == {'name': 'srun', 'job_id': '7', 'step_id': '2',
-                                                                     'step': '7.2'}
+    srun = {'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'}
+    assert _launchers.launcher_view({'launcher': 'srun'}, step) == srun
     # prepared: the step has not run the supervisor yet (no pids.json), or it ran outside a step
     none = {'name': 'srun', 'job_id': None, 'step_id': None, 'step': None}
     assert _launchers.launcher_view({'launcher': 'srun'}, None) == none
