@@ -16,9 +16,10 @@ the status files of the other hosts. What it judges (docs/failures.md):
 - a running job whose log has not grown for ``stall_timeout`` seconds is ``stalled``: stopped here,
   and so on every other host;
 - a peer that failed, stalled or is gone stops the job here;
-- a Slurm step's run (launcher=srun) that Slurm ended (killed, or signalled without a stop request) while
-  another node failed was stopped because of that node (``--kill-on-bad-exit``), not a failure of its own;
-  when a peer of the step failed, Slurm gets a few seconds to end this node's run before the wait stops it.
+- a run that its launcher ended (plugins/module_utils/_launchers.py: a Slurm step's run that Slurm killed, or
+  signalled without a stop request, ``--kill-on-bad-exit``) while another node failed was stopped because of that
+  node, not a failure of its own; when a peer failed, a launcher that ends the other nodes itself gets a few
+  seconds to end this node's run before the wait stops it.
 
 With ``manifest``, the first host also starts a watcher that marks the experiment ``interrupted`` when
 the controller goes away (Ctrl-C) before the job was collected.
@@ -40,7 +41,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment imp
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     FAILED_STATES, RUNNING, peer_words, verdict, verdict_state)
-from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -50,8 +51,9 @@ MAX_QUERY_FAILURES = 3
 """Consecutive failed queries (the module failed on a reachable host) before the wait fails."""
 
 STEP_PEER_WAIT = 10.0
-"""Seconds a node that Slurm ended (launcher=srun) looks for the peer whose failure ended the step: that peer's
-wait may publish a poll later than this one saw its own node end."""
+"""Seconds a node that its launcher ended (e.g. a Slurm step's) looks for the peer whose failure ended it: that peer's
+wait may publish a poll later than this one saw its own node end; and seconds a launcher that ends the other nodes
+itself when one failed (Launcher.peer_failure_ends_node) gets to do so before the wait stops the node."""
 
 WATCHER_FILE = 'watcher.json'
 WATCH_INTERVAL = 1.0
@@ -315,7 +317,7 @@ class _Wait(object):
         self.node = _Node(args.get('node_rank'))
         self.started = action._clock()
         self.next_progress = self.started + args['progress_interval']
-        self.step_end_expected_since = None  # launcher=srun: when a failed peer was first seen (step_ends_it)
+        self.launcher_end_expected_since = None  # when a failed peer was first seen (launcher_ends_it)
 
     # --- the host's published state ------------------------------------------------------------
     @property
@@ -426,8 +428,8 @@ class _Wait(object):
 
     def ended_badly(self, status):
         job, node = self.node.job, self.node
-        if ended_by_step(job):
-            stopped = self.stopped_by_step()
+        if _launchers.of_job(job).ended_it(job):
+            stopped = self.stopped_by_launcher()
             if stopped is not None:
                 return stopped
         self.publish('failed')
@@ -468,7 +470,7 @@ class _Wait(object):
 
     def stopped_for_peers(self):
         peers = self.failed_peers()
-        if not peers or self.step_ends_it(peers):
+        if not peers or self.launcher_ends_it(peers):
             return None
         line = self.peers_line(peers)
         stop_res = self.stop('peer', line)
@@ -478,21 +480,23 @@ class _Wait(object):
             msg += '; stopping the local run failed too: %s' % to_text(stop_res.get('msg', 'unknown error'))
         return self.finish(True, msg, 'stopped', line, peer_failures=peers, stopped_pids=stop_res.get('stopped_pids') or [])
 
-    def step_ends_it(self, peers):
-        """launcher=srun: a peer whose run ended badly ends the step, this node's run with it (--kill-on-bad-exit).
-        True while Slurm gets STEP_PEER_WAIT seconds to do that (the node then counts as stopped by the step);
-        after that, or for a peer that stalled or is gone (Slurm ends nothing for those), the wait stops it here."""
-        if (self.node.job.get('launcher') or {}).get('name') != 'srun' or any(p['state'] != 'failed' for p in peers):
+    def launcher_ends_it(self, peers):
+        """A launcher that ends the other nodes' runs when one failed (Launcher.peer_failure_ends_node: a Slurm step,
+        --kill-on-bad-exit) ends this node's run once a peer's ended badly. True while it gets STEP_PEER_WAIT seconds
+        to do that (the node then counts as stopped by it); after that, or for a peer that stalled or is gone (the
+        launcher ends nothing for those), the wait stops it here."""
+        launcher = _launchers.of_job(self.node.job)
+        if not launcher.peer_failure_ends_node or any(p['state'] != 'failed' for p in peers):
             return False
         now = self.action._clock()
-        if self.step_end_expected_since is None:
-            self.step_end_expected_since = now
-        return now - self.step_end_expected_since < STEP_PEER_WAIT
+        if self.launcher_end_expected_since is None:
+            self.launcher_end_expected_since = now
+        return now - self.launcher_end_expected_since < STEP_PEER_WAIT
 
-    def stopped_by_step(self):
-        """launcher=srun, this node's run ended by Slurm (_srun.ended_by_step): when a peer failed (looked for during
-        STEP_PEER_WAIT, its wait may not have published yet), Slurm ended the step because of it; the node counts as
-        stopped, as one the wait stops for a failed peer. None when no peer failed."""
+    def stopped_by_launcher(self):
+        """This node's run ended by its launcher (Launcher.ended_it): when a peer failed (looked for during
+        STEP_PEER_WAIT, its wait may not have published yet), the launcher ended the run because of it; the node counts
+        as stopped, as one the wait stops for a failed peer. None when no peer failed."""
         deadline = self.action._clock() + max(STEP_PEER_WAIT, 3 * self.args['poll_interval'])
         while True:
             peers = self.failed_peers()
@@ -501,7 +505,7 @@ class _Wait(object):
             self.action._sleep(min(1.0, self.args['poll_interval']))
         if not peers:
             return None
-        line = step_detail(self.node.job, self.peers_line(peers)[len('stopped because '):])
+        line = _launchers.of_job(self.node.job).ended_detail(self.node.job, self.peers_line(peers)[len('stopped because '):])
         self.publish('stopped', detail=line)
         return self.finish(True, '%s: %s' % (self.label, line), 'stopped', line, peer_failures=peers)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_records
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_records, _launchers
 
 
 def _preflights(name, value):
@@ -24,8 +24,8 @@ def _preflights(name, value):
 
 
 def not_started(nodes, hostvars, play_hosts, launcher='ssh'):
-    if launcher not in ('ssh', 'srun'):
-        raise AnsibleFilterError('not_started: launcher must be ssh or srun, not %r' % (launcher, ))
+    if launcher not in _launchers.NAMES:
+        raise AnsibleFilterError('not_started: launcher must be %s, not %r' % (' or '.join(_launchers.NAMES), launcher))
     return _launch_records.not_started(nodes, hostvars, play_hosts, launcher=launcher)
 
 

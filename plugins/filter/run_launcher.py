@@ -12,8 +12,9 @@ version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - The one rule by which C(playbooks/stop.yml) and C(playbooks/status.yml) (roles/job C(stop), C(status)) take the
-    Slurm step's path for a run launched with C(launcher=srun), with or without C(run_id).
+  - The one rule by which C(playbooks/stop.yml) and C(playbooks/status.yml) (roles/job C(stop), C(status), and
+    C(collect)) choose the launcher's own task files (C(stop_<name>.yml), C(status_<name>.yml), C(end_<name>.yml)) for a
+    run, with or without C(run_id). The launchers are plugins/module_utils/_launchers.py.
   - The input is every node's C(job) as M(trainops.multinode.torchrun) returns it (C(state=query)), in node order. The
     run is the first node's that has one. It is a Slurm step's when its nodes' C(job.json) says C(launcher=srun); the
     step is the one the nodes' supervisors recorded from inside it (C(pids.json)), so neither C(run_id) nor the
@@ -34,8 +35,8 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     __launcher: "{{ nodes | map('extract', hostvars, ['queried', 'job']) | trainops.multinode.run_launcher }}"
   run_once: true
-  # {name: srun, run_id: r1, job_id: '42', step_id: '3', step: '42.3', step_name: trainops-r1}, or
-  # {name: ssh, run_id: r1, job_id: null, step_id: null, step: null, step_name: null}
+  # {name: srun, run_id: r1, job_id: '42', step_id: '3', step: '42.3', step_name: trainops-r1, own_tasks: true}, or
+  # {name: ssh, run_id: r1, job_id: null, step_id: null, step: null, step_name: null, own_tasks: false}
 """
 
 RETURN = r"""
@@ -61,14 +62,19 @@ _value:
     step_name:
       description: The step's name, C(trainops-<run_id>) (V(null) over SSH).
       type: str
+    own_tasks:
+      description:
+        - Whether roles/job runs the launcher's own task files for the run (V(true) for a Slurm step's run once a node
+          recorded the step; V(false) over SSH, whose nodes' own records are all there is).
+      type: bool
 """
 
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.multinode.plugins.module_utils._srun import SrunError
-from ansible_collections.trainops.multinode.plugins.module_utils._srun import run_launcher as _run_launcher
+from ansible_collections.trainops.multinode.plugins.module_utils._launchers import LauncherError
+from ansible_collections.trainops.multinode.plugins.module_utils._launchers import run_launcher as _run_launcher
 
 
 def run_launcher(jobs):
@@ -77,7 +83,7 @@ def run_launcher(jobs):
         raise AnsibleFilterError('run_launcher: the input must be a list of the nodes\' job records, not %r' % (jobs, ))
     try:
         return _run_launcher([dict(job) if isinstance(job, Mapping) else job for job in jobs])
-    except SrunError as exc:
+    except LauncherError as exc:
         raise AnsibleFilterError('run_launcher: %s' % exc.msg)
 
 

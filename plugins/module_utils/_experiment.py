@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils._srun import ended_by_step, step_detail
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 
 
 LOG_DIR = 'logs'
@@ -575,18 +575,21 @@ def _with_followers(line, failed_nodes, also_failed, stopped):
     return line
 
 
-def step_stops(results):
-    """A job launched as one Slurm step (launcher=srun): the nodes Slurm ended because of another node, as stop records.
+def launcher_stops(results):
+    """The nodes the job's launcher ended because of another node, as stop records (e.g. a Slurm step's nodes that
+    ``srun --kill-on-bad-exit`` ended when one failed; _launchers.Launcher.ended_it).
 
-    Returns ``{node: {'reason': 'peer', 'detail', 'requested_at', 'requested_at_epoch', 'by': 'slurm'}}``: every node
-    that ``_srun.ended_by_step`` says Slurm ended (killed, or signalled without a stop request) when another node of the
-    step is a cause: one whose run failed on its own (the first to end of those), else one that was stopped for a reason
-    of its own (stalled, by the user, ...; its stop made its task exit non-zero). The record is what the wait writes on
-    a node that it stops because a peer failed (reason ``peer``), with the cause's end as the moment; so the nodes Slurm
-    ended count as stopped, never as failures. Empty for a job over SSH, or when no other node is a cause.
+    Returns ``{node: {'reason': 'peer', 'detail', 'requested_at', 'requested_at_epoch', 'by'}}``: every node that the
+    launcher says it ended (killed, or signalled without a stop request) when another node is a cause: one whose run
+    failed on its own (the first to end of those), else one that was stopped for a reason of its own (stalled, by the
+    user, ...; its stop made its task exit non-zero). The record is what the wait writes on a node that it stops
+    because a peer failed (reason ``peer``), with the cause's end as the moment; so the nodes the launcher ended count
+    as stopped, never as failures. Empty for a launcher that ends nothing itself (ssh), or when no other node is a
+    cause.
     """
     jobs = dict((node, job or {}) for node, job in (results or {}).items())
-    ended = sorted(node for node, job in jobs.items() if ended_by_step(job))
+    launcher = _launchers.of_results(jobs)
+    ended = sorted(node for node, job in jobs.items() if launcher.ended_it(job))
     if not ended:
         return {}
     others = dict((node, job) for node, job in jobs.items() if node not in ended)
@@ -604,58 +607,24 @@ def step_stops(results):
         when = _ended_epoch(others[node]) or _stop_epoch(others[node])
     stops = {}
     for node in ended:
-        stops[node] = {'reason': 'peer', 'detail': step_detail(jobs[node], cause), 'by': 'slurm',
+        stops[node] = {'reason': 'peer', 'detail': launcher.ended_detail(jobs[node], cause), 'by': launcher.stop_by,
                        'requested_at_epoch': when,
                        'requested_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when)) if when is not None else None}
     return stops
 
 
-def with_step_stops(results):
-    """``results`` with the stop records of ``step_stops`` added to the nodes Slurm ended (a new dict)."""
-    stops = step_stops(results)
+def with_launcher_stops(results):
+    """``results`` with the stop records of ``launcher_stops`` added to the nodes the launcher ended (a new dict)."""
+    stops = launcher_stops(results)
     if not stops:
         return results
     return dict((node, dict(job or {}, stop=stops[node]) if node in stops else job) for node, job in results.items())
 
 
-def slurm_time_limit(slurm, results):
-    """Whether Slurm ended a job launched as one step (launcher=srun) at a time limit, from what the controller asked
-    Slurm after the end (``slurm``: ``{job_id, step_id, step: {state, source}, job: {state, source}}``, the srun_step
-    module's query) - never from what the nodes wrote. Returns ``{'by': 'step'|'job', 'source', 'detail'}`` or None:
-
-    - the step's sacct state ``TIMEOUT`` (its own limit, ``srun --time``): Slurm says so, whatever the nodes did;
-    - the job's sacct state ``TIMEOUT`` (the allocation's limit): only when no node's run failed on its own (a run
-      that ended with no signal from Slurm and no stop), since the job may have reached its limit long after the
-      step ended.
-
-    Without an answer from sacct (no accounting) it is None: slurmstepd's ``DUE TO TIME LIMIT`` line reaches the srun
-    client's output through the task's own output stream (``0: slurmstepd-lab-node01: error: *** STEP 14.0 ...``),
-    where a rank can print the same text, so ``srun.log`` is never taken for it.
-    """
-    slurm = slurm or {}
-    job_id, step_id = slurm.get('job_id'), slurm.get('step_id')
-    if not job_id or not step_id:
-        return None
-    step = slurm.get('step') or {}
-    job = slurm.get('job') or {}
-    step_name = '%s.%s' % (job_id, step_id)
-    if step.get('state') == 'TIMEOUT' and step.get('source') == 'sacct':
-        return {'by': 'step', 'source': 'sacct',
-                'detail': 'Slurm ended step %s at its time limit (sacct: TIMEOUT)' % step_name}
-    jobs = dict((node, job_ or {}) for node, job_ in (results or {}).items())
-    own = [node for node, job_ in jobs.items()
-           if job_.get('exit_code') != 0 and not job_.get('stop') and not ended_by_step(job_)]
-    if own:
-        return None
-    if job.get('state') == 'TIMEOUT' and job.get('source') == 'sacct':
-        return {'by': 'job', 'source': 'sacct',
-                'detail': 'Slurm ended job %s, and step %s with it, at its time limit (sacct: TIMEOUT)' % (job_id, step_name)}
-    return None
-
-
-def with_time_limit_stops(results, limit):
-    """``results`` with a stop record ``{reason: timeout, by: slurm, detail}`` for every node whose run Slurm ended at
-    the time limit (``limit`` from :func:`slurm_time_limit`; a new dict), as the wait records for its own limit."""
+def with_time_limit_stops(results, limit, by):
+    """``results`` with a stop record ``{reason: timeout, by, detail}`` for every node whose run the launcher (``by``:
+    its stop_by) ended at the time limit (``limit`` from _launchers.Launcher.time_limit; a new dict), as the wait
+    records for its own limit."""
     if not limit:
         return results
     stopped = {}
@@ -664,7 +633,7 @@ def with_time_limit_stops(results, limit):
         if job.get('exit_code') == 0 or job.get('stop'):
             stopped[node] = job
             continue
-        stopped[node] = dict(job, stop={'reason': 'timeout', 'by': 'slurm', 'detail': limit['detail'],
+        stopped[node] = dict(job, stop={'reason': 'timeout', 'by': by, 'detail': limit['detail'],
                                         'requested_at': job.get('ended_at'), 'requested_at_epoch': _ended_epoch(job)})
     return stopped
 
@@ -730,23 +699,24 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
     - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
 
-    Under launcher=srun the nodes Slurm ended because another node failed or was stopped (``step_stops``) count as
-    stopped by that node (reason ``peer``), not as failures; and a step that Slurm ended at a time limit
-    (``time_limit``, from :func:`slurm_time_limit`) is ``timed_out`` before anything else, its nodes stopped by it, with
-    the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line.
+    The nodes that the job's launcher ended because another node failed or was stopped (``launcher_stops``, e.g. a
+    Slurm step's) count as stopped by that node (reason ``peer``), not as failures; and a job that its launcher ended at
+    a time limit (``time_limit``, from _launchers.Launcher.time_limit) is ``timed_out`` before anything else, its nodes
+    stopped by it, with the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line.
     """
     if time_limit:
-        jobs = with_time_limit_stops(results or {}, time_limit)
+        by = _launchers.of_results(results).stop_by
+        jobs = with_time_limit_stops(results or {}, time_limit, by)
         stopped = sorted(node for node, job in jobs.items() if (job or {}).get('exit_code') != 0)
         line = 'timed out: %s' % time_limit['detail']
         if checkpoint_line(checkpoint):
             line += '; last checkpoint: %s' % checkpoint_line(checkpoint)
-        stop = {'reason': 'timeout', 'by': 'slurm', 'source': time_limit['source'], 'detail': time_limit['detail'],
+        stop = {'reason': 'timeout', 'by': by, 'source': time_limit['source'], 'detail': time_limit['detail'],
                 'requested_at': None}
         return dict(outcome=stop_outcome('timeout'), outcome_detail=line, failed_nodes=[], also_failed=[],
                     stopped_nodes=stopped, stop=stop)
-    # a Slurm step's nodes that Slurm ended because of another node are stopped, as if the wait had stopped them
-    jobs = dict((node, job or {}) for node, job in with_step_stops(results or {}).items())
+    # the nodes the launcher ended because of another node are stopped, as if the wait had stopped them
+    jobs = dict((node, job or {}) for node, job in with_launcher_stops(results or {}).items())
     missing = sorted(set(missing_nodes or []))
     failed = sorted(node for node, job in jobs.items() if job.get('exit_code') != 0)
     first_stop = _first_stop(jobs)
@@ -820,7 +790,7 @@ def mark_interrupted(path, when, pid):
 
 
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
-                      refused=None, slurm=None):
+                      refused=None, launcher_end=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
@@ -828,9 +798,10 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     With ``results`` (node -> final job state), the outcome (see judge_results) is returned, added to the
     manifest together with ``results``, and shown in the table. ``refused`` (lines naming a node and a path the
     collect refused to write, module_utils._collect) lands in the manifest's ``collect_refused`` and the table.
-    ``slurm`` (launcher=srun: the step's and the job's state, as the srun_step module's query returns them, with
-    ``job_id`` and ``step_id``) says whether Slurm ended the step at a time limit (:func:`slurm_time_limit`; the
-    manifest's ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
+    ``launcher_end`` (what the controller asked the job's launcher after the end: for launcher=srun the step's and the
+    job's state, as the srun_step module's query returns them, with ``job_id`` and ``step_id``) says whether the
+    launcher ended the job at a time limit (_launchers.Launcher.time_limit; kept in the manifest as the launcher's
+    end_record says, e.g. ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
     ``checkpoint`` and a line of the table.
     """
     path = os.path.abspath(path)
@@ -846,12 +817,13 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     verdict = None
     if results is not None:
         time_limit = None
-        if slurm:
-            time_limit = slurm_time_limit(slurm, results)
-            manifest = dict(manifest or {}, slurm_end=dict(slurm, time_limit=time_limit))
-        # the records say which nodes Slurm ended because of another (launcher=srun), or at a time limit: the
-        # manifest keeps that
-        results = with_time_limit_stops(results, time_limit) if time_limit else with_step_stops(results)
+        launcher = _launchers.of_results(results)
+        if launcher_end:
+            time_limit = launcher.time_limit(launcher_end, results)
+            manifest = dict(manifest or {}, **launcher.end_record(launcher_end, time_limit))
+        # the records say which nodes the launcher ended because of another, or at a time limit: the manifest keeps that
+        results = (with_time_limit_stops(results, time_limit, launcher.stop_by) if time_limit
+                   else with_launcher_stops(results))
         verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint)
         manifest = dict(manifest or {})
         manifest.update(verdict)

@@ -45,4 +45,4 @@ def run(params, check_mode=False):
         return result
     return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
                              verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'],
-                             slurm=params['slurm'])
+                             launcher_end=params['slurm'])

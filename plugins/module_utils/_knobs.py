@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+
 _INTEGER = re.compile(r'-?[0-9]+')
 
 UNSET_WORDS = ('', 'none', 'null', 'unset')
@@ -167,7 +169,8 @@ KNOBS = (
     _knob('profile_ranks', short='profile_ranks', type='raw', launch=True),
     _knob('profile_stats', short='profile_stats', type='bool', launch=True),
     _knob('profile_args', short='profile_args', type='list', launch=True),
-    _knob('launcher', short='launcher', type='str', choices=('ssh', 'srun'), launch=True),
+    # the launchers' registry (module_utils/_launchers.py) names them
+    _knob('launcher', short='launcher', type='str', choices=_launchers.NAMES, launch=True),
     _knob('checkpoint_signal', type='str', launch=True),
     _knob('checkpoint_signal_seconds', type='int', low=0, launch=True),
     _knob('srun_start_timeout', type='int', low=1, launch=True),

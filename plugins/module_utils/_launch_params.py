@@ -27,6 +27,7 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import BY_KEY, is_unset
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
@@ -217,27 +218,11 @@ def _profile_problems(params):
 
 
 def _launcher_problems(params):
-    """launcher (ssh or srun) and what srun needs: an allocation, and the ranks on the host; and an allocation whose
-    GPUs the slurm inventory could not read (``slurm_problem``: a job that is ending), which no launch may use."""
-    launcher = params.get('launcher', 'ssh')
+    """launcher and what that launcher needs (_launchers.problems); and an allocation whose GPUs the slurm inventory
+    could not read (``slurm_problem``: a job that is ending), which no launch may use, whatever starts it."""
     if params.get('slurm_problem'):
         return ['%s (trainops_slurm_problem, from the slurm inventory)' % (params['slurm_problem'], )]
-    if launcher in (None, '', 'ssh'):
-        return []
-    if launcher != 'srun':
-        return ['launcher=%s: how torchrun is started must be ssh or srun (trainops_launcher, e.g. -e launcher=srun)'
-                % (launcher,)]
-    problems = []
-    if not str(params.get('slurm_job_id') or '').isdigit():
-        problems.append('launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set, and the inventory sets no '
-                        'trainops_slurm_job_id): run the playbook in the salloc shell or batch script that holds the '
-                        'nodes, or use launcher=ssh')
-    if params.get('runtime') == 'container':
-        problems.append('launcher=srun with runtime=container: a Slurm step cannot start the ranks in the node\'s '
-                        'training container; use launcher=ssh for containers, or runtime=host')
-    problems.append(_integer_rule(dict({'srun_start_timeout': 30}, **params), 'srun_start_timeout',
-                                  'trainops_srun_start_timeout', 'seconds Slurm has to create the step', 60))
-    return [problem for problem in problems if problem]
+    return _launchers.problems(params, _integer_rule)
 
 
 def _resume_problems(params):
@@ -297,7 +282,7 @@ def launch_problems(params, which=shutil.which):
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
-    (checked with launcher=srun only), ``node``: the node's
+    (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
     plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``

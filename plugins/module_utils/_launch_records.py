@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+
 UNREACHABLE_AT_START = 'could not be reached during the start'
 """Why the job does not run on a node that left the play during the start (launcher=ssh)."""
 
@@ -72,19 +74,20 @@ def host_facts(hosts, hostvars, name):
     return facts
 
 
-def not_started(nodes, hostvars, play_hosts, launcher='ssh'):
+def not_started(nodes, hostvars, play_hosts, launcher=None):
     """``{node: why}`` for the nodes (in ``nodes``' order) where the job does not run after the start.
 
-    A node that left the play (unreachable) does not run it. Otherwise, with ``launcher='ssh'`` a node whose start
-    failed (``__trainops_start_error``, start.yml's rescue) does not, and with ``launcher='srun'`` a node whose
-    supervisor has not started in the step (its ``__trainops_started`` query still says ``prepared``, or has no
-    job: the query failed) does not.
+    A node that left the play (unreachable) does not run it. Otherwise, with a launcher that the module starts the
+    supervisor for (``launcher='ssh'``) a node whose start failed (``__trainops_start_error``, start.yml's rescue)
+    does not, and with one that starts the prepared supervisor itself (_launchers.Launcher.deferred_start,
+    ``launcher='srun'``) a node whose supervisor it has not started (its ``__trainops_started`` query still says
+    ``prepared``, or has no job: the query failed) does not.
     """
     play_hosts = set(play_hosts)
     why = {}
     for node in nodes:
         node_vars = host_vars(hostvars, node)
-        if launcher == 'srun':
+        if _launchers.get(launcher).deferred_start:
             if node not in play_hosts:
                 why[node] = UNREACHABLE
                 continue

@@ -22,7 +22,11 @@ import subprocess
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
-from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
+from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import (
+    CHECKPOINT_SIGNAL_NAMES,
+    VISIBLE_DEVICE_NAMES,
+    looks_secret,
+)
 
 # checked with fullmatch: ``$`` would let a trailing newline through
 JOB_ID_RE = re.compile(r'[0-9]+')
@@ -183,28 +187,114 @@ def parse_job_state(text, job_id):
     return None
 
 
-def run_launcher(jobs):
-    """What launched a run, from its nodes' own records (``jobs``: each node's ``job`` as the torchrun module's query
-    returns it, in node order): the one rule by which ``stop`` and ``status`` choose the Slurm step's path.
+STEP_LINGER = 120
+"""Seconds a stopped step task's supervisor waits for the step's cancel after writing exit.json (job.json
+``step_linger``): the step then ends CANCELLED, not FAILED by the task's exit code."""
 
-    Returns ``{'name', 'run_id', 'job_id', 'step_id', 'step', 'step_name'}``: for a Slurm step's run name ``srun`` and
-    the step the nodes' supervisors recorded from inside it (``step`` None when no node has run in the step yet), else
-    name ``ssh`` and None for the step's keys. The run is the first node's that has one; nodes that name the same run in different steps
-    are refused (their records contradict each other).
-    """
-    jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
-    run_id = jobs[0]['run_id'] if jobs else None
-    launchers = [job.get('launcher') or {} for job in jobs if job['run_id'] == run_id]
-    if not any(launcher.get('name') == 'srun' for launcher in launchers):
-        return {'name': 'ssh', 'run_id': run_id, 'job_id': None, 'step_id': None, 'step': None, 'step_name': None}
-    steps = sorted(set((str(launcher['job_id']), str(launcher['step_id'])) for launcher in launchers
-                       if launcher.get('job_id') and launcher.get('step_id')))
+# --- the ranks' environment in a step ---------------------------------------------------------------
+#
+# Over SSH the supervisor is started by the torchrun module in the node's login session (the environment the
+# preflight checked) and torchrun inherits it. A Slurm step's task (``srun --export=NONE``) has only what Slurm set;
+# so state=prepared records the login session's environment in job.json (``login_env``, the run record, 0600) and
+# the supervisor rebuilds it (_supervisor.rank_environment): :func:`login_environment` decides what is recorded,
+# job.json's ``task_env`` (:data:`TASK_ENV`) what the supervisor takes from the step instead.
+
+STEP_ENV_PREFIXES = ('SLURM', 'PMI_', 'PMIX_')
+"""Variables that describe the Slurm step a task runs in: under srun they come from the step (slurmstepd), never
+from the recorded login session (where an allocation's shell may have left others)."""
+STEP_ENV_NAMES = VISIBLE_DEVICE_NAMES
+"""The accelerators Slurm gave the step (its GRES plugins set these): from the step only, as the prefixes above."""
+TASK_ENV = {'prefixes': list(STEP_ENV_PREFIXES), 'names': list(STEP_ENV_NAMES)}
+"""job.json ``task_env``: the variables the supervisor takes from the step's task rather than from ``login_env``."""
+SESSION_ENV_PREFIXES = ('SSH_', )
+SESSION_ENV_NAMES = ('_', 'PWD', 'OLDPWD', 'SHLVL')
+"""What belongs to the SSH session that ran the module (its agent socket, its connection, its shell), not recorded."""
+ANSIBALLZ_PATHS = ('/ansible_modlib.zip', '/debug_dir')
+"""PYTHONPATH entries an Ansible module runner may have added (as AnsibleModule.run_command drops them)."""
+
+PIDS_RECORD = {'key': 'slurm', 'vars': [['job_id', 'SLURM_JOB_ID'], ['step_id', 'SLURM_STEP_ID'],
+                                        ['node', 'SLURMD_NODENAME'], ['task', 'SLURM_PROCID']],
+               'required': ['SLURM_JOB_ID', 'SLURM_STEP_ID']}
+"""job.json ``launcher_pids``: what pids.json's ``slurm`` records of the step a task runs in, from the variables
+slurmstepd sets for it (_supervisor.launcher_record; None outside a step)."""
+
+
+def step_owned(name):
+    """Whether ``name`` is one of the variables a Slurm step sets for its tasks (it comes from the step alone)."""
+    return name.startswith(STEP_ENV_PREFIXES) or name in STEP_ENV_NAMES
+
+
+def login_environment(environ, secret_names=()):
+    """``(recorded, omitted)``: what job.json records of the login session's environment ``environ`` for a Slurm
+    step's ranks, and the names left out because they look like secrets (_supervisor.looks_secret). Step-owned and
+    session variables, and ``secret_names`` (trainops_secret_env's, whose values reach the ranks by name only), are
+    left out unlisted."""
+    recorded, omitted = {}, []
+    for name, value in sorted(environ.items()):
+        if step_owned(name) or name.startswith(SESSION_ENV_PREFIXES) or name in SESSION_ENV_NAMES:
+            continue
+        if name in secret_names:
+            continue  # the ranks get its value from the step (srun --export=NAME), never from a file
+        if looks_secret(name):
+            omitted.append(name)
+            continue
+        if name == 'PYTHONPATH':
+            value = ':'.join(entry for entry in value.split(':') if not entry.endswith(ANSIBALLZ_PATHS))
+            if not value:
+                continue
+        recorded[name] = value
+    return recorded, omitted
+
+
+def spec_fields(environ, secret_names):
+    """What job.json of a run prepared for a Slurm step records (the torchrun module's state=prepared on the node,
+    ``environ`` its environment there): the launcher, how long a stopped task waits for the step's cancel, the login
+    environment (not part of the fingerprint: it is where the run starts, not what) and what the supervisor takes
+    from the step's task instead, and what pids.json records of the step."""
+    login_env, omitted = login_environment(environ, secret_names)
+    return {'launcher': 'srun', 'step_linger': STEP_LINGER, 'login_env': login_env, 'login_env_omitted': omitted,
+            'task_env': TASK_ENV, 'launcher_pids': PIDS_RECORD}
+
+
+def launch_problems(params, integer_rule):
+    """What launcher=srun needs of the launch parameters (_launch_params.launch_problems): an allocation, and the
+    ranks on the host; ``integer_rule`` checks trainops_srun_start_timeout."""
+    problems = []
+    if not str(params.get('slurm_job_id') or '').isdigit():
+        problems.append('launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set, and the inventory sets no '
+                        'trainops_slurm_job_id): run the playbook in the salloc shell or batch script that holds the '
+                        'nodes, or use launcher=ssh')
+    if params.get('runtime') == 'container':
+        problems.append('launcher=srun with runtime=container: a Slurm step cannot start the ranks in the node\'s '
+                        'training container; use launcher=ssh for containers, or runtime=host')
+    problems.append(integer_rule(dict({'srun_start_timeout': START_TIMEOUT}, **params), 'srun_start_timeout',
+                                 'trainops_srun_start_timeout', 'seconds Slurm has to create the step', 60))
+    return [problem for problem in problems if problem]
+
+
+def run_record(run_id, views):
+    """The run's launcher record (_launchers.run_launcher, filter run_launcher) for a Slurm step's run, from the
+    ``launcher`` views of its nodes (``views``, the run ``run_id``): the step the nodes' supervisors recorded from inside
+    it (``step`` None when no node has run in the step yet). Nodes that name different steps are refused (their records
+    contradict each other)."""
+    steps = sorted(set((str(view['job_id']), str(view['step_id'])) for view in views
+                       if view.get('job_id') and view.get('step_id')))
     if len(steps) > 1:
         raise SrunError('The nodes of run %s recorded different Slurm steps (%s): their records contradict each other.'
                         % (run_id, ', '.join('%s.%s' % step for step in steps)))
     job_id, step_id = steps[0] if steps else (None, None)
     return {'name': 'srun', 'run_id': run_id, 'job_id': job_id, 'step_id': step_id,
             'step': '%s.%s' % (job_id, step_id) if steps else None, 'step_name': step_name(run_id)}
+
+
+def launcher_view(pids):
+    """The ``launcher`` of a Slurm step's run in the torchrun module's job view: ``{'name': 'srun', 'job_id',
+    'step_id', 'step'}`` as its supervisor recorded them from inside the step (pids.json ``slurm``, see
+    :data:`PIDS_RECORD`; ``None`` while the step has not run it yet)."""
+    step = (pids or {}).get(PIDS_RECORD['key']) or {}
+    job_id, step_id = step.get('job_id'), step.get('step_id')
+    return {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+            'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}
 
 
 def ended_by_step(job):
@@ -223,6 +313,42 @@ def step_detail(job, cause):
     """The line that says a node was ended by the step because of ``cause`` (``lab-node03 failed (...)``)."""
     step = (job.get('launcher') or {}).get('step')
     return 'ended by Slurm%s (srun --kill-on-bad-exit) because %s' % (' with step %s' % step if step else '', cause)
+
+
+def slurm_time_limit(slurm, results):
+    """Whether Slurm ended a job launched as one step at a time limit, from what the controller asked Slurm after the
+    end (``slurm``: ``{job_id, step_id, step: {state, source}, job: {state, source}}``, the srun_step module's query) -
+    never from what the nodes wrote (``results``: node -> final job view). Returns ``{'by': 'step'|'job', 'source',
+    'detail'}`` or None:
+
+    - the step's sacct state ``TIMEOUT`` (its own limit, ``srun --time``): Slurm says so, whatever the nodes did;
+    - the job's sacct state ``TIMEOUT`` (the allocation's limit): only when no node's run failed on its own (a run
+      that ended with no signal from Slurm and no stop), since the job may have reached its limit long after the
+      step ended.
+
+    Without an answer from sacct (no accounting) it is None: slurmstepd's ``DUE TO TIME LIMIT`` line reaches the srun
+    client's output through the task's own output stream (``0: slurmstepd-lab-node01: error: *** STEP 14.0 ...``),
+    where a rank can print the same text, so ``srun.log`` is never taken for it.
+    """
+    slurm = slurm or {}
+    job_id, step_id = slurm.get('job_id'), slurm.get('step_id')
+    if not job_id or not step_id:
+        return None
+    step = slurm.get('step') or {}
+    job = slurm.get('job') or {}
+    name = '%s.%s' % (job_id, step_id)
+    if step.get('state') == 'TIMEOUT' and step.get('source') == 'sacct':
+        return {'by': 'step', 'source': 'sacct',
+                'detail': 'Slurm ended step %s at its time limit (sacct: TIMEOUT)' % name}
+    jobs = dict((node, job_ or {}) for node, job_ in (results or {}).items())
+    own = [node for node, job_ in jobs.items()
+           if job_.get('exit_code') != 0 and not job_.get('stop') and not ended_by_step(job_)]
+    if own:
+        return None
+    if job.get('state') == 'TIMEOUT' and job.get('source') == 'sacct':
+        return {'by': 'job', 'source': 'sacct',
+                'detail': 'Slurm ended job %s, and step %s with it, at its time limit (sacct: TIMEOUT)' % (job_id, name)}
+    return None
 
 
 class Slurm(object):

@@ -183,34 +183,22 @@ def decode_status(status):
     return os.WEXITSTATUS(status), None
 
 
-# --- the ranks' environment (one rule for both launchers) ------------------------------------------
+# --- the ranks' environment (one rule for every launcher) -----------------------------------------
 #
-# Over SSH the supervisor is started by the torchrun module in the node's login session (the environment the
-# preflight checked) and torchrun inherits it. A Slurm step's task (launcher=srun, ``srun --export=NONE``) has
-# only what Slurm set; so state=prepared records the login session's environment in job.json (``login_env``,
-# the run record, 0600) and the supervisor rebuilds it: :func:`login_environment` decides what is recorded,
-# :func:`rank_environment` what torchrun gets.
+# A supervisor that the torchrun module starts on the node (launcher=ssh) runs in the node's login session (the
+# environment the preflight checked) and torchrun inherits it. One that a launcher starts elsewhere (a Slurm step's
+# task, launcher=srun) may have only what that launcher set: its job.json then records the login session's
+# environment (``login_env``, the run record, 0600) and which variables come from where the task runs instead
+# (``task_env``: ``{prefixes, names}``); the launcher decides both (plugins/module_utils/_launchers.py), and
+# :func:`rank_environment` rebuilds what torchrun gets.
 
-STEP_ENV_PREFIXES = ('SLURM', 'PMI_', 'PMIX_')
-"""Variables that describe the Slurm step a task runs in: under srun they come from the step (slurmstepd), never
-from the recorded login session (where an allocation's shell may have left others)."""
-STEP_ENV_NAMES = ('CUDA_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'GPU_DEVICE_ORDINAL',
-                  'ZE_AFFINITY_MASK')
-"""The accelerators Slurm gave the step (its GRES plugins set these): from the step only, as the prefixes above."""
-SESSION_ENV_PREFIXES = ('SSH_', )
-SESSION_ENV_NAMES = ('_', 'PWD', 'OLDPWD', 'SHLVL')
-"""What belongs to the SSH session that ran the module (its agent socket, its connection, its shell), not recorded."""
+VISIBLE_DEVICE_NAMES = ('CUDA_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'GPU_DEVICE_ORDINAL',
+                        'ZE_AFFINITY_MASK')
+"""The variables that say which accelerators the ranks may use (pids.json ``placement``)."""
 SECRET_NAME_PARTS = ('TOKEN', 'SECRET', 'PASSW', 'KEY', 'CREDENTIAL', 'AUTH', 'COOKIE')
 """A login variable whose name contains one of these (any case) looks like a secret: its value is never written to
-job.json. Its name is (``login_env_omitted``), and the ranks of a Slurm step do not get it: name it in
-trainops_secret_env to pass it (by name, from the controller's environment)."""
-ANSIBALLZ_PATHS = ('/ansible_modlib.zip', '/debug_dir')
-"""PYTHONPATH entries an Ansible module runner may have added (as AnsibleModule.run_command drops them)."""
-
-
-def step_owned(name):
-    """Whether ``name`` is one of the variables a Slurm step sets for its tasks (it comes from the step alone)."""
-    return name.startswith(STEP_ENV_PREFIXES) or name in STEP_ENV_NAMES
+job.json. Its name is (``login_env_omitted``), and the ranks whose supervisor a launcher starts do not get it: name
+it in trainops_secret_env to pass it (by name, from the controller's environment)."""
 
 
 def looks_secret(name):
@@ -219,38 +207,24 @@ def looks_secret(name):
     return any(part in upper for part in SECRET_NAME_PARTS)
 
 
-def login_environment(environ, secret_names=()):
-    """``(recorded, omitted)``: what job.json records of the login session's environment ``environ`` for a Slurm
-    step's ranks, and the names left out because they look like secrets. Step-owned and session variables, and
-    ``secret_names`` (trainops_secret_env's, whose values reach the ranks by name only), are left out unlisted."""
-    recorded, omitted = {}, []
-    for name, value in sorted(environ.items()):
-        if step_owned(name) or name.startswith(SESSION_ENV_PREFIXES) or name in SESSION_ENV_NAMES:
-            continue
-        if name in secret_names:
-            continue  # the ranks get its value from the step (srun --export=NAME), never from a file
-        if looks_secret(name):
-            omitted.append(name)
-            continue
-        if name == 'PYTHONPATH':
-            value = ':'.join(entry for entry in value.split(':') if not entry.endswith(ANSIBALLZ_PATHS))
-            if not value:
-                continue
-        recorded[name] = value
-    return recorded, omitted
+def task_owned(job, name):
+    """Whether the variable ``name`` comes from where the task runs (job.json ``task_env``), not from ``login_env``."""
+    owned = job.get('task_env') or {}
+    return name.startswith(tuple(owned.get('prefixes') or ())) or name in (owned.get('names') or ())
 
 
 def rank_environment(job, environ):
     """The environment torchrun (and every rank) gets, for the job.json ``job``, from the supervisor's ``environ``.
 
-    Over SSH: the supervisor's own (the login session's, with the secrets the module added). In a Slurm step (job.json
-    with ``login_env``): the recorded login environment, then what Slurm set for the step (:func:`step_owned`: its
-    SLURM_* and the GPUs it gave the node, CUDA_VISIBLE_DEVICES, ...), then the secrets exported by name
-    (``srun --export=NAME``). Then, in both, the launch's own ``env`` (NCCL_*, ...), which names no secret."""
+    Without ``login_env`` (the torchrun module started the supervisor): the supervisor's own (the login session's,
+    with the secrets the module added). With it (a launcher started the supervisor, e.g. a Slurm step's task): the
+    recorded login environment, then what the launcher set where the task runs (:func:`task_owned`: a step's
+    SLURM_* and the GPUs it gave the node, CUDA_VISIBLE_DEVICES, ...), then the secrets exported by name (``srun
+    --export=NAME``). Then, in both, the launch's own ``env`` (NCCL_*, ...), which names no secret."""
     login = job.get('login_env')
-    if job.get('launcher') == 'srun' and isinstance(login, dict):
+    if isinstance(login, dict):
         env = dict(login)
-        env.update((name, value) for name, value in environ.items() if step_owned(name))
+        env.update((name, value) for name, value in environ.items() if task_owned(job, name))
         env.update((name, environ[name]) for name in job.get('secret_env_names') or () if name in environ)
     else:
         env = dict(environ)
@@ -277,19 +251,20 @@ def placement(environ):
     except (AttributeError, OSError):
         cpus = []
     return {'cpus': cpu_list(cpus) if cpus else None, 'cpu_count': len(cpus) or None,
-            'visible_devices': dict((name, environ[name]) for name in STEP_ENV_NAMES if name in environ)}
+            'visible_devices': dict((name, environ[name]) for name in VISIBLE_DEVICE_NAMES if name in environ)}
 
 
-SLURM_STEP_VARS = (('job_id', 'SLURM_JOB_ID'), ('step_id', 'SLURM_STEP_ID'), ('node', 'SLURMD_NODENAME'),
-                   ('task', 'SLURM_PROCID'))
-"""What pids.json's ``slurm`` records of the step a task runs in, from the variables slurmstepd sets for it."""
-
-
-def slurm_step(environ):
-    """``{job_id, step_id, node, task}`` of the Slurm step this process is a task of, None outside a step."""
-    if not environ.get('SLURM_JOB_ID') or not environ.get('SLURM_STEP_ID'):
-        return None
-    return dict((key, environ.get(name)) for key, name in SLURM_STEP_VARS)
+def launcher_record(job, environ):
+    """``{key: {field: value}}`` for pids.json: what the launcher that started this supervisor (job.json
+    ``launcher_pids``: ``{key, vars: [[field, VARIABLE]], required: [VARIABLE]}``) has it record of where it runs,
+    from ``environ`` (a Slurm step's ``slurm``: its job, step, node and task); ``{key: None}`` when a required variable
+    is not set, ``{}`` for a launcher that records nothing."""
+    record = job.get('launcher_pids')
+    if not isinstance(record, dict) or not record.get('key'):
+        return {}
+    if any(not environ.get(name) for name in record.get('required') or ()):
+        return {record['key']: None}
+    return {record['key']: dict((field, environ.get(name)) for field, name in record.get('vars') or ())}
 
 
 def checkpoint_signal(job):
@@ -375,14 +350,15 @@ class Supervisor(object):
                     os.umask(0o077)
 
     def record_pids(self):
-        """pids.json: the supervisor's and torchrun's pid, process group and /proc start time; in a Slurm step
-        (launcher=srun) the step too, so that stop and status find it from the node's records."""
+        """pids.json: the supervisor's and torchrun's pid, process group and /proc start time, and what the launcher
+        has it record of where it runs (:func:`launcher_record`, e.g. a Slurm step), so that stop and status find
+        that from the node's records."""
         started = time.time()
         mine = self.system.read_proc_stat(os.getpid())
         child = self.system.read_proc_stat(self.proc.pid)
         where = placement(self.torchrun_env)
-        write_json_atomic(self.pids_path, {
-            'slurm': slurm_step(os.environ) if self.job.get('launcher') == 'srun' else None,
+        pids = launcher_record(self.job, os.environ)
+        pids.update({
             'placement': where,
             'supervisor_pid': os.getpid(),
             'supervisor_start_time': mine.start_time if mine else None,
@@ -392,6 +368,7 @@ class Supervisor(object):
             'started_at': iso(started),
             'started_at_epoch': started,
         })
+        write_json_atomic(self.pids_path, pids)
         log('torchrun pid %d; cpus %s (%s); %s' % (
             self.proc.pid, where['cpus'], where['cpu_count'],
             ', '.join('%s=%s' % item for item in sorted(where['visible_devices'].items())) or 'no visible-devices variable'))

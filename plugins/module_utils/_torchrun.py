@@ -21,7 +21,7 @@ share a file; directories 0700, files 0600)::
                                            _files.py it imports from there (see SUPERVISOR_FILES)
     <state_dir>/runs/<run_id>/supervisor.log
     <state_dir>/runs/<run_id>/pids.json    written by the supervisor: its own and torchrun's pid/pgid/start time,
-                                           and (launcher=srun) the Slurm step it runs in (see launcher_view)
+                                           and what its launcher has it record (a Slurm step's, see _launchers)
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
     <state_dir>/runs/<run_id>/exit.json    written by the supervisor once torchrun and its tree are gone
 
@@ -51,7 +51,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 )
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
-from ansible_collections.trainops.multinode.plugins.module_utils import _files, _proc, _supervisor
+from ansible_collections.trainops.multinode.plugins.module_utils import _files, _launchers, _proc, _supervisor
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -75,10 +75,8 @@ STATUS_RUNNING = 'running'
 STATUS_EXITED = 'exited'
 STATUS_LOST = 'lost'
 STATUS_ABSENT = 'absent'
-# written by state=prepared, waiting for a Slurm step (plugins/module_utils/_srun.py) to run its supervisor
+# written by state=prepared, waiting for its launcher (plugins/module_utils/_launchers.py) to run its supervisor
 STATUS_PREPARED = 'prepared'
-# seconds a stopped step task's supervisor waits for the step's cancel after writing exit.json
-STEP_LINGER = 120
 
 START_WAIT = 10.0
 """Seconds the module waits for the supervisor to record torchrun's pid."""
@@ -345,18 +343,6 @@ def tail_lines(path, count, max_bytes=1024 * 1024):
     return data.decode('utf-8', 'replace').splitlines()[-count:]
 
 
-def launcher_view(spec, pids):
-    """What started the run, from the node's own records: ``{'name': 'ssh'}``, or for a Slurm step's run
-    (launcher=srun) ``{'name': 'srun', 'job_id', 'step_id', 'step'}`` as its supervisor recorded them from inside
-    the step (pids.json ``slurm``; ``None`` while the step has not run it yet)."""
-    if (spec or {}).get('launcher') != 'srun':
-        return {'name': 'ssh'}
-    step = (pids or {}).get('slurm') or {}
-    job_id, step_id = step.get('job_id'), step.get('step_id')
-    return {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
-            'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}
-
-
 # --------------------------------------------------------------------------------------------------
 # one node
 # --------------------------------------------------------------------------------------------------
@@ -452,7 +438,7 @@ class TorchrunNode(object):
             result['status'] = STATUS_EXITED
         elif result['supervisor_alive']:
             result['status'] = STATUS_RUNNING
-        elif pids is None and spec.get('launcher') == 'srun':
+        elif pids is None and _launchers.of_spec(spec).deferred_start:
             result['status'] = STATUS_PREPARED
         else:
             result['status'] = STATUS_LOST
@@ -511,7 +497,7 @@ class TorchrunNode(object):
             'signal': exit_rec.get('signal'),
             # the signals the supervisor itself received (a SIGTERM from slurmstepd, from a stop)
             'supervisor_signals': exit_rec.get('signals') or [],
-            'launcher': launcher_view(spec, pids),
+            'launcher': _launchers.launcher_view(spec, pids),
             'lost_reason': state.get('lost_reason'),
             'host': spec.get('host'),
             'secret_env_names': spec.get('secret_env_names') or [],
@@ -543,7 +529,8 @@ class TorchrunNode(object):
 
     # --- start --------------------------------------------------------------------------------
     def start(self, params, check_mode=False, spawn=True):
-        """Start the run; with ``spawn=False`` (state=prepared) only write its directory for a Slurm step."""
+        """Start the run; with ``spawn=False`` (state=prepared) only write its directory, for a launcher that starts
+        its supervisor later (_launchers.Launcher.deferred_start)."""
         validate_start_params(params)
         run_id = params['run_id']
         argv = build_argv(params)
@@ -572,13 +559,8 @@ class TorchrunNode(object):
             'uid': os.getuid(),
             'secret_env_names': sorted(secrets),
         }
-        if not spawn:
-            spec['launcher'] = 'srun'
-            spec['step_linger'] = STEP_LINGER
-            # the step's tasks start with Slurm's environment only (srun --export=NONE): the supervisor gives
-            # torchrun this one, the module's own on this node (the SSH session the preflight ran in), as over SSH
-            # (_supervisor.rank_environment). Not part of the fingerprint: it is where the run starts, not what.
-            spec['login_env'], spec['login_env_omitted'] = _supervisor.login_environment(os.environ, secrets)
+        # what the run's launcher records (not part of the fingerprint: it is how the run starts, not what)
+        spec.update(_launchers.for_state('started' if spawn else 'prepared').spec_fields(os.environ, sorted(secrets)))
         if params.get('container'):
             spec['container'] = params['container']
             spec['container_engine'] = params.get('container_engine') or 'docker'
@@ -631,6 +613,7 @@ class TorchrunNode(object):
                 self._launch(run_id, spec, secrets)
             else:
                 self._write_run(run_id, spec, secrets)
+                write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
             state = self.state(run_id)
             return self._result(state, True, log_lines, replaced=replaced, stopped_pids=sorted(stopped_pids), warnings=warnings)
 
@@ -650,9 +633,6 @@ class TorchrunNode(object):
         write_supervisor(paths['run_dir'])
         write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets), sync=False)
         write_json_atomic(paths['job'], spec)
-        if not spec.get('launcher'):
-            return spec
-        write_json_atomic(self.current_path, {'run_id': run_id, 'updated_at': iso_time(self.system.time())})
         return spec
 
     def _launch(self, run_id, spec, secrets):
@@ -703,8 +683,8 @@ class TorchrunNode(object):
         with self._lock(check_mode):
             state = self.state(run_id)
             if state['status'] == STATUS_PREPARED:
-                # a Slurm step's run that no step started yet: the record makes a supervisor that the step still
-                # starts (late) not start torchrun (_supervisor.Supervisor.stopped_before_start)
+                # a run whose launcher has not started it yet: the record makes a supervisor that the launcher
+                # still starts (late) not start torchrun (_supervisor.Supervisor.stopped_before_start)
                 recorded = reason is not None and not check_mode and not os.path.exists(state['paths']['stop'])
                 record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
                 if recorded:
@@ -717,7 +697,7 @@ class TorchrunNode(object):
                 raise TorchrunError(others, job=self.job_view(state))
             record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
             if not signal_tree:
-                # a Slurm step's run: the step's scancel signals it (plugins/module_utils/_srun.py)
+                # a run whose launcher signals it (a Slurm step's scancel, stop_srun.yml)
                 return self._result(state, not check_mode and reason is not None, log_lines, stopped_pids=[],
                                     killed_pids=[])
             try:
@@ -847,7 +827,7 @@ def run_module(params, check_mode=False, system=None):
     if state in ('started', 'prepared'):
         result = node.start(dict(params, log_lines=log_lines), check_mode=check_mode, spawn=state == 'started')
         if state == 'prepared':
-            # an absolute interpreter: the task's shell has Slurm's environment only (the PATH is job.json's)
+            # an absolute interpreter: the launcher's task may have its own environment only (the PATH is job.json's)
             result['step_command'] = {'python': sys.executable,
                                       'supervisor': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'supervisor.py'),
                                       'job': result['job']['run_dir'] and os.path.join(result['job']['run_dir'], 'job.json')}

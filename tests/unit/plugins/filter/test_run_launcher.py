@@ -20,7 +20,7 @@ SRUN = {'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'}
 def test_the_step_from_the_nodes_records():
     jobs = [{'run_id': 'r1', 'launcher': SRUN}, {'run_id': 'r1', 'launcher': SRUN}]
     assert run_launcher(jobs) == {'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2',
-                                  'step_name': 'trainops-r1'}
+                                  'step_name': 'trainops-r1', 'own_tasks': True}
     assert FilterModule().filters()['run_launcher'] is run_launcher
 
 

@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _experiment as exp
+from ansible_collections.trainops.multinode.plugins.module_utils import _srun
 
 
 def record(rank, global_step, world_size=4, loss=None, samples_per_s=100.0, step_time_s=0.5, tflops=10.0, node=None):
@@ -452,7 +453,7 @@ def test_judge_results_srun_nodes_killed_after_the_culprit_are_stopped_by_the_st
     assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n2'] and verdict['also_failed'] == []
     assert verdict['stopped_nodes'] == ['n0', 'n1', 'n3']
     assert verdict['outcome_detail'] == 'failed on n2 (node rank 2: exit code 1); stopped: n0, n1, n3'
-    stops = exp.step_stops(results)
+    stops = exp.launcher_stops(results)
     assert sorted(stops) == ['n0', 'n1', 'n3']
     assert stops['n0'] == {'reason': 'peer', 'by': 'slurm', 'requested_at_epoch': 100.5,
                            'requested_at': '1970-01-01T00:01:40Z',
@@ -469,7 +470,7 @@ def test_judge_results_srun_a_node_that_failed_by_itself_later_still_followed():
 def test_judge_results_srun_without_a_cause_the_killed_nodes_are_the_failure():
     # the whole step was killed (a time limit, a cancelled job): nobody else is a cause, nobody is excused
     results = {'n0': _step_job(None, status='lost'), 'n1': _step_job(None, status='lost')}
-    assert exp.step_stops(results) == {}
+    assert exp.launcher_stops(results) == {}
     verdict = exp.judge_results(results)
     assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n0', 'n1']
 
@@ -478,12 +479,12 @@ def test_judge_results_srun_a_stall_the_wait_stopped_is_the_cause():
     results = {'n0': _step_job(143, 60.0, stop=('stalled', 59.0)), 'n1': _step_job(None, status='lost')}
     verdict = exp.judge_results(results, verdicts={'n0': {'state': 'stalled', 'detail': 'no new output for 20 s'}})
     assert verdict['outcome_detail'] == 'stalled on n0 (no new output for 20 s); stopped: n1'
-    assert exp.step_stops(results)['n1']['detail'].endswith('because n0 was stopped (stalled)')
+    assert exp.launcher_stops(results)['n1']['detail'].endswith('because n0 was stopped (stalled)')
 
 
 def test_judge_results_over_ssh_a_lost_node_stays_a_failure():
     results = {'n0': _job(1, 100.0, node_rank=0), 'n1': _job(None, None, status='lost')}
-    assert exp.step_stops(results) == {}
+    assert exp.launcher_stops(results) == {}
     assert exp.judge_results(results)['also_failed'] == ['n1']
 
 
@@ -550,14 +551,13 @@ def _limited_step(node_rank, ended=100.0, exit_code=143):
 
 
 def test_the_step_state_comes_from_sacct_of_a_step_that_reached_its_time_limit():
-    from ansible_collections.trainops.multinode.plugins.module_utils import _srun
     record_ = _srun.parse_sacct(_sacct_as_queried(SACCT_STEP_TIMEOUT), step_id='0')
     assert record_ == {'step_id': '0', 'name': 'trainops-x', 'state': 'TIMEOUT', 'exit_code': '0:15'}
 
 
 def test_judge_results_a_step_slurm_ended_at_its_time_limit_is_timed_out_with_the_checkpoint():
     results = {'lab-node01': _limited_step(0, 100.0), 'lab-node02': _limited_step(1, 100.5, exit_code=1)}
-    limit = exp.slurm_time_limit(_slurm_query(step_state='TIMEOUT'), results)
+    limit = _srun.slurm_time_limit(_slurm_query(step_state='TIMEOUT'), results)
     assert limit == {'by': 'step', 'source': 'sacct', 'detail': 'Slurm ended step 14.0 at its time limit (sacct: TIMEOUT)'}
     checkpoint = {'node': 'lab-node01', 'global_step': 12, 'epoch': 0, 'reason': 'signal', 'signal': 'SIGUSR1',
                   'path': '/srv/trainops/state/lab-node01/runs/r1/outputs/checkpoint.pt'}
@@ -572,23 +572,23 @@ def test_judge_results_a_step_slurm_ended_at_its_time_limit_is_timed_out_with_th
 
 def test_slurm_time_limit_of_the_job_counts_only_when_no_node_failed_on_its_own():
     ended = {'n0': _limited_step(0), 'n1': _step_job(None, status='lost')}
-    assert exp.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='TIMEOUT'), ended)['by'] == 'job'
+    assert _srun.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='TIMEOUT'), ended)['by'] == 'job'
     # a node that failed by itself (no signal from Slurm, no stop): the step ended for that, the job's limit came later
     failed = {'n0': _step_job(1, 50.0), 'n1': _limited_step(1)}
-    assert exp.slurm_time_limit(_slurm_query(step_state='FAILED', job_state='TIMEOUT'), failed) is None
+    assert _srun.slurm_time_limit(_slurm_query(step_state='FAILED', job_state='TIMEOUT'), failed) is None
     # a node the wait stopped because a peer ended counts as ended with the step
     peer = {'n0': _limited_step(0), 'n1': _step_job(143, 101.0, stop=('peer', 100))}
-    assert exp.slurm_time_limit(_slurm_query(job_state='TIMEOUT'), peer)['by'] == 'job'
+    assert _srun.slurm_time_limit(_slurm_query(job_state='TIMEOUT'), peer)['by'] == 'job'
 
 
 def test_slurm_time_limit_is_none_for_other_ends_and_without_a_step():
     ended = {'n0': _limited_step(0)}
     for state in ('COMPLETED', 'FAILED', 'CANCELLED', 'RUNNING', 'UNKNOWN'):
-        assert exp.slurm_time_limit(_slurm_query(step_state=state, job_state=state), ended) is None
-    assert exp.slurm_time_limit({'job_id': '14', 'step_id': None}, ended) is None
-    assert exp.slurm_time_limit(None, ended) is None
+        assert _srun.slurm_time_limit(_slurm_query(step_state=state, job_state=state), ended) is None
+    assert _srun.slurm_time_limit({'job_id': '14', 'step_id': None}, ended) is None
+    assert _srun.slurm_time_limit(None, ended) is None
     # only Slurm's own accounting says TIMEOUT: a state that did not come from sacct is not taken
-    assert exp.slurm_time_limit(_slurm_query(step_state='TIMEOUT', step_source='squeue', job_source=None), ended) is None
+    assert _srun.slurm_time_limit(_slurm_query(step_state='TIMEOUT', step_source='squeue', job_source=None), ended) is None
 
 
 SRUN_LOG_TIME_LIMIT = ('0: slurmstepd-lab-node01: error: *** STEP 14.0 ON lab-node01 CANCELLED AT 2026-11-25T03:11:02 '
@@ -600,12 +600,12 @@ SRUN_LOG_TIME_LIMIT = ('0: slurmstepd-lab-node01: error: *** STEP 14.0 ON lab-no
 def test_without_an_answer_from_sacct_no_time_limit_is_taken_from_what_a_rank_could_print(tmp_path):
     ended = {'n0': _limited_step(0)}
     no_sacct = _slurm_query(step_state='UNKNOWN', job_state='UNKNOWN', step_source=None, job_source=None)
-    assert exp.slurm_time_limit(no_sacct, ended) is None
+    assert _srun.slurm_time_limit(no_sacct, ended) is None
     # sacct answered (not TIMEOUT): not a time limit either
-    assert exp.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='RUNNING'), ended) is None
+    assert _srun.slurm_time_limit(_slurm_query(step_state='CANCELLED', job_state='RUNNING'), ended) is None
     # the report does not read srun.log for it: a forged (or real) line there changes nothing
     (tmp_path / 'srun.log').write_text(SRUN_LOG_TIME_LIMIT)
-    result = exp.report_experiment(str(tmp_path), {}, results=ended, slurm=no_sacct)
+    result = exp.report_experiment(str(tmp_path), {}, results=ended, launcher_end=no_sacct)
     assert result['outcome'] == 'failed'
     assert json.loads((tmp_path / 'manifest.json').read_text())['slurm_end']['time_limit'] is None
 
@@ -625,7 +625,7 @@ def test_report_a_time_limit_records_timed_out_the_stops_and_the_checkpoint(tmp_
     results = {'lab-node01': _limited_step(0), 'lab-node02': _limited_step(1)}
     slurm = _slurm_query(step_state='TIMEOUT')
     result = exp.report_experiment(str(tmp_path), json.loads((tmp_path / 'manifest.json').read_text()),
-                                   results=results, slurm=slurm)
+                                   results=results, launcher_end=slurm)
     assert result['outcome'] == 'timed_out'
     manifest = json.loads((tmp_path / 'manifest.json').read_text())
     assert manifest['outcome'] == 'timed_out'

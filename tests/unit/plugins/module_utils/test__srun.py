@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _srun
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 
 
 def nodes(*names):
@@ -524,27 +525,29 @@ def step_job(run_id='r1', job_id='7', step_id='2', **fields):
 
 
 def test_run_launcher_reads_the_step_from_the_nodes_records():
-    assert _srun.run_launcher([{}, step_job(), step_job(job_id=None, step_id=None)]) == {
-        'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2', 'step_name': 'trainops-r1'}
+    assert _launchers.run_launcher([{}, step_job(), step_job(job_id=None, step_id=None)]) == {
+        'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2', 'step_name': 'trainops-r1',
+        'own_tasks': True}
 
 
 def test_run_launcher_of_a_run_over_ssh_or_of_no_run():
-    none = {'job_id': None, 'step_id': None, 'step': None, 'step_name': None}
-    assert _srun.run_launcher([{'run_id': 'r1', 'launcher': {'name': 'ssh'}}]) == dict(none, name='ssh', run_id='r1')
-    assert _srun.run_launcher([{'run_id': None}, {}]) == dict(none, name='ssh', run_id=None)
-    assert _srun.run_launcher([]) == dict(none, name='ssh', run_id=None)
+    none = {'job_id': None, 'step_id': None, 'step': None, 'step_name': None, 'own_tasks': False}
+    assert _launchers.run_launcher([{'run_id': 'r1', 'launcher': {'name': 'ssh'}}]) == dict(none, name='ssh', run_id='r1')
+    assert _launchers.run_launcher([{'run_id': None}, {}]) == dict(none, name='ssh', run_id=None)
+    assert _launchers.run_launcher([]) == dict(none, name='ssh', run_id=None)
 
 
 def test_run_launcher_before_the_step_ran_knows_no_step():
-    launcher = _srun.run_launcher([step_job(job_id=None, step_id=None)])
+    launcher = _launchers.run_launcher([step_job(job_id=None, step_id=None)])
     assert launcher['name'] == 'srun' and launcher['step'] is None and launcher['step_name'] == 'trainops-r1'
+    assert launcher['own_tasks'] is False
 
 
 def test_run_launcher_follows_the_first_nodes_run_and_refuses_contradicting_steps():
     # a node whose current run is another one does not count
-    assert _srun.run_launcher([step_job(), step_job(run_id='r0', step_id='1')])['step'] == '7.2'
-    with pytest.raises(_srun.SrunError, match=r'different Slurm steps \(7.1, 7.2\)'):
-        _srun.run_launcher([step_job(), step_job(step_id='1')])
+    assert _launchers.run_launcher([step_job(), step_job(run_id='r0', step_id='1')])['step'] == '7.2'
+    with pytest.raises(_launchers.LauncherError, match=r'different Slurm steps \(7.1, 7.2\)'):
+        _launchers.run_launcher([step_job(), step_job(step_id='1')])
 
 
 @pytest.mark.parametrize('fields, ended', [

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _supervisor as sup
+from ansible_collections.trainops.multinode.plugins.module_utils import _srun
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import ProcInfo
 
@@ -90,11 +91,16 @@ def test_checkpoint_signal_from_the_jobs_environment(value, expected):
     assert sup.checkpoint_signal({}) is None
 
 
-def test_slurm_step_from_the_variables_slurmstepd_sets():
+def test_launcher_record_of_a_slurm_step_from_the_variables_slurmstepd_sets():
+    job = {'launcher_pids': _srun.PIDS_RECORD}
     environ = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '2', 'SLURMD_NODENAME': 'lab-node01', 'SLURM_PROCID': '0'}
-    assert sup.slurm_step(environ) == {'job_id': '7', 'step_id': '2', 'node': 'lab-node01', 'task': '0'}
+    assert sup.launcher_record(job, environ) == {'slurm': {'job_id': '7', 'step_id': '2', 'node': 'lab-node01',
+                                                           'task': '0'}}
     # an allocation's shell has a job but no step
-    assert sup.slurm_step({'SLURM_JOB_ID': '7'}) is None and sup.slurm_step({}) is None
+    assert sup.launcher_record(job, {'SLURM_JOB_ID': '7'}) == {'slurm': None}
+    assert sup.launcher_record(job, {}) == {'slurm': None}
+    # a launcher that records nothing (ssh): nothing
+    assert sup.launcher_record({}, environ) == {}
 
 
 @pytest.mark.parametrize('name, secret', [
@@ -110,7 +116,7 @@ def test_login_environment_leaves_out_secrets_session_and_step_variables():
     environ = {'PATH': '/usr/bin', 'HOME': '/home/u', 'HF_TOKEN': 'x', 'MY_SECRET': 'y', 'SSH_CLIENT': 'a b c',
                'SLURM_JOB_ID': '3', 'SLURMD_NODENAME': 'n1', 'PMIX_RANK': '0', 'ROCR_VISIBLE_DEVICES': '1', '_': '/bin/sh',
                'PWD': '/home/u', 'SHLVL': '1', 'PYTHONPATH': '/x/ansible_modlib.zip'}
-    recorded, omitted = sup.login_environment(environ, secret_names=['HF_TOKEN'])
+    recorded, omitted = _srun.login_environment(environ, secret_names=['HF_TOKEN'])
     assert recorded == {'PATH': '/usr/bin', 'HOME': '/home/u'}
     assert omitted == ['MY_SECRET']
 
@@ -123,7 +129,8 @@ def test_rank_environment_over_ssh_is_the_supervisors_own_with_the_launch_env_on
 
 
 def test_rank_environment_in_a_step_is_the_login_one_with_the_steps_variables_and_secrets():
-    job = {'launcher': 'srun', 'env': {'NCCL_DEBUG': 'INFO'}, 'secret_env_names': ['HF_TOKEN', 'ABSENT_TOKEN'],
+    job = {'launcher': 'srun', 'task_env': _srun.TASK_ENV, 'env': {'NCCL_DEBUG': 'INFO'},
+           'secret_env_names': ['HF_TOKEN', 'ABSENT_TOKEN'],
            'login_env': {'PATH': '/opt/cuda/bin:/usr/bin', 'LD_LIBRARY_PATH': '/opt/nccl/lib', 'HOME': '/home/u',
                          'TMPDIR': '/scratch/u'}}
     # slurmstepd's environment for the task: its own variables, the step's GPUs, TMPDIR=/tmp, the exported secret

@@ -13,6 +13,7 @@ import sys
 import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _srun
 from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.stand_in import stand_in_supervisor
 
 
@@ -76,7 +77,7 @@ def run_foreground(tmp_path, argv, environ=None, **job_fields):
     job_path = result['step_command']['job']
     with open(job_path) as handle:
         job = json.load(handle)
-    assert job['step_linger'] == tr.STEP_LINGER
+    assert job['step_linger'] == _srun.STEP_LINGER
     job.update(job_fields, argv=argv)
     with open(job_path, 'w') as handle:
         json.dump(job, handle)
@@ -152,8 +153,8 @@ def test_the_supervisor_records_the_step_it_runs_in_and_the_query_reports_it(tmp
 
 
 def test_a_prepared_run_names_srun_before_the_step_ran_it_and_ssh_runs_name_ssh():
-    assert tr.launcher_view({'launcher': 'srun'}, None) == {'name': 'srun', 'job_id': None, 'step_id': None, 'step': None}
-    assert tr.launcher_view({}, {'slurm': {'job_id': '7', 'step_id': '2'}}) == {'name': 'ssh'}
+    assert _launchers.launcher_view({'launcher': 'srun'}, None) == {'name': 'srun', 'job_id': None, 'step_id': None, 'step': None}
+    assert _launchers.launcher_view({}, {'slurm': {'job_id': '7', 'step_id': '2'}}) == {'name': 'ssh'}
 
 
 def test_a_signal_the_foreground_supervisor_receives_is_in_exit_json(tmp_path):

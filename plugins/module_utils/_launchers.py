@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""How torchrun is started on the nodes: the launchers behind one interface, chosen in one place (:data:`LAUNCHERS`).
+
+- ``ssh``: the torchrun module starts a detached supervisor per node over the play's own connection;
+- ``srun``: the torchrun module only writes the run (``state=prepared``); one Slurm step of the allocation runs each
+  node's supervisor in the foreground (plugins/module_utils/_srun.py, the srun_step module).
+
+The generic code (the torchrun module's _torchrun.py, the supervisor, the judgment in _experiment.py, the wait in
+plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks the run's launcher, never names one:
+
+- :meth:`Launcher.problems`: what the launcher needs of the launch parameters (before any node is touched);
+- :attr:`Launcher.deferred_start` and :meth:`Launcher.spec_fields`: whether the module starts the node's supervisor
+  itself, and what the launcher adds to the run's job.json (read back by the supervisor, which ships without this
+  file: job.json carries everything it needs, see _supervisor.rank_environment and _supervisor.launcher_record);
+- :meth:`Launcher.view`: what the launcher adds to a run's records (the torchrun module's ``job.launcher``);
+- :meth:`Launcher.run_record`: the run's launcher from every node's records (filter run_launcher), with ``own_tasks``:
+  whether roles/job runs the launcher's own task files for the run (``stop_<name>.yml``, ``status_<name>.yml``,
+  ``end_<name>.yml``) to stop it, query it or ask how it ended;
+- :meth:`Launcher.ended_it`, :meth:`Launcher.ended_detail`, :attr:`Launcher.stop_by`,
+  :attr:`Launcher.peer_failure_ends_node`: a node's run that the launcher ended because another node failed (the wait
+  and the judgment count it as stopped, not failed);
+- :meth:`Launcher.time_limit` and :meth:`Launcher.end_record`: whether the launcher ended the job at a time limit, from
+  what the controller asked it after the end (``end``), and what the manifest keeps of that.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _srun
+
+
+class LauncherError(Exception):
+    """A launcher's records of a run contradict each other (run_launcher)."""
+
+    def __init__(self, msg):
+        super(LauncherError, self).__init__(msg)
+        self.msg = msg
+
+
+class Launcher(object):
+    """The interface, with what a launcher that adds nothing does (the ``ssh`` one)."""
+
+    def problems(self, params, integer_rule):
+        """Lines for the launch parameters ``params`` (_launch_params.launch_problems) the launcher cannot use;
+        ``integer_rule(params, key, name, what, example)`` checks one integer knob."""
+        return []
+
+    def spec_fields(self, environ, secret_names):
+        """What job.json records for this launcher (``environ``: the module's environment on the node)."""
+        return {}
+
+    def view(self, spec, pids):
+        """The ``launcher`` of a run's job view, from job.json (``spec``) and pids.json (``pids``)."""
+        return {'name': self.name}
+
+    def run_record(self, run_id, views):
+        """The run's launcher (filter run_launcher) from its nodes' ``launcher`` views (``views``)."""
+        return {'name': self.name, 'run_id': run_id, 'job_id': None, 'step_id': None, 'step': None, 'step_name': None,
+                'own_tasks': False}
+
+    def ended_it(self, job):
+        """Whether the launcher, not the run itself, ended this node's run (``job``: the torchrun module's view)."""
+        return False
+
+    def ended_detail(self, job, cause):
+        """The line that says the launcher ended the node's run because of ``cause`` (``n3 failed (...)``)."""
+        return 'ended because %s' % (cause, )
+
+    def time_limit(self, end, results):
+        """``{'by', 'source', 'detail'}`` when the launcher ended the job at a time limit, else None."""
+        return None
+
+    def end_record(self, end, time_limit):
+        """What the experiment manifest keeps of the launcher's answer ``end`` after the job ended."""
+        return {}
+
+    # the name trainops_launcher and job.json give it (LAUNCHERS)
+    name = None
+    # True when the torchrun module only writes the run (state=prepared) and the launcher starts its supervisor
+    deferred_start = False
+    # True when the launcher itself ends a node's run once another node's run failed (the wait gives it time)
+    peer_failure_ends_node = False
+    # who the stop records of the runs the launcher ended name (``by``)
+    stop_by = None
+
+
+class Ssh(Launcher):
+    """One detached supervisor per node, started by the torchrun module over the play's connection."""
+
+    name = 'ssh'
+
+
+class Srun(Launcher):
+    """One Slurm step of the allocation runs every node's prepared supervisor (plugins/module_utils/_srun.py)."""
+
+    name = 'srun'
+    deferred_start = True
+    peer_failure_ends_node = True
+    stop_by = 'slurm'
+
+    def problems(self, params, integer_rule):
+        return _srun.launch_problems(params, integer_rule)
+
+    def spec_fields(self, environ, secret_names):
+        return _srun.spec_fields(environ, secret_names)
+
+    def view(self, spec, pids):
+        return _srun.launcher_view(pids)
+
+    def run_record(self, run_id, views):
+        try:
+            record = _srun.run_record(run_id, views)
+        except _srun.SrunError as exc:
+            raise LauncherError(exc.msg)
+        record['own_tasks'] = record['step'] is not None
+        return record
+
+    def ended_it(self, job):
+        return _srun.ended_by_step(job)
+
+    def ended_detail(self, job, cause):
+        return _srun.step_detail(job, cause)
+
+    def time_limit(self, end, results):
+        return _srun.slurm_time_limit(end, results)
+
+    def end_record(self, end, time_limit):
+        return {'slurm_end': dict(end, time_limit=time_limit)}
+
+
+LAUNCHERS = {'ssh': Ssh(), 'srun': Srun()}
+"""Every launcher by the name trainops_launcher (-e launcher=NAME) and job.json give it: the one place to add one."""
+DEFAULT = 'ssh'
+"""The launcher of a run whose records name none (job.json without ``launcher``), and of state=started."""
+PREPARED = 'srun'
+"""The launcher whose supervisor a run written with state=prepared waits for."""
+NAMES = tuple(LAUNCHERS)
+
+
+def get(name):
+    """The launcher called ``name`` (None or empty: :data:`DEFAULT`); None for a name no launcher has."""
+    return LAUNCHERS.get(name or DEFAULT)
+
+
+def for_state(state):
+    """The launcher a run of the torchrun module's ``state`` is written for (started or prepared)."""
+    return LAUNCHERS[PREPARED if state == 'prepared' else DEFAULT]
+
+
+def of_spec(spec):
+    """The launcher that job.json (``spec``) names; the default one for an unknown name (records are not trusted)."""
+    return get((spec or {}).get('launcher')) or LAUNCHERS[DEFAULT]
+
+
+def of_job(job):
+    """The launcher of a node's run as the torchrun module's query returns it (``job.launcher.name``)."""
+    return get(((job or {}).get('launcher') or {}).get('name')) or LAUNCHERS[DEFAULT]
+
+
+def of_results(results):
+    """The launcher of a job from its nodes' final job views (``{node: job}``): the first that names another than
+    the default one, else the default one."""
+    for _node, job in sorted((results or {}).items()):
+        launcher = of_job(job)
+        if launcher.name != DEFAULT:
+            return launcher
+    return LAUNCHERS[DEFAULT]
+
+
+def launcher_view(spec, pids):
+    """What started the run, from the node's own records: the ``launcher`` of the torchrun module's job view."""
+    return of_spec(spec).view(spec, pids)
+
+
+def run_launcher(jobs):
+    """What launched a run, from its nodes' own records (``jobs``: each node's ``job`` as the torchrun module's query
+    returns it, in node order): the one rule by which ``stop``, ``status`` and ``collect`` choose the launcher's own
+    task files. The run is the first node's that has one; its launcher is the first that its nodes name other than
+    the default one. Returns :meth:`Launcher.run_record`; a :class:`LauncherError` for contradicting records."""
+    jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
+    run_id = jobs[0]['run_id'] if jobs else None
+    views = [job.get('launcher') or {} for job in jobs if job['run_id'] == run_id]
+    launcher = next((of_job({'launcher': view}) for view in views if of_job({'launcher': view}).name != DEFAULT),
+                    LAUNCHERS[DEFAULT])
+    return launcher.run_record(run_id, views)
+
+
+def problems(params, integer_rule):
+    """The launch parameters' lines about ``launcher`` (trainops_launcher) and what that launcher needs."""
+    name = params.get('launcher', DEFAULT)
+    launcher = get(name)
+    if launcher is None:
+        return ['launcher=%s: how torchrun is started must be %s (trainops_launcher, e.g. -e launcher=%s)'
+                % (name, ' or '.join(NAMES), NAMES[-1])]
+    return launcher.problems(params, integer_rule)
