@@ -12,13 +12,14 @@ Each :class:`Knob` row says what a knob is: its role variable (``trainops_channe
 parameters and the manifest (``channels``), its short ``-e`` name (``channels``), its ``nccl_env`` setting name and
 the variables that setting decides, its type, range or choices, whether it may differ per node (a host variable),
 whether a sweep may vary it, whether the manifest records it, and the library versions that read it (where that is
-a simple range; the rules that depend on the version in detail stay in the deciders of ``_nccl_env/deciders.py``).
+a simple range; the rules that depend on the version in detail stay in the deciders of ``_nccl_env/network.py``
+and ``_nccl_env/gpu.py``).
 
 Read by: ``_launch_params.py`` (the range rules, ``launch_problems``), ``_sweep.py`` (the knobs a sweep varies),
-``_nccl_env/deciders.py`` (``SETTINGS``, ``QOS``, ``DECIDERS``), the action ``nccl_env`` (``SETTINGS_SPEC``) and the
-filter ``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters and the manifest's
-``parameters``; roles/nccl_env/tasks/compute.yml: the settings). The role defaults, the roles' argument specs and
-the ``nccl_env`` module's documentation stay written out (ansible-doc and ansible-core read them);
+``_nccl_env/deciders.py`` (``SETTINGS``, ``DECIDERS``), ``_nccl_env/network.py`` (``QOS``), the action ``nccl_env``
+(``SETTINGS_SPEC``) and the filter ``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters
+and the manifest's ``parameters``; roles/nccl_env/tasks/compute.yml: the settings). The role defaults, the roles'
+argument specs and the ``nccl_env`` module's documentation stay written out (ansible-doc and ansible-core read them);
 tests/unit/plugins/module_utils/test__knobs.py fails when they disagree with a row.
 
 Adding a per-node NCCL/RCCL knob such as ``NCCL_IB_TIMEOUT`` (an integer in a range, decided by ``_qos``): one row
@@ -67,7 +68,7 @@ Knob = namedtuple('Knob', [
     'launch',       # launch_problems checks it (a key of the launch parameters)
     'roles',        # the roles that declare the variable (defaults and argument specs)
     'library',      # the library versions that read it, where that is a simple range: 'NCCL >= 2.22.3', or None
-    'decider',      # the _nccl_env.deciders function that decides its variables (DECIDERS), or None
+    'decider',      # the function that decides its variables (DECIDERS; in _nccl_env.network or .gpu), or None
     'roce_only',    # a range knob of _qos that only RoCE ports use (a traffic class)
     'what',         # what it does, in a few words (messages, the nccl_env reasons)
 ])
@@ -202,7 +203,7 @@ RANGE_SETTINGS = tuple(knob for knob in KNOBS if knob.setting and knob.option_ty
 """The integer settings of a range, unset (omitted) when the role variable is unset."""
 
 QOS_KNOBS = tuple(knob for knob in KNOBS if knob.decider == '_qos')
-"""The settings ``_nccl_env.deciders._qos`` checks against their range and sets as they are (no rule of their own)."""
+"""The settings ``_nccl_env.network._qos`` checks against their range and sets as they are (no rule of their own)."""
 
 
 def integer(value):

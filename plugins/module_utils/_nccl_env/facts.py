@@ -10,8 +10,9 @@
 
 The RDMA ports (``_ports``) and interfaces (``_interfaces``) as flat dicts, the GID tables and the GID index NCCL
 picks (``nccl_gid_index``), the PCIe layout and NCCL's path types (``pci_path_type``), and the helpers that compare a
-library version with the version tables of deciders.py (``_since``, ``_by_version``, ``_library_label``). The small
-helpers here (``_get``, ``_natural``, ``_int``, ``_version``) are the ones the other modules of the package share.
+library version with the version tables of network.py and gpu.py (``_since``, ``_by_version``, ``_library_label``).
+The small helpers here (``_get``, ``_natural``, ``_int``, ``_version``) are the ones the other modules of the package
+share.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _gid_entry_problem(port, index):
     return None
 
 
-# --- library versions (the version tables are in deciders.py) ------------------------------------
+# --- library versions (the version tables are in network.py and gpu.py) --------------------------
 
 def _library_label(library):
     if not library.get('name'):
@@ -233,7 +234,7 @@ def _version_text(version):
     return '.'.join(str(part) for part in version)
 
 
-# --- PCIe layout and path types (NCCL src/graph/paths.cc ncclTopoSetPaths); the HCA choice is in deciders.py ------
+# --- PCIe layout and path types (NCCL src/graph/paths.cc ncclTopoSetPaths); the HCA choice is in network.py -------
 
 PATH_TYPES = ('PIX', 'PXB', 'PHB', 'SYS')
 """NCCL's PCIe path types, nearest first (src/graph/topo.h PATH_PIX .. PATH_SYS)."""

@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.trainops.multinode.plugins.action import nccl_env as action
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep
-from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import core, deciders, network
 from ansible_collections.trainops.multinode.plugins.modules import nccl_env as module
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -132,7 +132,7 @@ def test_sweep_knobs_and_settings_come_from_the_registry():
                                   'nproc': 'nproc_per_node', 'config': 'config'}
     assert deciders.SETTINGS == tuple(action.SETTINGS_SPEC)
     assert action.SETTINGS_SPEC['vendor'] == dict(type='str', choices=['nvidia', 'amd', 'none'])
-    assert [q[:4] for q in deciders.QOS] == [
+    assert [q[:4] for q in network.QOS] == [
         ('ib_tc', 'NCCL_IB_TC', 0, 255), ('ib_fifo_tc', 'NCCL_IB_FIFO_TC', 0, 255), ('ib_sl', 'NCCL_IB_SL', 0, 15),
         ('ib_qps_per_connection', 'NCCL_IB_QPS_PER_CONNECTION', 1, 128)]
     for knob in _knobs.KNOBS:
@@ -143,7 +143,7 @@ def test_sweep_knobs_and_settings_come_from_the_registry():
 @pytest.mark.parametrize('value', [None, '', 'None', 'none', ' NULL ', 'unset', 'Unset'])
 def test_one_unset_rule(value):
     assert _knobs.is_unset(value)
-    assert deciders._is_unset(value)
+    assert core._is_unset(value)
 
 
 @pytest.mark.parametrize('value', ['auto', 0, '0', 'off', False, [], 'WARN'])

@@ -6,8 +6,9 @@
 SR-IOV RoCE VFs, an Ethernet-only GPU node, a CPU-only node, a node whose HCA ports are down and a lab-like
 node with a VLAN interface bond0.2093.
 
-module_utils/_nccl_env: compute (deciders.py) and the fact readers it uses (facts.py) here; the env file and
-nccl.conf (render.py) in test__nccl_env_render.py, check_cluster (cluster.py) in test__nccl_env_cluster.py."""
+module_utils/_nccl_env: compute (deciders.py), the deciders it calls (network.py, gpu.py) and the fact readers they
+use (facts.py) here; the env file and nccl.conf (render.py) in test__nccl_env_render.py, check_cluster (cluster.py)
+in test__nccl_env_cluster.py."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ import copy
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
-from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import (
-    compute,
-    match_names,
-    parse_nccl_list,
-)
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import compute
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import (
     _ports,
     nccl_gid_index,
     pci_path_type,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.network import (
+    match_names,
+    parse_nccl_list,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.render import render_env_file
 

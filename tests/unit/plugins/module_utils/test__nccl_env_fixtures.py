@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders, gpu, network
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import _natural, nccl_gid_index
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
@@ -468,8 +468,12 @@ def test_secondary_address_and_gloo_overrides(node):
 
 
 def test_every_decider_exists():
+    """Each function DECIDERS names is defined in exactly one of the modules that hold deciders."""
     for var, name in deciders.DECIDERS.items():
-        assert callable(getattr(deciders, name.split()[0])), (var, name)
+        func = name.split()[0]
+        homes = [module.__name__ for module in (network, gpu, deciders)
+                 if callable(getattr(module, func, None)) and getattr(module, func).__module__ == module.__name__]
+        assert len(homes) == 1, (var, name, homes)
 
 
 # ------------------------------------------------------------------------------------------------------------------
