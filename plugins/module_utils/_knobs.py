@@ -15,9 +15,10 @@ whether a sweep may vary it, whether the manifest records it, and the library ve
 a simple range; the rules that depend on the version in detail stay in ``_nccl_env.py``'s deciders).
 
 Read by: ``_launch_params.py`` (the range rules, ``launch_problems``), ``_sweep.py`` (the knobs a sweep varies),
-``_nccl_env.py`` (``SETTINGS``, ``QOS``, ``DECIDERS``), the action ``nccl_env`` (``SETTINGS_SPEC``) and the filter
-``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters and the manifest's ``parameters``;
-roles/nccl_env/tasks/compute.yml: the settings). The role defaults, the roles' argument specs and the ``nccl_env``
+``_nccl_env.py`` (``SETTINGS``, ``QOS``, ``DECIDERS``), the action ``nccl_env`` (``SETTINGS_SPEC``; with
+``role_vars``, roles/nccl_env/tasks/compute.yml, the settings from the role variables: ``role_settings``) and the
+filter ``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters and the manifest's
+``parameters``; a caller that builds the ``settings`` dict). The role defaults, the roles' argument specs and the ``nccl_env``
 module's documentation stay written out (ansible-doc and ansible-core read them); tests/unit/plugins/module_utils/
 test__knobs.py fails when they disagree with a row.
 
@@ -216,7 +217,7 @@ def _truth(value):
     return str(value).strip().lower() in ('true', 'yes', 'on', '1')
 
 
-# --- the filter knob_values (roles/job/vars/main.yml, roles/nccl_env/tasks/compute.yml) ------------------------
+# --- the filter knob_values (roles/job/vars/main.yml) and the action nccl_env's role_vars (compute.yml) --------
 
 USES = ('short', 'launch', 'manifest', 'nccl_env')
 
@@ -299,6 +300,28 @@ def values(values, use, given=None):
             if value is not _OMIT:
                 result[knob.setting] = value
     return result
+
+
+def jinja_int(value):
+    """Jinja's ``int`` filter: ``'8'`` and ``8.0`` are 8, what is no number is 0."""
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+
+def role_settings(read, play_hosts):
+    """The ``nccl_env`` settings from the role variables, as roles/nccl_env passes them (the module's ``role_vars``):
+    ``read(var)`` gives a role variable's value (templated; it raises for one that is not defined), ``play_hosts`` the
+    play's hosts. ``values(..., 'nccl_env')`` of every variable ``names('nccl_env')`` lists; the node count (``nnodes``)
+    is ``trainops_nccl_env_nnodes`` where that is more than 0 (the job role passes its own), else the play's hosts."""
+    settings = values([read(knob.var) for knob in NCCL_ENV], 'nccl_env')
+    nnodes = jinja_int(settings.get(BY_KEY['nnodes'].setting))
+    settings[BY_KEY['nnodes'].setting] = nnodes if nnodes > 0 else len(play_hosts or ())
+    return settings
 
 
 def range_problem(params, knob, name=None, example=None):
