@@ -17,8 +17,7 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.trainops.multinode.plugins.filter.launch_dirs import (
-    FilterModule,
+from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_share_lines,
     dir_shares,
     dirs_to_mark,
@@ -179,10 +178,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
 def test_argument_checks(call, match):
     with pytest.raises(AnsibleFilterError, match=match):
         call()
-
-
-def test_registered():
-    assert sorted(FilterModule().filters()) == ['dir_share_lines', 'dir_shares', 'dirs_to_mark', 'resume_nodes']
 
 
 # --- the task files call them by FQCN: their expressions rendered as they are, against the old Jinja -----------

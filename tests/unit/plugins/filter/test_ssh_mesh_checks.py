@@ -1,9 +1,10 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The SSH mesh's filters once the mesh is written (roles/ssh_mesh/tasks/known_hosts.yml, verify.yml): their rules,
-their argument checks, and the same results as the Jinja loops they replaced (kept below as the task files had them,
-rendered with ansible's Templar over many meshes), as the task files now call them."""
+"""The SSH mesh's filters once the mesh is written (plugins/filter/ssh_mesh_plan.py; roles/ssh_mesh/tasks/
+known_hosts.yml, verify.yml): their rules, their argument checks, and the same results as the Jinja loops they
+replaced (kept below as the task files had them, rendered with ansible's Templar over many meshes), as the task
+files now call them."""
 
 from __future__ import annotations
 
@@ -17,17 +18,14 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.trainops.multinode.plugins.filter.ssh_mesh_state import (
-    FilterModule,
-    ssh_mesh_known_hosts,
-    ssh_mesh_pairs,
-    ssh_mesh_report,
-    ssh_mesh_results,
-    ssh_mesh_targets,
-)
+from ansible_collections.trainops.multinode.plugins.filter import ssh_mesh_plan
 from ansible_collections.trainops.multinode.plugins.module_utils._ssh_mesh import NOT_CHECKED
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+FILTERS = ssh_mesh_plan.FilterModule().filters()
+ssh_mesh_known_hosts, ssh_mesh_targets, ssh_mesh_results, ssh_mesh_report, ssh_mesh_pairs = (
+    FILTERS[name] for name in ('ssh_mesh_known_hosts', 'ssh_mesh_targets', 'ssh_mesh_results', 'ssh_mesh_report',
+                               'ssh_mesh_pairs'))
 
 # The Jinja the task files had (known_hosts.yml and verify.yml before these filters), as YAML, folded as they were.
 OLD = yaml.safe_load(r"""
@@ -246,8 +244,8 @@ def test_argument_checks(call, match):
 
 
 def test_registered():
-    assert sorted(FilterModule().filters()) == [
-        'ssh_mesh_known_hosts', 'ssh_mesh_pairs', 'ssh_mesh_report', 'ssh_mesh_results', 'ssh_mesh_targets']
+    assert sorted(FILTERS) == ['ssh_mesh_known_hosts', 'ssh_mesh_pairs', 'ssh_mesh_plan', 'ssh_mesh_report',
+                               'ssh_mesh_results', 'ssh_mesh_targets']
 
 
 # --- the task files call them by FQCN: their expressions rendered as they are, against the old Jinja -----------
