@@ -46,7 +46,6 @@ def reach_table(preflights):
     return _launch_checks.reach_table(_preflights('reach_table', preflights))
 
 
-
 def _nodes(name, nodes):
     if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Sequence):
         raise AnsibleFilterError('%s: the input must be the list of node names, not %s' % (name, type(nodes).__name__))

@@ -91,11 +91,9 @@ def ssh_mesh_plan(nodes, sources=None, from_cluster=True, permits=None):
     return plan(dict(nodes), sources or [], from_cluster=bool(from_cluster), permits=permits or [])
 
 
-
 # The filters of the mesh once it is written (roles/ssh_mesh/tasks/known_hosts.yml and verify.yml), each documented
 # in the YAML file of its name next to this one; the rules are in module_utils/_ssh_mesh.py. In this file: ansible-core
 # imports every filter file of the collection to find one by its name.
-
 def _list(name, what, value):
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise AnsibleFilterError('%s: %s must be a list, not %s' % (name, what, type(value).__name__))

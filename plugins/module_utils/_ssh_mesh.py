@@ -259,8 +259,8 @@ def mesh_targets(nodes, here, hostvars, kinds):
         raise ValueError('%s is not one of the nodes (%s)' % (here, ', '.join(nodes)))
     unknown = [kind for kind in kinds if kind not in TARGET_KINDS]
     if unknown:
-        raise ValueError('unknown kind(s) of name %s, not among %s' % (', '.join(map(str, unknown)),
-                                                                          ', '.join(TARGET_KINDS)))
+        raise ValueError('unknown kind(s) of name %s, not among %s'
+                         % (', '.join(map(str, unknown)), ', '.join(TARGET_KINDS)))
     at = nodes.index(here)
     targets = []
     for node in nodes[at + 1:] + nodes[:at + 1]:

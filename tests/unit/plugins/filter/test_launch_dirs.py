@@ -133,7 +133,7 @@ def test_nodes_under_one_root_share_it_and_one_host_name_shares_a_state_director
             '__trainops_marked': {'results': made or []}}
     hostvars = {'a': node('t1', '/s/h', 'w1'), 'b': node('t1', '/s/h', 'w1'),
                 'c': node(None, '/s/h', made=[{'item': '/home/u/.trainops/state', 'token': 't1'},
-                                             {'item': '/home/u/ws', 'token': 'w1'}]),
+                                              {'item': '/home/u/ws', 'token': 'w1'}]),
                 'd': node(None, '/s/h')}
     shares = dir_shares(['a', 'b', 'c', 'd'], hostvars)
     assert shares['root'] == {'primary': {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'd'}, 'groups': [['a', 'b', 'c']],

@@ -23,9 +23,11 @@ from ansible_collections.trainops.multinode.plugins.module_utils._ssh_mesh impor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 FILTERS = ssh_mesh_plan.FilterModule().filters()
-ssh_mesh_known_hosts, ssh_mesh_targets, ssh_mesh_results, ssh_mesh_report, ssh_mesh_pairs = (
-    FILTERS[name] for name in ('ssh_mesh_known_hosts', 'ssh_mesh_targets', 'ssh_mesh_results', 'ssh_mesh_report',
-                               'ssh_mesh_pairs'))
+ssh_mesh_known_hosts = FILTERS['ssh_mesh_known_hosts']
+ssh_mesh_targets = FILTERS['ssh_mesh_targets']
+ssh_mesh_results = FILTERS['ssh_mesh_results']
+ssh_mesh_report = FILTERS['ssh_mesh_report']
+ssh_mesh_pairs = FILTERS['ssh_mesh_pairs']
 
 # The Jinja the task files had (known_hosts.yml and verify.yml before these filters), as YAML, folded as they were.
 OLD = yaml.safe_load(r"""
