@@ -8,12 +8,14 @@
 
 Two forms (see plugins/modules/nccl_env.py for the documentation):
 
-* ``facts`` + settings: the environment of this host's ranks (``compute`` in module_utils/_nccl_env.py); with
-  ``role_vars`` the settings are read here from the role variables (roles/nccl_env), templating only those
-  (``_knobs.role_settings``), instead of the task building a ``settings`` dict in Jinja for every node;
+* ``facts`` + settings: the environment of this host's ranks (``compute`` in module_utils/_nccl_env.py);
 * ``cluster``: ``{host: registered result of the first form}``, checked across nodes (``check_cluster``).
 
 Nothing runs on the managed node and nothing changes anywhere.
+
+With ``role_vars`` (roles/nccl_env/tasks/compute.yml) the settings are read here from the role variables the knob
+registry names, each templated once (``_knobs.role_settings``), instead of the task building a ``settings`` dict in
+Jinja for every node.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.trainops.multinode.plugins.module_utils._knobs import KNOBS, option
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import role_settings
+from ansible_collections.trainops.multinode.plugins.module_utils._knobs import KNOBS, option
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import (
     check_cluster,
     compute,

@@ -15,7 +15,10 @@ from collections.abc import Mapping, Sequence
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_dirs, _launch_records
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_records
+
+# the directories nodes share, the run a launch resumes (shares.yml, resume.yml)
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
 
 
 def _preflights(name, value):

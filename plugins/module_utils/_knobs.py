@@ -15,16 +15,18 @@ whether a sweep may vary it, whether the manifest records it, and the library ve
 a simple range; the rules that depend on the version in detail stay in ``_nccl_env.py``'s deciders).
 
 Read by: ``_launch_params.py`` (the range rules, ``launch_problems``), ``_sweep.py`` (the knobs a sweep varies),
-``_nccl_env.py`` (``SETTINGS``, ``QOS``, ``DECIDERS``), the action ``nccl_env`` (``SETTINGS_SPEC``; with
-``role_vars``, roles/nccl_env/tasks/compute.yml, the settings from the role variables: ``role_settings``) and the
-filter ``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters and the manifest's
-``parameters``; a caller that builds the ``settings`` dict). The role defaults, the roles' argument specs and the ``nccl_env``
+``_nccl_env.py`` (``SETTINGS``, ``QOS``, ``DECIDERS``), the action ``nccl_env`` (``SETTINGS_SPEC``) and the filter
+``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters and the manifest's ``parameters``;
+roles/nccl_env/tasks/compute.yml: the settings). The role defaults, the roles' argument specs and the ``nccl_env``
 module's documentation stay written out (ansible-doc and ansible-core read them); tests/unit/plugins/module_utils/
 test__knobs.py fails when they disagree with a row.
 
 Adding a per-node NCCL/RCCL knob such as ``NCCL_IB_TIMEOUT`` (an integer in a range, decided by ``_qos``): one row
 here, its default in roles/nccl_env/defaults/main.yml, its entry in roles/nccl_env/meta/argument_specs.yml (both
 entry points) and plugins/modules/nccl_env.py, docs/nccl.md, a test and a changelog fragment.
+
+roles/nccl_env/tasks/compute.yml passes ``role_vars`` to the action ``nccl_env``, which reads the settings from the
+role variables itself (``role_settings``): the same values the filter ``knob_values`` gives for ``nccl_env``.
 """
 
 from __future__ import annotations
