@@ -61,14 +61,6 @@ def _mapping(name, what, value):
     return value
 
 
-def dirs_to_mark(paths, sync_workspace):
-    try:
-        sync = boolean(sync_workspace)
-    except TypeError:
-        raise AnsibleFilterError('dirs_to_mark: sync_workspace must be a boolean, not %r' % (sync_workspace, ))
-    return _launch_dirs.unmarked_dirs(_mapping('dirs_to_mark', 'the input (the preflight\'s paths)', paths), sync)
-
-
 def dir_shares(nodes, hostvars):
     try:
         return _launch_dirs.dir_shares(_nodes('dir_shares', nodes), hostvars)
@@ -94,7 +86,6 @@ class FilterModule(object):
             'step_nodes': _launch_records.step_nodes,
             'node_problems': node_problems,
             'reach_table': reach_table,
-            'dirs_to_mark': dirs_to_mark,
             'dir_shares': dir_shares,
             'dir_share_lines': dir_share_lines,
             'resume_nodes': resume_nodes,

@@ -11,7 +11,6 @@ tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of J
 
 * :func:`shared_dirs`: which nodes see one directory (the same token), and the node that acts for them (filter
   ``shared_dirs``);
-* :func:`unmarked_dirs`: the directories a node's first launch marks with a token (module ``dir_token``);
 * :func:`dir_shares`: every node's tokens, read by the preflight or just made, grouped into the nodes that share the
   node root, the synced workspace, and one state directory;
 * :func:`share_lines`: what the launch shows of the directories nodes share;
@@ -38,17 +37,6 @@ def shared_dirs(tokens):
         primary[node] = first[token]
     groups = [nodes for nodes in members.values() if len(nodes) > 1]
     return dict(primary=primary, groups=groups, shared=bool(groups))
-
-
-def unmarked_dirs(paths, sync_workspace):
-    """The directories of a node (its preflight's ``paths``) that have no token yet and get one: the state root, and
-    the workspace where the launch syncs it."""
-    out = []
-    if not paths.get('state_root_token'):
-        out.append(paths.get('state_root'))
-    if sync_workspace and not paths.get('workspace_token'):
-        out.append(paths.get('workspace_dir'))
-    return out
 
 
 def _made(hostvars, node):

@@ -20,7 +20,6 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_share_lines,
     dir_shares,
-    dirs_to_mark,
     resume_nodes,
 )
 from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
@@ -29,6 +28,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..',
 
 # The Jinja the task files had (shares.yml and resume.yml before these filters), as YAML, folded as they were.
 OLD = yaml.safe_load(r"""
+# (what a node's first launch marks: still Jinja in shares.yml, here to make __trainops_marked)
 unmarked: >-
   {{ ([__trainops_paths.state_root] if not __trainops_paths.state_root_token else [])
      + ([__trainops_paths.workspace_dir] if trainops_sync_workspace | bool and not __trainops_paths.workspace_token else []) }}
@@ -89,7 +89,7 @@ def node_vars(rng, node, sync):
              'state_root_token': rng.choice([None, '', 'tok-' + home]),
              'workspace_token': rng.choice([None, 'tok-ws'])}
     marked = [{'item': path, 'token': rng.choice(['tok-' + path, None]), 'changed': True}
-              for path in dirs_to_mark(paths, sync)]
+              for path in old('unmarked', __trainops_paths=paths, trainops_sync_workspace=sync)]
     registered = rng.choice([{'results': marked}, {'results': [dict(r, token=None) for r in marked]},
                              {'results': [{'item': r['item'], 'skipped': True} for r in marked]}, None])
     hostvars = {'inventory_hostname': node, '__trainops_preflight': {'paths': paths}}
@@ -101,12 +101,9 @@ def node_vars(rng, node, sync):
 @pytest.mark.parametrize('seed', range(60))
 def test_the_filters_give_what_the_old_jinja_gave(seed):
     rng = random.Random(seed)
-    sync = rng.choice([True, False, 'yes', 'false'])
+    sync = rng.choice([True, False])
     nodes = ['node%d' % i for i in range(rng.randint(1, 5))]
-    hostvars = dict((node, node_vars(rng, node, sync in (True, 'yes'))) for node in nodes)
-    for node in nodes:
-        paths = hostvars[node]['__trainops_preflight']['paths']
-        assert dirs_to_mark(paths, sync) == old('unmarked', __trainops_paths=paths, trainops_sync_workspace=sync)
+    hostvars = dict((node, node_vars(rng, node, sync)) for node in nodes)
     shares = dir_shares(nodes, hostvars)
     assert shares == old_shares(nodes, hostvars)
     assert dir_share_lines(shares['root'], shares['workspace']) == old(
@@ -147,13 +144,6 @@ def test_nodes_under_one_root_share_it_and_one_host_name_shares_a_state_director
     assert dir_share_lines({'groups': []}, {'groups': []}) == []
 
 
-def test_dirs_to_mark_the_state_root_then_the_synced_workspace():
-    paths = {'state_root': '/r', 'state_root_token': None, 'workspace_dir': '/w', 'workspace_token': ''}
-    assert dirs_to_mark(paths, True) == ['/r', '/w']
-    assert dirs_to_mark(paths, 'no') == ['/r']
-    assert dirs_to_mark(dict(paths, state_root_token='t', workspace_token='u'), True) == []
-
-
 def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
     hostvars = {'a': {'__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
                 'b': {'__trainops_resume_has_run': True}, 'c': {}}
@@ -166,8 +156,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
 
 
 @pytest.mark.parametrize('call, match', [
-    (lambda: dirs_to_mark(['/r'], True), 'dirs_to_mark: the input .* must be a mapping, not list'),
-    (lambda: dirs_to_mark({}, 'maybe'), 'sync_workspace must be a boolean'),
     (lambda: dir_shares('node0', {}), 'dir_shares: the input must be the list of node names, not str'),
     (lambda: dir_shares(['node0'], {'node0': {}}), 'dir_shares: node node0 has no preflight result'),
     (lambda: dir_shares(['node0'], {}), 'node node0 has no preflight result'),
@@ -196,11 +184,6 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     nodes = ['node0', 'node1', 'node2']
     hostvars = dict((node, node_vars(rng, node, True)) for node in nodes)
     hostvars['node1'] = dict(hostvars['node0'], inventory_hostname='node1')   # one root, one host name
-
-    mark = task('shares.yml', "Mark the node root and the synced workspace (a node's first launch only)")
-    paths = hostvars['node2']['__trainops_preflight']['paths']
-    assert render(mark['loop'], __trainops_preflight={'paths': paths}, trainops_sync_workspace=True) == old(
-        'unmarked', __trainops_paths=paths, trainops_sync_workspace=True)
 
     find = task('shares.yml', 'Find the nodes that share their node root or workspace')
     variables = dict(__trainops_nodes=nodes, hostvars=hostvars)
