@@ -13,14 +13,20 @@ Two forms (see plugins/modules/nccl_env.py for the documentation):
   module_utils/_nccl_env/cluster.py).
 
 Nothing runs on the managed node and nothing changes anywhere.
+
+With ``role_vars`` (roles/nccl_env/tasks/compute.yml) the settings are read here from the role variables the knob
+registry names, each templated once (``_knobs.role_settings``), instead of the task building a ``settings`` dict in
+Jinja for every node.
 """
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.trainops.multinode.plugins.module_utils._knobs import role_settings
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import KNOBS, option
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.deciders import compute
@@ -33,7 +39,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.rende
 SETTINGS_SPEC = dict((knob.setting, option(knob)) for knob in KNOBS if knob.setting)
 """The settings' options, from the registry (module_utils/_knobs.py)."""
 
-ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), settings=dict(type='dict'), **SETTINGS_SPEC)
+ARGUMENT_SPEC = dict(facts=dict(type='dict'), cluster=dict(type='dict'), settings=dict(type='dict'),
+                     role_vars=dict(type='bool', default=False), **SETTINGS_SPEC)
 
 
 class ActionModule(ActionBase):
@@ -49,13 +56,17 @@ class ActionModule(ActionBase):
         del tmp
 
         dummy, args = self.validate_argument_spec(
-            argument_spec=ARGUMENT_SPEC, mutually_exclusive=[('facts', 'cluster')],
+            argument_spec=ARGUMENT_SPEC,
+            mutually_exclusive=[('facts', 'cluster'), ('role_vars', 'settings'), ('role_vars', 'cluster')],
             required_one_of=[('facts', 'cluster')])
         result['changed'] = False
 
         # the settings the task gave, as options or in the settings dict (an option wins): a missing one takes
         # compute()'s default (source "default"/"detected"), while an explicit null means "leave it unset" for
         # nccl_debug, gid_index and net_gdr_level
+        if args['role_vars']:
+            args['settings'] = role_settings(lambda var: self._role_var(task_vars, var),
+                                             task_vars.get('ansible_play_hosts'))
         settings, problems = self._settings(args)
         if problems:
             result.update(failed=True, msg='nccl_env settings: %s' % '; '.join(problems))
@@ -97,6 +108,13 @@ class ActionModule(ActionBase):
         result['nccl_conf'] = render_nccl_conf(res['env'], header=header)
         result['msg'] = '%s: transport %s, %d variable(s)' % (host, res['transport'], len(res['env']))
         return result
+
+    def _role_var(self, task_vars, var):
+        """A role variable's value, templated (role_vars)."""
+        if var not in task_vars:
+            raise AnsibleActionFail('nccl_env role_vars: the role variable %s is not defined (roles/nccl_env/defaults '
+                                    'declares it; run the module through the role, or pass settings)' % var)
+        return self._templar.template(task_vars[var])
 
     def _settings(self, args):
         """The settings given, ``settings`` checked against the same options as the task's own; and the problems."""

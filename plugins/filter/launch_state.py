@@ -4,16 +4,21 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The launch's filters (roles/job/tasks): what it reads of its nodes through hostvars, and its checks across
 nodes. Each is documented in the YAML file of its name next to this one; the rules are in
-module_utils/_launch_records.py and module_utils/_launch_checks.py."""
+module_utils/_launch_records.py, module_utils/_launch_checks.py and module_utils/_launch_dirs.py (the directories
+nodes share, the run a launch resumes: shares.yml, resume.yml). One file for all of them: ansible-core imports every
+filter file of the collection to find one by its name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_checks, _launch_records, _launchers
+
+# the directories nodes share, the run a launch resumes (shares.yml, resume.yml)
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
 
 
 def _preflights(name, value):
@@ -44,6 +49,34 @@ def reach_table(preflights):
     return _launch_checks.reach_table(_preflights('reach_table', preflights))
 
 
+def _nodes(name, nodes):
+    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Sequence):
+        raise AnsibleFilterError('%s: the input must be the list of node names, not %s' % (name, type(nodes).__name__))
+    return [str(node) for node in nodes]
+
+
+def _mapping(name, what, value):
+    if not isinstance(value, Mapping):
+        raise AnsibleFilterError('%s: %s must be a mapping, not %s' % (name, what, type(value).__name__))
+    return value
+
+
+def dir_shares(nodes, hostvars):
+    try:
+        return _launch_dirs.dir_shares(_nodes('dir_shares', nodes), hostvars)
+    except ValueError as exc:
+        raise AnsibleFilterError('dir_shares: %s' % exc)
+
+
+def dir_share_lines(root_shares, workspace_shares):
+    return _launch_dirs.share_lines(_mapping('dir_share_lines', 'the input (the node root\'s shares)', root_shares),
+                                    _mapping('dir_share_lines', 'workspace_shares', workspace_shares))
+
+
+def resume_nodes(nodes, hostvars, run_id):
+    return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -53,4 +86,7 @@ class FilterModule(object):
             'step_nodes': _launch_records.step_nodes,
             'node_problems': node_problems,
             'reach_table': reach_table,
+            'dir_shares': dir_shares,
+            'dir_share_lines': dir_share_lines,
+            'resume_nodes': resume_nodes,
         }

@@ -53,23 +53,14 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
+
 
 def shared_dirs(tokens):
     if not isinstance(tokens, Mapping):
         raise AnsibleFilterError('shared_dirs: the input must be a mapping of node name to directory token, not %s'
                                  % type(tokens).__name__)
-    first = {}
-    members = {}
-    primary = {}
-    for node, token in tokens.items():
-        if not token:
-            primary[node] = node
-            continue
-        first.setdefault(token, node)
-        members.setdefault(token, []).append(node)
-        primary[node] = first[token]
-    groups = [nodes for nodes in members.values() if len(nodes) > 1]
-    return dict(primary=primary, groups=groups, shared=bool(groups))
+    return _launch_dirs.shared_dirs(tokens)
 
 
 class FilterModule(object):

@@ -25,6 +25,9 @@ tests/unit/plugins/module_utils/test__knobs.py fails when they disagree with a r
 Adding a per-node NCCL/RCCL knob such as ``NCCL_IB_TIMEOUT`` (an integer in a range, decided by ``_qos``): one row
 here, its default in roles/nccl_env/defaults/main.yml, its entry in roles/nccl_env/meta/argument_specs.yml (both
 entry points) and plugins/modules/nccl_env.py, docs/nccl.md, a test and a changelog fragment.
+
+roles/nccl_env/tasks/compute.yml passes ``role_vars`` to the action ``nccl_env``, which reads the settings from the
+role variables itself (``role_settings``): the same values the filter ``knob_values`` gives for ``nccl_env``.
 """
 
 from __future__ import annotations
@@ -220,7 +223,7 @@ def _truth(value):
     return str(value).strip().lower() in ('true', 'yes', 'on', '1')
 
 
-# --- the filter knob_values (roles/job/vars/main.yml, roles/nccl_env/tasks/compute.yml) ------------------------
+# --- the filter knob_values (roles/job/vars/main.yml) and the action nccl_env's role_vars (compute.yml) --------
 
 USES = ('short', 'launch', 'manifest', 'nccl_env')
 
@@ -303,6 +306,28 @@ def values(values, use, given=None):
             if value is not _OMIT:
                 result[knob.setting] = value
     return result
+
+
+def jinja_int(value):
+    """Jinja's ``int`` filter: ``'8'`` and ``8.0`` are 8, what is no number is 0."""
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+
+def role_settings(read, play_hosts):
+    """The ``nccl_env`` settings from the role variables, as roles/nccl_env passes them (the module's ``role_vars``):
+    ``read(var)`` gives a role variable's value (templated; it raises for one that is not defined), ``play_hosts`` the
+    play's hosts. ``values(..., 'nccl_env')`` of every variable ``names('nccl_env')`` lists; the node count (``nnodes``)
+    is ``trainops_nccl_env_nnodes`` where that is more than 0 (the job role passes its own), else the play's hosts."""
+    settings = values([read(knob.var) for knob in NCCL_ENV], 'nccl_env')
+    nnodes = jinja_int(settings.get(BY_KEY['nnodes'].setting))
+    settings[BY_KEY['nnodes'].setting] = nnodes if nnodes > 0 else len(play_hosts or ())
+    return settings
 
 
 def range_problem(params, knob, name=None, example=None):

@@ -19,6 +19,11 @@ Pure functions, no I/O; the filter ``trainops.multinode.ssh_mesh_plan`` calls :f
   node;
 * :func:`from_patterns`: the ``from=`` pattern list of the mesh key's ``authorized_keys`` line: the addresses of
   every node (the sources peers connect from, whichever network carries SSH), loopback, and the user's patterns.
+
+And what the role reads of every node through ``hostvars`` once the mesh is written (filters
+``trainops.multinode.ssh_mesh_known_hosts``, ``ssh_mesh_targets``, ``ssh_mesh_results``, ``ssh_mesh_report`` and
+``ssh_mesh_pairs``, tasks known_hosts.yml and verify.yml): :func:`known_hosts_lines`, :func:`mesh_targets`,
+:func:`check_results`, :func:`report_lines`, :func:`broken_pairs`.
 """
 
 from __future__ import annotations
@@ -210,3 +215,115 @@ def plan(nodes, sources=(), from_cluster=True, permits=()):
         problems.append('the mesh key would be usable from nowhere: trainops_ssh_mesh_from_cluster is false and '
                         'trainops_ssh_mesh_from names no source')
     return {'problems': problems, 'from': result, 'key_options': key_options(result, _strings(permits))}
+
+
+# --- known_hosts.yml and verify.yml: what the role reads of every node through hostvars --------------------------
+
+TARGET_KINDS = ('address', 'hostname', 'inventory_hostname')
+"""The names of a node the mesh check connects to (``trainops_ssh_mesh_verify_targets``)."""
+
+NOT_CHECKED = 'not checked: the node failed or was unreachable earlier in the play'
+
+
+def _var(hostvars, node, name):
+    """``hostvars[node][name]``; a ValueError naming both where it is not set."""
+    try:
+        return hostvars[node][name]
+    except (KeyError, TypeError):
+        raise ValueError('node %s has no %s' % (node, name))
+
+
+def _text(value):
+    return value if isinstance(value, str) else str(value)
+
+
+def known_hosts_lines(nodes, hostvars):
+    """``[{node, name, key}]``: for every node, one ``known_hosts`` line per host key it showed
+    (``__trainops_ssh_mesh_host_keys``), ``key`` its names (``__trainops_ssh_mesh_known_names``) comma-separated, then
+    the key; ``name`` its first name."""
+    lines = []
+    for node in nodes:
+        names = [_text(name) for name in _var(hostvars, node, '__trainops_ssh_mesh_known_names')]
+        for hostkey in _var(hostvars, node, '__trainops_ssh_mesh_host_keys'):
+            lines.append({'node': node, 'name': names[0], 'key': ','.join(names) + ' ' + _text(hostkey)})
+    return lines
+
+
+def mesh_targets(nodes, here, hostvars, kinds):
+    """``[{node, target}]``: the names the node ``here`` connects to, every node of ``nodes`` by each kind of name in
+    ``kinds`` (address: ``__trainops_ssh_mesh_address``, hostname: ``__trainops_ssh_mesh_hostname``,
+    inventory_hostname), a name once per node; starting with the node after ``here``, so that the nodes do not all
+    knock on one sshd at once."""
+    nodes = list(nodes)
+    if here not in nodes:
+        raise ValueError('%s is not one of the nodes (%s)' % (here, ', '.join(nodes)))
+    unknown = [kind for kind in kinds if kind not in TARGET_KINDS]
+    if unknown:
+        raise ValueError('unknown kind(s) of name %s, not among %s'
+                         % (', '.join(map(str, unknown)), ', '.join(TARGET_KINDS)))
+    at = nodes.index(here)
+    targets = []
+    for node in nodes[at + 1:] + nodes[:at + 1]:
+        names = []
+        for kind in kinds:
+            if kind == 'inventory_hostname':
+                name = node
+            else:
+                name = _var(hostvars, node, '__trainops_ssh_mesh_' + kind)
+            if name not in names:
+                names.append(name)
+                targets.append({'node': node, 'target': name})
+    return targets
+
+
+def _row(node, want, line):
+    fields = line.split('\t')
+    ok = len(fields) >= 2 and fields[0] == want['target'] and fields[1] == '0'
+    if ok:
+        error = ''
+    elif len(fields) > 2 and fields[2]:
+        error = fields[2]
+    else:
+        error = 'exit status ' + fields[1] if len(fields) > 1 else 'no result'
+    return {'from': node, 'to': want['node'], 'target': want['target'], 'ok': ok, 'error': error}
+
+
+def check_results(nodes, hostvars, play_hosts):
+    """``[{from, to, target, ok, error}]``: per node, its check's line for each of its targets
+    (``__trainops_ssh_mesh_check``, ``ssh_mesh_check.sh``: ``TARGET<TAB>status<TAB>error``, in the order of
+    ``__trainops_ssh_mesh_targets``); a node that left the play (or has no check) is one row to ``*``, not ok."""
+    rows = []
+    for node in nodes:
+        try:
+            check = hostvars[node].get('__trainops_ssh_mesh_check') or {}
+        except (KeyError, AttributeError):
+            check = {}
+        if node not in play_hosts or 'stdout_lines' not in check:
+            rows.append({'from': node, 'to': '*', 'target': '*', 'ok': False, 'error': NOT_CHECKED})
+            continue
+        lines = [_text(line) for line in check['stdout_lines'] if '\t' in _text(line)]
+        for index, want in enumerate(_var(hostvars, node, '__trainops_ssh_mesh_targets')):
+            rows.append(_row(node, want, lines[index] if index < len(lines) else ''))
+    return rows
+
+
+def report_lines(results, nodes, kinds):
+    """What the role shows of the mesh: how many of the connections work, then a table of the broken ones."""
+    broken = [row for row in results if not row['ok']]
+    lines = ['ssh mesh of %d nodes: %d/%d connections work (BatchMode, StrictHostKeyChecking=yes, by %s)' % (
+        len(nodes), len(results) - len(broken), len(results), ', '.join(_text(kind) for kind in kinds))]
+    if broken:
+        lines.append('FROM -> TO (NAME): ERROR')
+    lines += ['%s -> %s (%s): %s' % (row['from'], row['to'], row['target'], row['error']) for row in broken]
+    return lines
+
+
+def broken_pairs(results):
+    """``['A -> B (by NAME: ERROR, by NAME: ERROR)']``: the broken connections, one per pair of nodes (in the order of
+    its first broken row), its names' errors in order."""
+    pairs = {}
+    for row in results:
+        if not row['ok']:
+            pairs.setdefault('%s -> %s' % (row['from'], row['to']), []).append(
+                'by %s: %s' % (row['target'], row['error']))
+    return ['%s (%s)' % (pair, ', '.join(errors)) for pair, errors in pairs.items()]

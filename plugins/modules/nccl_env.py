@@ -80,6 +80,17 @@ options:
         on its own wins.
     type: dict
     version_added: 0.2.0
+  role_vars:
+    description:
+      - Read the settings from the role variables of the role C(trainops.multinode.nccl_env) (C(trainops_channels),
+        C(trainops_ib_hca) and the others its documentation lists), each templated on the controller, as the role
+        does; the node count O(nnodes) is C(trainops_nccl_env_nnodes) where that is more than 0, else the number of the
+        play's hosts. An unset range knob, and C(trainops_gpu_vendor=auto), are left out (the node decides).
+      - A role variable that is not defined is an error. An option given on its own wins. Not with O(settings) or
+        O(cluster).
+    type: bool
+    default: false
+    version_added: 0.2.0
   network_mode:
     description:
       - V(rdma) uses the RDMA ports (an error when the node has no ACTIVE port), V(tcp) TCP sockets

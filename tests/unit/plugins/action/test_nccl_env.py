@@ -5,11 +5,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import yaml
 
 from unittest.mock import MagicMock
 
 from ansible.errors import AnsibleActionFail
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from collection_finder import collection_finder_installed
 
 from ansible_collections.trainops.multinode.plugins.action.nccl_env import ActionModule
 from ansible_collections.trainops.multinode.tests.unit.plugins.action import fake_task
@@ -153,3 +159,92 @@ def test_gpu_ids_reach_the_ranks_environment():
     assert not res.get('failed') and res['env']['CUDA_VISIBLE_DEVICES'] == '4,5,6,7'
     assert 'CUDA_VISIBLE_DEVICES=4,5,6,7\n' in res['env_file'] and '\nCUDA_VISIBLE_DEVICES=' not in res['nccl_conf']
     assert 'CUDA_VISIBLE_DEVICES' not in run({'facts': h100_ib(), 'nproc_per_node': 4, 'gpu_ids': []})['env']
+
+
+# --- role_vars: the settings read from the role variables (roles/nccl_env/tasks/compute.yml) ------------------
+
+@pytest.fixture
+def collection_finder():
+    with collection_finder_installed():
+        yield
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+
+OLD_SETTINGS = (
+    # what roles/nccl_env/tasks/compute.yml passed as settings before role_vars: the same settings must come out
+    "{{ query('ansible.builtin.vars', *('nccl_env' | trainops.multinode.knob_values).variables)"
+    "   | trainops.multinode.knob_values('nccl_env')"
+    "   | combine({'nnodes': trainops_nccl_env_nnodes | int if trainops_nccl_env_nnodes | int > 0"
+    "              else ansible_play_hosts | length}) }}")
+
+
+def role_task_vars(**overrides):
+    """task_vars of a task of roles/nccl_env: its defaults, a play of two hosts, and ``overrides``."""
+    with open(os.path.join(ROOT, 'roles', 'nccl_env', 'defaults', 'main.yml')) as handle:
+        variables = yaml.safe_load(handle)
+    variables.update(inventory_hostname='gpu1', ansible_play_hosts=['gpu1', 'gpu2'])
+    variables.update(overrides)
+    return variables
+
+
+def run_role_vars(task_vars, **args):
+    action, connection = make_action(dict(args, facts=args.get('facts', mi300x()), role_vars=True))
+    action._templar = Templar(loader=DataLoader(), variables=task_vars)
+    action._settings = MagicMock(side_effect=action._settings)
+    result = action.run(task_vars=task_vars)
+    assert not connection.exec_command.called
+    return result, action._settings.call_args[0][0]['settings']
+
+
+ROLE_VARS_CASES = [
+    {},
+    {'trainops_channels': '28', 'trainops_min_channels': 'unset', 'trainops_nccl_debug': None,
+     'trainops_gpu_vendor': 'auto', 'trainops_ib_tc': 106, 'trainops_nccl_env_nnodes': 3},
+    {'trainops_channels': 'None', 'trainops_threads': ' 256 ', 'trainops_nproc_per_node': '8',
+     'trainops_gpu_vendor': 'amd', 'trainops_nccl_env_nnodes': '0', 'trainops_ib_gid_index': 'auto'},
+    {'trainops_nccl_env_nnodes': trust_as_template('{{ __nodes }}'), '__nodes': 4,
+     'trainops_channels': trust_as_template('{{ 14 * 2 }}'), 'trainops_env': {'NCCL_ALGO': 'Ring'}},
+    {'trainops_nccl_env_nnodes': '2.5', 'trainops_network_mode': 'tcp', 'trainops_nccl_library_version': '2.20.5'},
+    {'trainops_nccl_env_nnodes': 'many', 'ansible_play_hosts': ['gpu1']},
+]
+
+
+@pytest.mark.parametrize('overrides', ROLE_VARS_CASES)
+def test_role_vars_gives_the_settings_the_role_built_in_jinja(overrides, collection_finder):
+    task_vars = role_task_vars(**overrides)
+    old = Templar(loader=DataLoader(), variables=task_vars).template(trust_as_template(OLD_SETTINGS))
+    result, settings = run_role_vars(task_vars)
+    assert settings == old
+    assert result['env'] == run({'facts': mi300x(), 'settings': old})['env']
+
+
+def test_role_vars_takes_the_node_count_from_the_job_or_the_play():
+    dummy, settings = run_role_vars(role_task_vars(trainops_nccl_env_nnodes=0))
+    assert settings['nnodes'] == 2
+    dummy, settings = run_role_vars(role_task_vars(trainops_nccl_env_nnodes='16'))
+    assert settings['nnodes'] == 16
+
+
+def test_role_vars_an_option_on_its_own_wins():
+    result, dummy = run_role_vars(role_task_vars(trainops_channels=28), channels=16)
+    assert result['env']['NCCL_MAX_NCHANNELS'] == '16'
+
+
+def test_role_vars_checks_the_values_like_options():
+    result, dummy = run_role_vars(role_task_vars(trainops_ib_tc='auto'))
+    assert result['failed'] and result['msg'].startswith('nccl_env settings: in settings: ') and 'ib_tc' in result['msg']
+
+
+def test_role_vars_fails_naming_a_role_variable_that_is_not_defined():
+    task_vars = role_task_vars()
+    del task_vars['trainops_ib_sl']
+    with pytest.raises(AnsibleActionFail, match='the role variable trainops_ib_sl is not defined'):
+        run_role_vars(task_vars)
+
+
+@pytest.mark.parametrize('args', [{'settings': {'channels': 4}}, {'cluster': {}}])
+def test_role_vars_is_not_with_settings_or_cluster(args):
+    action, dummy = make_action(dict(args, role_vars=True))
+    with pytest.raises(AnsibleActionFail, match='mutually exclusive'):
+        action.run(task_vars=role_task_vars())

@@ -88,7 +88,7 @@ def disagreements(knobs=_knobs.KNOBS):
                 lines.append('%s: option %s has choices %s, the registry says %s' % (
                     where, knob.setting, option.get('choices'), expected.get('choices')))
     settings = set(knob.setting for knob in knobs if knob.setting)
-    for name in sorted(set(options) - settings - {'facts', 'cluster', 'settings'}):
+    for name in sorted(set(options) - settings - {'facts', 'cluster', 'settings', 'role_vars'}):
         lines.append('plugins/modules/nccl_env.py: option %s is no knob of the registry' % name)
     return lines
 
@@ -183,3 +183,29 @@ def test_nccl_env_settings_leave_out_unset_range_knobs_and_vendor_auto_but_pass_
 def test_knob_values_refuses_a_list_of_the_wrong_length():
     with pytest.raises(ValueError, match='knob_values manifest: 1 values for'):
         _knobs.values([1], 'manifest')
+
+
+@pytest.mark.parametrize('value, number', [
+    (8, 8), ('8', 8), (' 8 ', 8), ('2.5', 2), (2.5, 2), ('-1', -1), (None, 0), ('', 0), ('many', 0), ('0x10', 0),
+    (True, 1), ([1], 0),
+])
+def test_jinja_int_is_the_int_filter(value, number):
+    assert _knobs.jinja_int(value) == number
+
+
+def test_role_settings_reads_every_nccl_env_variable_once_and_takes_the_node_count_from_the_job_or_the_play():
+    read = []
+    variables = {knob.var: None for knob in _knobs.NCCL_ENV}
+    variables.update(trainops_channels='32', trainops_gpu_vendor='auto', trainops_nccl_env_nnodes='3')
+
+    def reader(var):
+        read.append(var)
+        return variables[var]
+
+    settings = _knobs.role_settings(reader, ['a', 'b'])
+    assert read == _knobs.names('nccl_env')['variables']
+    assert settings['channels'] == 32 and 'vendor' not in settings and settings['nnodes'] == 3
+    for nnodes in (0, None, 'unset', -2):
+        variables['trainops_nccl_env_nnodes'] = nnodes
+        assert _knobs.role_settings(variables.get, ['a', 'b'])['nnodes'] == 2
+    assert _knobs.role_settings(variables.get, None)['nnodes'] == 0

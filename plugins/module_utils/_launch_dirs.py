@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The launch's directories across its nodes (roles/job/tasks/shares.yml and resume.yml), read from what each node's
+tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of Jinja loops in the task files:
+
+* :func:`shared_dirs`: which nodes see one directory (the same token), and the node that acts for them (filter
+  ``shared_dirs``);
+* :func:`dir_shares`: every node's tokens, read by the preflight or just made, grouped into the nodes that share the
+  node root, the synced workspace, and one state directory;
+* :func:`share_lines`: what the launch shows of the directories nodes share;
+* :func:`resume_nodes`: which nodes have the run a launch resumes, and its checkpoint, and what it says of them.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_records import dig, host_vars
+
+
+def shared_dirs(tokens):
+    """``{'primary': {node: the first node with its token}, 'groups': [[nodes sharing a token], ...], 'shared': bool}``
+    from ``{node: token}`` in node order; a node without a token (null, ``''``) shares with nobody."""
+    first = {}
+    members = {}
+    primary = {}
+    for node, token in tokens.items():
+        if not token:
+            primary[node] = node
+            continue
+        first.setdefault(token, node)
+        members.setdefault(token, []).append(node)
+        primary[node] = first[token]
+    groups = [nodes for nodes in members.values() if len(nodes) > 1]
+    return dict(primary=primary, groups=groups, shared=bool(groups))
+
+
+def _made(hostvars, node):
+    """``{path: token}`` of the tokens the node's first launch made (``__trainops_marked``, module dir_token)."""
+    results = dig(host_vars(hostvars, node), '__trainops_marked', 'results') or []
+    return dict((result.get('item'), result.get('token')) for result in results if 'token' in result)
+
+
+def _str(value):
+    """Jinja's ``~``: None as ``'None'``, strings as they are."""
+    return value if isinstance(value, str) else str(value)
+
+
+def node_tokens(nodes, hostvars):
+    """``{node: {'state_root': token, 'workspace': token, 'state_dir': '<root token or node>:<state dir>'}}``: the
+    tokens the preflight read (``__trainops_preflight.paths``), else those the node's first launch made."""
+    tokens = {}
+    for node in nodes:
+        paths = dig(host_vars(hostvars, node), '__trainops_preflight', 'paths')
+        if not hasattr(paths, 'get'):
+            raise ValueError('node %s has no preflight result (__trainops_preflight.paths)' % node)
+        made = _made(hostvars, node)
+        root = paths.get('state_root_token') or made.get(paths.get('state_root'))
+        tokens[node] = dict(state_root=root, workspace=paths.get('workspace_token') or made.get(paths.get('workspace_dir')),
+                            state_dir='%s:%s' % (_str(root or node), _str(paths.get('state_dir'))))
+    return tokens
+
+
+def dir_shares(nodes, hostvars):
+    """``{'root': ..., 'workspace': ..., 'state': ...}``, each :func:`shared_dirs` of one token of every node (the
+    same root token and the same path below it: one state directory)."""
+    tokens = node_tokens(nodes, hostvars)
+    return dict((kind, shared_dirs(dict((node, tokens[node][key]) for node in nodes)))
+                for kind, key in (('root', 'state_root'), ('workspace', 'workspace'), ('state', 'state_dir')))
+
+
+def share_lines(root_shares, workspace_shares):
+    """One line per group of nodes sharing the node root or the synced workspace (:func:`shared_dirs` results)."""
+    lines = []
+    for group in root_shares.get('groups') or []:
+        lines.append('shared node root (trainops_node_root): %s see the same directory; each node keeps its state '
+                     'in its own directory below it' % ', '.join(group))
+    for group in workspace_shares.get('groups') or []:
+        lines.append('shared workspace (trainops_workspace_dir): %s see the same directory; synced once, through %s'
+                     % (', '.join(group), group[0]))
+    return lines
+
+
+def resume_nodes(nodes, hostvars, run_id):
+    """Which of ``nodes`` have the run ``run_id`` (fact ``__trainops_resume_has_run``) and its checkpoint
+    (``__trainops_resume_has_checkpoint``), in order: ``with_run``, ``with_checkpoint``, ``without_run``, and
+    ``msg``, what the launch says it resumes."""
+    def having(fact):
+        return [node for node in nodes if host_vars(hostvars, node).get(fact)]
+
+    with_run = having('__trainops_resume_has_run')
+    with_checkpoint = having('__trainops_resume_has_checkpoint')
+    without_run = [node for node in nodes if node not in with_run]
+    msg = 'Resuming run %s: its checkpoint is on %s%s.' % (
+        _str(run_id), ', '.join(with_checkpoint) if with_checkpoint else 'no node (the script starts from scratch)',
+        '; not on %s, which did not take part in it' % ', '.join(without_run) if without_run else '')
+    return dict(with_run=with_run, with_checkpoint=with_checkpoint, without_run=without_run, msg=msg)

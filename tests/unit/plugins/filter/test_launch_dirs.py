@@ -1,0 +1,208 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The launch's filters of its directories across nodes (roles/job/tasks/shares.yml, resume.yml): their rules, their
+argument checks, and the same results as the Jinja they replaced (kept below as the task files had it, rendered with
+ansible's Templar), as the task files now call them."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleError, AnsibleFilterError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
+    dir_share_lines,
+    dir_shares,
+    resume_nodes,
+)
+from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+
+# The Jinja the task files had (shares.yml and resume.yml before these filters), as YAML, folded as they were.
+OLD = yaml.safe_load(r"""
+# (what a node's first launch marks: still Jinja in shares.yml, here to make __trainops_marked)
+unmarked: >-
+  {{ ([__trainops_paths.state_root] if not __trainops_paths.state_root_token else [])
+     + ([__trainops_paths.workspace_dir] if trainops_sync_workspace | bool and not __trainops_paths.workspace_token else []) }}
+tokens: >-
+  {%- set out = [] -%}
+  {%- for h in __trainops_nodes -%}
+  {%- set paths = hostvars[h].__trainops_preflight.paths -%}
+  {%- set made = hostvars[h].__trainops_marked.results | default([]) | selectattr('token', 'defined')
+                 | items2dict(key_name='item', value_name='token') -%}
+  {%- set root = paths.state_root_token or made.get(paths.state_root) -%}
+  {%- set _ = out.append({'state_root': root, 'workspace': paths.workspace_token or made.get(paths.workspace_dir),
+                          'state_dir': (root or h) ~ ':' ~ paths.state_dir}) -%}
+  {%- endfor -%}
+  {{ out }}
+lines: >-
+  {%- set lines = [] -%}
+  {%- for group in __trainops_root_shares.groups -%}
+  {%- set _ = lines.append('shared node root (trainops_node_root): %s see the same directory; each node keeps its state '
+                           'in its own directory below it' | format(group | join(', '))) -%}
+  {%- endfor -%}
+  {%- for group in __trainops_workspace_shares.groups -%}
+  {%- set _ = lines.append('shared workspace (trainops_workspace_dir): %s see the same directory; synced once, through %s'
+                           | format(group | join(', '), group[0])) -%}
+  {%- endfor -%}
+  {{ lines }}
+with_run: >-
+  {{ ansible_play_hosts | map('extract', hostvars) | selectattr('__trainops_resume_has_run')
+     | map(attribute='inventory_hostname') | list }}
+with_checkpoint: >-
+  {{ ansible_play_hosts | map('extract', hostvars) | selectattr('__trainops_resume_has_checkpoint')
+     | map(attribute='inventory_hostname') | list }}
+without_run: >-
+  {{ ansible_play_hosts | map('extract', hostvars) | rejectattr('__trainops_resume_has_run')
+     | map(attribute='inventory_hostname') | list }}
+resume_msg: >-
+  Resuming run {{ trainops_resume_from }}: its checkpoint is on {{ __trainops_with_checkpoint | join(', ')
+  if __trainops_with_checkpoint else 'no node (the script starts from scratch)' }}{{ '; not on '
+  ~ (__trainops_without_run | join(', ')) ~ ', which did not take part in it' if __trainops_without_run else '' }}.
+""")
+
+
+def old(name, **variables):
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(OLD[name]))
+
+
+def old_shares(nodes, hostvars):
+    """The three shared_dirs of shares.yml's old set_fact."""
+    tokens = old('tokens', __trainops_nodes=nodes, hostvars=hostvars)
+    return dict((kind, shared_dirs(dict(zip(nodes, [t[key] for t in tokens]))))
+                for kind, key in (('root', 'state_root'), ('workspace', 'workspace'), ('state', 'state_dir')))
+
+
+def node_vars(rng, node, sync):
+    """A node's hostvars for shares.yml: its preflight paths (some tokens read) and what dir_token made."""
+    home = rng.choice(['/nfs/home', '/local/%s' % node])
+    paths = {'state_root': home + '/.trainops/state', 'workspace_dir': rng.choice(['/nfs/ws', '/local/%s/ws' % node]),
+             'state_dir': home + '/.trainops/state/' + rng.choice([node, 'same-host']),
+             'state_root_token': rng.choice([None, '', 'tok-' + home]),
+             'workspace_token': rng.choice([None, 'tok-ws'])}
+    marked = [{'item': path, 'token': rng.choice(['tok-' + path, None]), 'changed': True}
+              for path in old('unmarked', __trainops_paths=paths, trainops_sync_workspace=sync)]
+    registered = rng.choice([{'results': marked}, {'results': [dict(r, token=None) for r in marked]},
+                             {'results': [{'item': r['item'], 'skipped': True} for r in marked]}, None])
+    hostvars = {'inventory_hostname': node, '__trainops_preflight': {'paths': paths}}
+    if registered is not None:
+        hostvars['__trainops_marked'] = registered
+    return hostvars
+
+
+@pytest.mark.parametrize('seed', range(60))
+def test_the_filters_give_what_the_old_jinja_gave(seed):
+    rng = random.Random(seed)
+    sync = rng.choice([True, False])
+    nodes = ['node%d' % i for i in range(rng.randint(1, 5))]
+    hostvars = dict((node, node_vars(rng, node, sync)) for node in nodes)
+    shares = dir_shares(nodes, hostvars)
+    assert shares == old_shares(nodes, hostvars)
+    assert dir_share_lines(shares['root'], shares['workspace']) == old(
+        'lines', __trainops_root_shares=shares['root'], __trainops_workspace_shares=shares['workspace'])
+
+    for node in nodes:
+        hostvars[node].update(__trainops_resume_has_run=rng.random() > 0.3,
+                              __trainops_resume_has_checkpoint=rng.random() > 0.6)
+    play_hosts = [node for node in nodes if rng.random() > 0.2]
+    run_id = 'multinode_tiny_20260101_00000%d' % (seed % 10)
+    resumed = resume_nodes(play_hosts, hostvars, run_id)
+    lists = dict((name, old(name, ansible_play_hosts=play_hosts, hostvars=hostvars))
+                 for name in ('with_run', 'with_checkpoint', 'without_run'))
+    assert resumed == dict(lists, msg=old('resume_msg', trainops_resume_from=run_id,
+                                          __trainops_with_checkpoint=lists['with_checkpoint'],
+                                          __trainops_without_run=lists['without_run']))
+
+
+def test_nodes_under_one_root_share_it_and_one_host_name_shares_a_state_directory():
+    def node(root_token, state_dir, workspace_token=None, made=None):
+        return {'__trainops_preflight': {'paths': {
+            'state_root': '/home/u/.trainops/state', 'state_root_token': root_token, 'state_dir': state_dir,
+            'workspace_dir': '/home/u/ws', 'workspace_token': workspace_token}},
+            '__trainops_marked': {'results': made or []}}
+    hostvars = {'a': node('t1', '/s/h', 'w1'), 'b': node('t1', '/s/h', 'w1'),
+                'c': node(None, '/s/h', made=[{'item': '/home/u/.trainops/state', 'token': 't1'},
+                                              {'item': '/home/u/ws', 'token': 'w1'}]),
+                'd': node(None, '/s/h')}
+    shares = dir_shares(['a', 'b', 'c', 'd'], hostvars)
+    assert shares['root'] == {'primary': {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'd'}, 'groups': [['a', 'b', 'c']],
+                              'shared': True}
+    assert shares['workspace']['groups'] == [['a', 'b', 'c']]
+    assert shares['state']['groups'] == [['a', 'b', 'c']]   # d: no token, its own name
+    assert dir_share_lines(shares['root'], shares['workspace']) == [
+        'shared node root (trainops_node_root): a, b, c see the same directory; each node keeps its state in its own '
+        'directory below it',
+        'shared workspace (trainops_workspace_dir): a, b, c see the same directory; synced once, through a']
+    assert dir_share_lines({'groups': []}, {'groups': []}) == []
+
+
+def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
+    hostvars = {'a': {'__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
+                'b': {'__trainops_resume_has_run': True}, 'c': {}}
+    assert resume_nodes(['a', 'b', 'c'], hostvars, 'r1') == {
+        'with_run': ['a', 'b'], 'with_checkpoint': ['a'], 'without_run': ['c'],
+        'msg': 'Resuming run r1: its checkpoint is on a; not on c, which did not take part in it.'}
+    assert resume_nodes(['b'], hostvars, 'r1')['msg'] == (
+        'Resuming run r1: its checkpoint is on no node (the script starts from scratch).')
+    assert resume_nodes(['c'], hostvars, 'r1')['with_run'] == []
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: dir_shares('node0', {}), 'dir_shares: the input must be the list of node names, not str'),
+    (lambda: dir_shares(['node0'], {'node0': {}}), 'dir_shares: node node0 has no preflight result'),
+    (lambda: dir_shares(['node0'], {}), 'node node0 has no preflight result'),
+    (lambda: dir_share_lines([], {}), 'the input .* must be a mapping'),
+    (lambda: dir_share_lines({}, None), 'workspace_shares must be a mapping'),
+    (lambda: resume_nodes({'a': 1}, {}, 'r'), 'resume_nodes: the input must be the list of node names, not dict'),
+])
+def test_argument_checks(call, match):
+    with pytest.raises(AnsibleFilterError, match=match):
+        call()
+
+
+# --- the task files call them by FQCN: their expressions rendered as they are, against the old Jinja -----------
+
+def task(file_name, task_name):
+    with open(os.path.join(ROOT, 'roles', 'job', 'tasks', file_name)) as handle:
+        return next(t for t in yaml.safe_load(handle) if t['name'] == task_name)
+
+
+def render(expression, **variables):
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
+    rng = random.Random(3)
+    nodes = ['node0', 'node1', 'node2']
+    hostvars = dict((node, node_vars(rng, node, True)) for node in nodes)
+    hostvars['node1'] = dict(hostvars['node0'], inventory_hostname='node1')   # one root, one host name
+
+    find = task('shares.yml', 'Find the nodes that share their node root or workspace')
+    variables = dict(__trainops_nodes=nodes, hostvars=hostvars)
+    variables.update((name, render(value, **variables)) for name, value in find['vars'].items())
+    facts = dict((name, render(value, **variables)) for name, value in find['ansible.builtin.set_fact'].items())
+    expected = old_shares(nodes, hostvars)
+    assert facts == {'__trainops_root_shares': expected['root'], '__trainops_workspace_shares': expected['workspace'],
+                     '__trainops_state_shares': expected['state']}
+    assert facts['__trainops_state_shares']['shared']
+    show = task('shares.yml', 'Show the directories nodes share')
+    assert render(show['ansible.builtin.debug']['msg'], **facts) == old('lines', **facts)
+    with pytest.raises(AnsibleError, match='node node0 has no preflight result'):
+        render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={})
+
+    for node in nodes:
+        hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
+    check = task('resume.yml', 'Fail unless a node has the run, and say what it resumes')
+    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_from='r1')
+    variables['__trainops_resume'] = render(check['vars']['__trainops_resume'], **variables)
+    assert render('{{ %s }}' % check['ansible.builtin.assert']['that'], **variables) is True
+    assert render(check['ansible.builtin.assert']['success_msg'], **variables) == old(
+        'resume_msg', trainops_resume_from='r1', __trainops_with_checkpoint=['node0'], __trainops_without_run=['node2'])
