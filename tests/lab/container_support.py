@@ -178,7 +178,7 @@ class ContainerLab:
         """``ansible-playbook -i <lab inventory> PLAYBOOK -e @vars [--check]`` with the JSON callback."""
         env = self.lab.ansible_env()
         env['ANSIBLE_STDOUT_CALLBACK'] = 'ansible.posix.json'
-        env['ANSIBLE_CALLBACKS_ENABLED'] = 'ansible.posix.json'  # (not profile_tasks: its lines would mix in)
+        env['ANSIBLE_CALLBACKS_ENABLED'] = 'ansible.posix.json,trainops.multinode.preload'  # (not profile_tasks: its lines would mix in)
         env['ANSIBLE_NOCOLOR'] = '1'
         with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as handle:
             json.dump(extravars or {}, handle)
