@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
-# Run make targets at the same time (make test runs e2e next to lab-test: the local default's end-to-end tests
-# and the lab's multi-host tests share nothing but the CPU, and most of their time is spent waiting on jobs).
+# Run make targets at the same time: hack/parallel.sh TARGET... [--nice N TARGET...]
+#
+# make test runs every suite side by side. The lab's tests are the critical path: one lab, one test at a time,
+# partly waiting on jobs, partly on the CPU; the others (unit, e2e, static checks, the image build) can use
+# whatever CPU the lab leaves. Targets after `--nice N` run with that niceness (nice(1)), so that on a 2-core
+# machine they yield the CPU to the targets before it instead of slowing down its critical path.
 # Every line a target prints is prefixed with its name, so the progress of each stays readable; the exit
 # status is non-zero when any target failed, and each failed target is named at the end.
 set -uo pipefail
-if [ "$#" -eq 0 ]; then
-  echo "usage: hack/parallel.sh TARGET..." >&2
+usage() {
+  echo "usage: hack/parallel.sh TARGET... [--nice N TARGET...]" >&2
   exit 2
-fi
+}
+[ "$#" -gt 0 ] || usage
 make_cmd=${MAKE:-make}
+niceness=0
+names=()
 pids=()
-for target in "$@"; do
-  ( "$make_cmd" --no-print-directory "$target" 2>&1 | sed -u "s/^/[$target] /"; exit "${PIPESTATUS[0]}" ) &
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --nice)
+      [ "$#" -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || usage
+      niceness=$2
+      shift 2
+      continue
+      ;;
+  esac
+  target=$1
+  shift
+  ( nice -n "$niceness" "$make_cmd" --no-print-directory "$target" 2>&1 | sed -u "s/^/[$target] /"; exit "${PIPESTATUS[0]}" ) &
   pids+=("$!")
+  names+=("$target")
 done
+[ "${#names[@]}" -gt 0 ] || usage
 failed=()
 for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || failed+=("${@:$((i + 1)):1}")
+  wait "${pids[$i]}" || failed+=("${names[$i]}")
 done
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "hack/parallel.sh: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "hack/parallel.sh: passed: $*"
+echo "hack/parallel.sh: passed: ${names[*]}"
