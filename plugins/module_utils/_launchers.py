@@ -161,7 +161,9 @@ def of_spec(spec):
 
 def of_job(job):
     """The launcher of a node's run as the torchrun module's query returns it (``job.launcher.name``)."""
-    return get(((job or {}).get('launcher') or {}).get('name')) or LAUNCHERS[DEFAULT]
+    view = (job or {}).get('launcher')
+    name = view.get('name') if isinstance(view, dict) else None   # a node's record: not trusted to be a mapping
+    return get(name if isinstance(name, str) else None) or LAUNCHERS[DEFAULT]
 
 
 def of_results(results):
@@ -186,7 +188,8 @@ def run_launcher(jobs):
     the default one. Returns :meth:`Launcher.run_record`; a :class:`LauncherError` for contradicting records."""
     jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
     run_id = jobs[0]['run_id'] if jobs else None
-    views = [job.get('launcher') or {} for job in jobs if job['run_id'] == run_id]
+    views = [job.get('launcher') if isinstance(job.get('launcher'), dict) else {} for job in jobs
+             if job['run_id'] == run_id]
     launcher = next((of_job({'launcher': view}) for view in views if of_job({'launcher': view}).name != DEFAULT),
                     LAUNCHERS[DEFAULT])
     return launcher.run_record(run_id, views)

@@ -158,3 +158,10 @@ def test_the_generic_code_names_no_launcher(path):
         if token.type == tokenize.NAME and token.string == '_srun':
             named.append('%s:%d imports _srun' % (path, token.start[0]))
     assert named == []
+
+
+def test_a_node_record_whose_launcher_is_not_a_mapping_counts_as_the_default_launcher():
+    from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+    assert _launchers.of_job({'launcher': 'srun'}).name == 'ssh'
+    assert _launchers.of_job({'launcher': {'name': ['srun']}}).name == 'ssh'
+    assert _launchers.run_launcher([{'run_id': 'r1', 'launcher': 'srun'}])['name'] == 'ssh'
