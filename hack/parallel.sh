@@ -6,7 +6,9 @@
 # whatever CPU the lab leaves. Targets after `--nice N` run with that niceness (nice(1)), so that on a 2-core
 # machine they yield the CPU to the targets before it instead of slowing down its critical path.
 # Every line a target prints is prefixed with its name, so the progress of each stays readable; the exit
-# status is non-zero when any target failed, and each failed target is named at the end.
+# status is non-zero when any target failed. A failed target's output is printed again at the end (its
+# FAILED/ERROR lines and its last lines), so that what went wrong is in the tail of a CI log even when
+# another target finished after it.
 set -uo pipefail
 usage() {
   echo "usage: hack/parallel.sh TARGET... [--nice N TARGET...]" >&2
@@ -14,6 +16,9 @@ usage() {
 }
 [ "$#" -gt 0 ] || usage
 make_cmd=${MAKE:-make}
+tail_lines=${PARALLEL_TAIL_LINES:-40}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 niceness=0
 names=()
 pids=()
@@ -28,7 +33,8 @@ while [ "$#" -gt 0 ]; do
   esac
   target=$1
   shift
-  ( nice -n "$niceness" "$make_cmd" --no-print-directory "$target" 2>&1 | sed -u "s/^/[$target] /"; exit "${PIPESTATUS[0]}" ) &
+  ( nice -n "$niceness" "$make_cmd" --no-print-directory "$target" 2>&1 | tee "$logs/$target.log" \
+      | sed -u "s/^/[$target] /"; exit "${PIPESTATUS[0]}" ) &
   pids+=("$!")
   names+=("$target")
 done
@@ -38,6 +44,12 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || failed+=("${names[$i]}")
 done
 if [ "${#failed[@]}" -gt 0 ]; then
+  for target in "${failed[@]}"; do
+    echo "=== hack/parallel.sh: $target failed; its FAILED/ERROR lines and its last $tail_lines lines:" >&2
+    grep -E '^(FAILED|ERROR) ' "$logs/$target.log" | sed "s/^/[$target] /" >&2
+    echo "---" >&2
+    tail -n "$tail_lines" "$logs/$target.log" | sed "s/^/[$target] /" >&2
+  done
   echo "hack/parallel.sh: failed: ${failed[*]}" >&2
   exit 1
 fi
