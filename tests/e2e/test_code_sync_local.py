@@ -227,12 +227,12 @@ def test_git_mode_never_shows_or_records_the_credentials_of_a_repository_url(syn
     url = 'https://oauth2:%s@127.0.0.1:9/org/project.git?ref=x&access_token=%s' % (token, query_token)
     shown = 'https://127.0.0.1:9/org/project.git?ref=x'
 
-    unresolved = sync.run({'sync_mode': 'git', 'repo': url, 'version': 'main'}, timeout=120)
+    unresolved = sync.run({'sync_mode': 'git', 'repo': url, 'version': 'main'}, timeout=300)
     assert unresolved.returncode != 0
     assert 'version=main is not a branch, tag or commit of %s' % shown in unresolved.failure_text, unresolved.failure_text
 
     unreachable = sync.run({'sync_mode': 'git', 'repo': url, 'version': 'v1', 'trainops_code_sync_resolve_from': bare},
-                           timeout=120)
+                           timeout=300)
     assert unreachable.returncode != 0
     assert 'Checking out %s (v1) from %s' % (v1, shown) in unreachable.failure_text, unreachable.failure_text
     assert sorted(f['host'] for f in unreachable.summary['failures']) == list(NODES)
@@ -251,7 +251,7 @@ def test_git_mode_never_shows_or_records_the_credentials_of_a_repository_url(syn
     ({'sync_mode': 'git'}, ['git mode needs the repository URL']),
 ])
 def test_bad_input_fails_before_any_node_is_touched(sync, extra, words):
-    proc = sync.run(extra, timeout=120)
+    proc = sync.run(extra, timeout=300)
     assert proc.returncode != 0
     for word in words:
         assert word in proc.failure_text, proc.failure_text

@@ -50,7 +50,9 @@ def test_a_rank_that_hangs_outside_a_collective_is_stalled_stopped_and_collected
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'stalled', experiment
     assert experiment['outcome_detail'].startswith('stalled on node'), experiment
-    assert re.search(r'no new output for 4[0-9] s \(trainops_stall_timeout=40\); last line: \S', experiment['outcome_detail'])
+    # at least the timeout; how much more depends on how busy the controller is (one poll a second when idle)
+    quiet = re.search(r'no new output for (\d+) s \(trainops_stall_timeout=40\); last line: \S', experiment['outcome_detail'])
+    assert quiet and 40 <= int(quiet.group(1)) < 300, experiment['outcome_detail']
     assert 'stalled on node' in proc.failure_text, proc.failure_text
     assert '\nOUTCOME stalled: stalled on node' in proc.stdout, proc.stdout[-2000:]
     path = experiment['path']
@@ -67,7 +69,8 @@ def test_ctrl_c_leaves_the_job_running_and_status_later_records_its_real_end(lab
     varfile.write_text(json.dumps({
         'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
         'master_port': lab.port, 'config': TINY, 'trainops_progress_interval': 2,
-        'overrides': ['training.epochs=50', 'training.max_steps=40', 'debug.sleep_per_step_s=0.5'],
+        # 40 s of training: the job must outlive the Ctrl-C and its handling on a busy controller
+        'overrides': ['training.epochs=50', 'training.max_steps=40', 'debug.sleep_per_step_s=1'],
     }))
     out = open(str(tmp_path / 'launch.out'), 'w+')
     argv = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'playbooks/launch.yml', '-e', '@%s' % varfile]
@@ -81,7 +84,7 @@ def test_ctrl_c_leaves_the_job_running_and_status_later_records_its_real_end(lab
         wait_until(lambda: 'running  step=' in open(out.name).read() or 'running  epoch=' in open(out.name).read(),
                    60, what='a progress line')
         os.killpg(launch.pid, signal.SIGINT)
-        launch.wait(timeout=60)
+        launch.wait(timeout=120)
     finally:
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGKILL)
@@ -91,12 +94,12 @@ def test_ctrl_c_leaves_the_job_running_and_status_later_records_its_real_end(lab
     assert 'playbooks/status.yml -e run_id=' in printed and 'playbooks/stop.yml -e run_id=' in printed, printed[-3000:]
     path = the_experiment(lab)
     manifest = wait_until(lambda: read_json(os.path.join(path, 'manifest.json'))['outcome'] == 'interrupted'
-                          and read_json(os.path.join(path, 'manifest.json')), 30, what='the manifest to say interrupted')
+                          and read_json(os.path.join(path, 'manifest.json')), 90, what='the manifest to say interrupted')
     assert 'status.yml collects it' in manifest['outcome_detail']
     assert lab.leftovers(), 'the job keeps running after the controller went away'
 
     def collected():
-        status = lab.run('playbooks/status.yml', {}, timeout=120)
+        status = lab.run('playbooks/status.yml', {}, timeout=300)
         assert status.returncode == 0, status.stdout[-3000:]
         return read_json(os.path.join(path, 'manifest.json'))['outcome'] not in ('running', 'interrupted')
     wait_until(collected, 180, interval=3, what='status.yml to collect the finished job')
@@ -132,7 +135,7 @@ def test_a_controller_without_rsync_is_refused_before_anything_is_touched(lab, t
     path = path_without(str(tmp_path / 'bin'), 'rsync')
     proc = run_playbook('playbooks/launch.yml', lab.root, {
         'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
-        'master_port': lab.port, 'trainops_sync_rsync_opts': ['--bwlimit=100m']}, env={'PATH': path}, timeout=120)
+        'master_port': lab.port, 'trainops_sync_rsync_opts': ['--bwlimit=100m']}, env={'PATH': path}, timeout=300)
     assert proc.returncode != 0
     failures = proc.summary.get('failures', [])
     assert len(failures) == 1, proc.failure_text

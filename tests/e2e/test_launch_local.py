@@ -173,7 +173,7 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     ({'trainops_gpu_vendor': 'nvidia', 'nproc': 2}, ['nproc_per_node 2'], []),
 ])
 def test_bad_input_fails_before_any_node_is_touched(lab, extra, words, absent):
-    proc = lab.run('playbooks/launch.yml', extra, timeout=120)
+    proc = lab.run('playbooks/launch.yml', extra, timeout=300)
     assert proc.returncode != 0
     messages = proc.failure_text
     for word in words:
@@ -220,19 +220,19 @@ def test_wait_false_then_status_then_stop(lab):
     assert lab.leftovers(), 'the job should be running after wait=false'
 
     # a second launch refuses while the job runs, and starts nothing
-    refused = lab.run('playbooks/launch.yml', {}, timeout=120)
+    refused = lab.run('playbooks/launch.yml', {}, timeout=300)
     assert refused.returncode != 0
     assert 'is still running here' in refused.failure_text
     assert len(lab.experiment_dirs()) == 1
 
-    status = lab.run('playbooks/status.yml', {}, timeout=120)
+    status = lab.run('playbooks/status.yml', {}, timeout=300)
     assert status.returncode == 0, status.stdout[-3000:]
     states = status.summary['artifact_data']['trainops_status']
     assert sorted(states) == ['node0', 'node1']
     assert {job['status'] for job in states.values()} == {'running'}
     assert {job['run_id'] for job in states.values()} == {os.path.basename(path)}
 
-    stopped = lab.run('playbooks/stop.yml', {}, timeout=180)
+    stopped = lab.run('playbooks/stop.yml', {}, timeout=300)
     assert stopped.returncode == 0, stopped.stdout[-3000:]
     assert not lab.leftovers()
     # the stopped job was collected into its experiment directory
@@ -299,7 +299,7 @@ def test_nodes_on_another_branch_or_dirty_refuse_to_launch_with_a_table(lab, tmp
         handle.write('# local edit\n')
     _git(node1, 'commit', '-q', '-am', 'edit')
     base = {'trainops_sync_workspace': False, 'trainops_workspace_src': str(origin)}
-    proc = lab.run('playbooks/launch.yml', base, timeout=180)
+    proc = lab.run('playbooks/launch.yml', base, timeout=300)
     assert proc.returncode != 0
     text = proc.failure_text
     assert 'the code differs across nodes' in text, text
@@ -311,7 +311,7 @@ def test_nodes_on_another_branch_or_dirty_refuse_to_launch_with_a_table(lab, tmp
     _git(node1, 'checkout', '-q', 'main')
     with open(os.path.join(node1, 'train.py'), 'a') as handle:
         handle.write('# uncommitted\n')
-    dirty = lab.run('playbooks/launch.yml', base, timeout=180)
+    dirty = lab.run('playbooks/launch.yml', base, timeout=300)
     assert dirty.returncode != 0 and 'dirty: 1 changed or untracked file (train.py)' in dirty.failure_text, dirty.failure_text
     allowed = lab.run('playbooks/launch.yml', dict(base, allow_dirty=True, config='config/tiny.yaml'))
     assert allowed.returncode == 0, allowed.stdout[-3000:]
