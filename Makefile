@@ -12,11 +12,11 @@ PYTEST ?= $(BIN)/python -m pytest
 # -q for a target run alone; make test runs its suites side by side with one line per test (-v)
 PYTEST_REPORT ?= -q
 
-.PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lint sanity syntax clean lab lab-down lab-status engine container-image \
+.PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lab-test-1 lab-test-2 lint sanity syntax clean lab lab-down lab-status engine container-image \
         dist ee changelog
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e ch
 # the lab leaves (checks, whose tests time process starts and stops, and the image build the lab waits for, at the
 # normal one)
 test: dev-deps engine ## The whole test suite, side by side: lab (first in line for the CPU), unit/workload/functional, static checks, end-to-end, the container image
-	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test checks container-image --nice 10 static e2e
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test-1 lab-test-2 checks container-image --nice 10 static e2e
 
 checks: dev-deps ## The tests that need no lab: unit, workload, functional
 	$(MAKE) --no-print-directory unit workload functional
@@ -78,10 +78,24 @@ engine: ## Container engine (docker.io installed, dockerd started) for the lab's
 container-image: dev-deps engine ## The registry-free test image archive, once (root); the lab's container tests wait for a build under way
 	@if [ "$$(id -u)" = 0 ]; then PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
 
-# the lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when
-# make test's container-image has not finished it yet: the lab tests start at once
-lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
-	$(PYTEST) $(PYTEST_REPORT) --durations=15 tests/lab
+# The lab's tests run in two shards at once, each on a lab of its own (hack/lab.py's TRAINOPS_LAB: the
+# second lab has its own namespaces, addresses, state directory, inventory and session lock): most of a lab
+# test's time is a job's, waiting, not the CPU's. The second shard takes the tests of jobs on a plain or
+# container lab; the first keeps everything else (the lab's own up/down tests, its shapes, the shapes with a
+# training user, Slurm, Molecule, and any new test module).
+# The lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when
+# make test's container-image has not finished it yet: the lab tests start at once.
+LAB_SHARD_2 := $(addprefix tests/lab/,test_launch_lab.py test_failure_judgment.py test_code_sync.py test_sweep_lab.py \
+               test_setup_lab.py test_container.py test_train_in_container.py)
+
+lab-test: dev-deps engine ## Multi-host tests on two labs at once (root): launch across nodes, fault injection, containers, Molecule, Slurm
+	PYTEST_REPORT="$(PYTEST_REPORT)" MAKE="$(MAKE)" bash hack/parallel.sh lab-test-1 lab-test-2
+
+lab-test-1: dev-deps engine ## The first shard of lab-test, on the lab
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 $(addprefix --ignore=,$(LAB_SHARD_2)) tests/lab
+
+lab-test-2: dev-deps engine ## The second shard of lab-test, on a second lab beside the first (TRAINOPS_LAB=2)
+	TRAINOPS_LAB=2 $(PYTEST) $(PYTEST_REPORT) --durations=15 $(LAB_SHARD_2)
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done

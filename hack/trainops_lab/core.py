@@ -11,33 +11,54 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent  # (hack/trainops_lab/core.py)
-DEFAULT_INVENTORY_DIR = REPO / "inventories" / "lab"
-DEFAULT_SUBNET = "10.77.0.0/24"
-DEFAULT_MGMT_SUBNET = "10.78.0.0/24"
+
+
+class LabError(Exception):
+    """A failure with a message meant for the user (printed without a traceback)."""
+
+
+def lab_number(value):
+    """TRAINOPS_LAB: empty (or 1) is the lab; 2..9 is another lab beside it, with names, addresses and
+    directories of its own (make lab-test runs its tests on two labs at once)."""
+    if value in ("", "1"):
+        return 1
+    if len(value) == 1 and value in "23456789":
+        return int(value)
+    raise LabError("TRAINOPS_LAB=%s: want empty (the lab) or one digit 2..9 (another lab beside it)" % value)
+
+
+LAB = lab_number(os.environ.get("TRAINOPS_LAB", ""))
+SUFFIX = "" if LAB == 1 else str(LAB)  # in every machine-wide name the lab makes
+
+DEFAULT_INVENTORY_DIR = REPO / "inventories" / ("lab" + SUFFIX)
+DEFAULT_SUBNET = "10.%d.0.0/24" % (75 + 2 * LAB)       # lab 1: 10.77.0.0/24, lab 2: 10.79.0.0/24
+DEFAULT_MGMT_SUBNET = "10.%d.0.0/24" % (76 + 2 * LAB)  # lab 1: 10.78.0.0/24, lab 2: 10.80.0.0/24
 DEFAULT_NODES = 2
 
-PREFIX = "trainops-lab"
+PREFIX = "trainops-lab" + SUFFIX
 BR_NS = PREFIX + "-br"
 BRIDGE = "br0"
 CTL_LINK = PREFIX + "0"
 CTL_PEER = "vctl"
 NODE_IFNAMES = ("ens5", "enp1s0f0", "eth1", "bond0.2093")
 NODE_ROOT = "/srv/trainops"
-MAC_PREFIX = "02:74:6c:00"  # locally administered; controller ...:00:00, node i ...:(i)
+MAC_PREFIX = "02:74:6c:%02x" % (2 * LAB - 2)  # locally administered; controller ...:00:00, node i ...:(i)
 CTL_MAC = MAC_PREFIX + ":00:00"
 # --mgmt-net: the management network (SSH), a second bridge next to the training one.
 MGMT_BRIDGE = "brmgmt"
 CTL_MGMT_LINK = PREFIX + "1"
 CTL_MGMT_PEER = "vctlmgmt"
 MGMT_IFNAME = "eno1"
-MGMT_MAC_PREFIX = "02:74:6c:01"
+MGMT_MAC_PREFIX = "02:74:6c:%02x" % (2 * LAB - 1)
 
-STATE_ROOT = Path("/var/lib/trainops-lab")
+STATE_ROOT = Path("/var/lib/trainops-lab" + SUFFIX)
 STATE_FILE = STATE_ROOT / "state.json"
 AUTHORIZED_KEYS = STATE_ROOT / "authorized_keys"  # root's
 USER_KEYS_DIR = STATE_ROOT / "authorized_keys.d"   # any other user's: <dir>/<user>, owned by the user
 SHARED_HOME = STATE_ROOT / "home"                  # --shared-home: every node's /home
-LOCK_FILE = Path("/run/lock/trainops-lab.lock")
+LOCK_FILE = Path("/run/lock/trainops-lab%s.lock" % SUFFIX)
+# held by whoever uses the lab for a while (a test module, Molecule, the benchmarks): one user at a time
+SESSION_LOCK = Path("/run/lock/trainops-lab%s-session.lock" % SUFFIX)
 NETNS_DIR = Path("/run/netns")
 
 SSHD = "/usr/sbin/sshd"
@@ -58,10 +79,6 @@ DOCKERD = "dockerd"
 DOCKER_DATA_ROOT = "/var/lib/docker"
 
 VERBOSE = False
-
-
-class LabError(Exception):
-    """A failure with a message meant for the user (printed without a traceback)."""
 
 
 def say(msg):
@@ -86,6 +103,14 @@ def run(argv, check=True, input_text=None, timeout=60):
         raise LabError("command failed (rc %d): %s\n%s" % (
             proc.returncode, " ".join(shlex.quote(a) for a in argv), (proc.stderr or proc.stdout).strip()))
     return proc
+
+
+def names_this_lab(path):
+    """Whether a path (a mount point, say) is this lab's: under its state directory or one of its
+    namespace files. (Another lab's names start the same way: trainops-lab2 next to trainops-lab.)"""
+    path = str(path)
+    return (path == str(STATE_ROOT) or path.startswith(str(STATE_ROOT) + "/")
+            or path.startswith(str(NETNS_DIR / PREFIX) + "-"))
 
 
 def checkpoint(where):

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from .core import (
-    BR_NS, CTL_LINK, CTL_MGMT_LINK, LabError, Lock, NETNS_DIR, PREFIX, STATE_FILE, STATE_ROOT, read_json,
-    require_root, run, say)
+    BR_NS, CTL_LINK, CTL_MGMT_LINK, LabError, Lock, NETNS_DIR, PREFIX, STATE_FILE, STATE_ROOT, names_this_lab,
+    read_json, require_root, run, say)
 from .network import delete_netns, lab_netns_names, links_by_name, netns_inode, node_index
 from .processes import scan_processes, terminate
 from .users import forget_accounts
@@ -59,7 +59,7 @@ def down(args):
         # 3. Mounts left in this mount namespace that name the lab.
         with open("/proc/self/mountinfo") as handle:
             mounts = [line.split()[4] for line in handle]
-        for target in sorted((m for m in mounts if PREFIX in m), key=len, reverse=True):
+        for target in sorted((m for m in mounts if names_this_lab(m)), key=len, reverse=True):
             run(["umount", "-l", target], check=False)
 
         # 4. The training user the lab created (its processes are gone), or the docker membership it

@@ -28,12 +28,13 @@ import sys
 
 import pytest
 
-from lab_env import lab_skip_reason
+from lab_env import lab_names, lab_skip_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HACK = os.path.join(REPO, "hack")
 LAB_PY = os.path.join(HACK, "lab.py")
-INVENTORY_DIR = os.path.join(REPO, "inventories", "lab")
+NAMES = lab_names()  # the lab of this session: TRAINOPS_LAB picks one of two side by side
+INVENTORY_DIR = str(NAMES.DEFAULT_INVENTORY_DIR)
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 DEFAULT_NODES = int(os.environ.get("TRAINOPS_LAB_NODES", "4"))
 
@@ -182,7 +183,7 @@ def shape_args(shared_home=False, user=None, mgmt_net=False, engine=None, slurm=
             + (["--slurm"] if slurm else []))
 
 
-SESSION_LOCK = "/run/lock/trainops-lab-session.lock"
+SESSION_LOCK = str(NAMES.SESSION_LOCK)
 
 
 @pytest.fixture(scope="module")

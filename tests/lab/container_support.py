@@ -36,12 +36,14 @@ import tempfile
 
 import pytest
 
+from lab_env import lab_names
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
 ENGINE_SH = os.path.join(REPO, 'hack', 'engine.sh')
 IMAGE_SH = os.path.join(REPO, 'hack', 'container_image.sh')
 VENV_BIN = os.path.join(REPO, '.venv', 'bin')
-SESSION_LOCK = '/run/lock/trainops-lab-session.lock'
+SESSION_LOCK = str(lab_names().SESSION_LOCK)
 NODES = 2
 CONTAINER = 'trainops-train'
 

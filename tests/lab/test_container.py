@@ -14,12 +14,14 @@ import time
 import pytest
 
 from container_support import CONTAINER, run_lab
+from lab_env import lab_names
 # the fixtures, found by pytest under these names
 from container_support import container_lab, image_archive  # noqa: F401  # pylint: disable=unused-import
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 NODE_ROOT = '/srv/trainops'
+NAMES = lab_names()  # the lab of this session (TRAINOPS_LAB)
 
 
 def test_lab_nodes_run_their_own_engine(container_lab):
@@ -34,7 +36,7 @@ def test_lab_nodes_run_their_own_engine(container_lab):
         pid = node['engine_pid']
         assert os.readlink('/proc/%d/ns/net' % pid) == container_lab.lab.netns_exec(
             node, ['readlink', '/proc/self/ns/net']).stdout.strip()
-        assert node['docker_host'] == 'unix:///var/lib/trainops-lab/node%s/run/docker.sock' % node['name'][-2:]
+        assert node['docker_host'] == 'unix://%s/node%s/run/docker.sock' % (NAMES.STATE_ROOT, node['name'][-2:])
     assert ids == {name: ['org.trainops.lab.node=%s' % name] for name in container_lab.names}, ids
     again = run_lab('up', '--engine', 'docker')
     assert 'no changes' in again.stdout, again.stdout
@@ -226,10 +228,10 @@ def test_down_stops_every_engine(container_lab):
                     cgroups = handle.read()
             except OSError:
                 continue
-            if '/var/lib/trainops-lab/' in cmd or 'trainops-lab-node' in cgroups:
+            if '%s/' % NAMES.STATE_ROOT in cmd or NAMES.PREFIX + '-node' in cgroups:
                 leftovers.append((entry, cmd))
     assert leftovers == [], leftovers
     for hierarchy in ('/sys/fs/cgroup/pids', '/sys/fs/cgroup'):
         if os.path.isdir(hierarchy):
-            assert not [d for d in os.listdir(hierarchy) if d.startswith('trainops-lab-node')], hierarchy
-    assert not os.path.exists('/var/lib/trainops-lab')
+            assert not [d for d in os.listdir(hierarchy) if d.startswith(NAMES.PREFIX + '-node')], hierarchy
+    assert not NAMES.STATE_ROOT.exists()

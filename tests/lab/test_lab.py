@@ -36,6 +36,11 @@ def lab_namespaces():
     return sorted(line.split()[0] for line in out.splitlines() if line.startswith("trainops-lab-"))
 
 
+def lab_links(ip_link_output):
+    """The controller's links of this lab (trainops-lab0, trainops-lab1) in `ip -o link` output."""
+    return re.findall(r"^\d+: (trainops-lab[01])[@:]", ip_link_output, re.M)
+
+
 def alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as handle:
@@ -85,12 +90,13 @@ def snapshot_files():
 def assert_no_lab_left():
     assert lab_namespaces() == []
     if os.path.isdir("/run/netns"):
-        assert [n for n in os.listdir("/run/netns") if n.startswith("trainops-lab")] == []
+        assert [n for n in os.listdir("/run/netns") if n.startswith("trainops-lab-")] == []
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
-    assert "trainops-lab" not in links
+    assert lab_links(links) == []
     with open("/proc/self/mountinfo") as handle:
         mounts = handle.read()
-    assert "trainops-lab" not in mounts
+    # (the second lab of make lab-test, trainops-lab2, may be up beside this one: exact names only)
+    assert not re.search(r"/var/lib/trainops-lab[/ ]|/run/netns/trainops-lab-", mounts)
     assert lab_processes() == []
     assert not os.path.exists(STATE_ROOT)
     assert sorted(os.listdir(INVENTORY_DIR)) == [".gitignore"]

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from lab_env import lab_names
 from playbook_runner import free_port, run_playbook, start_playbook, wait_playbook, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
@@ -148,7 +149,7 @@ def test_a_node_lost_mid_run_ends_the_job_within_the_collective_timeout(lab_node
         inventory=lab.inventory)
     try:
         # cut the link once the victim trains (its node log shows steps), not while it still starts up
-        logs = '/var/lib/trainops-lab/%s/srv/state/*/runs/*/node.log' % victim['name'].replace('lab-', '')
+        logs = '%s/%s/srv/state/*/runs/*/node.log' % (lab_names().STATE_ROOT, victim['name'].replace('lab-', ''))
 
         def training():
             return any('step=' in open(log, errors='replace').read() for log in glob.glob(logs))

@@ -20,13 +20,15 @@ import time
 
 import pytest
 
+from lab_env import lab_names
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.join(REPO, '.venv', 'bin')
 MOLECULE = os.path.join(VENV_BIN, 'molecule')
 LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
-SESSION_LOCK = '/run/lock/trainops-lab-session.lock'
+SESSION_LOCK = str(lab_names().SESSION_LOCK)
 TIMEOUT = 290  # seconds for the whole `molecule test` (it takes about a minute on 2 cores)
 LOCK_TIMEOUT = int(os.environ.get('TRAINOPS_LAB_LOCK_TIMEOUT', '1800'))  # waiting for other users of the lab
 ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')

@@ -7,7 +7,7 @@ the machine's own /root/.ssh is never written), the fixture bind-mounts a node-p
 an SSH session on the node; the mounts go away with the fixture (or with the lab). The shared-home
 test mounts one directory on every node instead, as an NFS home would be.
 
-The lab's sshd reads /var/lib/trainops-lab/authorized_keys (AuthorizedKeysFile), so the playbook
+The lab's sshd reads <its state directory>/authorized_keys (AuthorizedKeysFile), so the playbook
 gets trainops_ssh_mesh_authorized_keys_file; the mesh key is taken out of that file afterwards.
 """
 import base64
@@ -21,6 +21,8 @@ import subprocess
 
 import pytest
 
+from lab_env import lab_names
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,7 +32,7 @@ KEY_NAME = 'id_ed25519_trainops'
 NODES = 3
 HOME_SSH = '/root/.ssh'
 PRIVATE_SSH = '/srv/trainops/.test-ssh-mesh-home'           # inside a node: that node's own directory
-SHARED_SSH = '/var/lib/trainops-lab/test-ssh-mesh-shared'   # the machine's: the same directory in every node
+SHARED_SSH = str(lab_names().STATE_ROOT / 'test-ssh-mesh-shared')  # the machine's: the same directory in every node
 RECAP = re.compile(r'^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 
 

@@ -294,3 +294,60 @@ def test_requested_shape_defaults_and_keeps_the_running_management_subnet():
 def test_requested_shape_refuses_bad_options_before_touching_anything(options, message):
     with pytest.raises(LabError, match='^' + message):
         up_mod.requested_shape(up_args(**options), {})
+
+
+# --- two labs side by side (TRAINOPS_LAB) ------------------------------------------------------
+
+NAMES = ('PREFIX', 'BR_NS', 'CTL_LINK', 'CTL_MGMT_LINK', 'CTL_MAC', 'MAC_PREFIX', 'MGMT_MAC_PREFIX', 'DEFAULT_SUBNET',
+         'DEFAULT_MGMT_SUBNET', 'STATE_ROOT', 'LOCK_FILE', 'SESSION_LOCK', 'DEFAULT_INVENTORY_DIR')
+
+
+def lab_names(number):
+    """The machine-wide names of lab ``number`` (module constants: read in a fresh interpreter)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    code = ('import json, sys; sys.path.insert(0, %r); from trainops_lab import core; '
+            'print(json.dumps({n: str(getattr(core, n)) for n in %r}))' % (HACK, NAMES))
+    env = dict(os.environ, TRAINOPS_LAB=number)
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_a_second_lab_shares_no_machine_wide_name_with_the_first():
+    first, second = lab_names(''), lab_names('2')
+    assert first['PREFIX'] == 'trainops-lab' and first['DEFAULT_SUBNET'] == '10.77.0.0/24'
+    assert first['STATE_ROOT'] == '/var/lib/trainops-lab' and first['CTL_LINK'] == 'trainops-lab0'
+    for name in NAMES:
+        assert first[name] != second[name], name
+    assert second['PREFIX'] == 'trainops-lab2' and second['DEFAULT_SUBNET'] == '10.79.0.0/24'
+    assert second['DEFAULT_MGMT_SUBNET'] == '10.80.0.0/24' and second['STATE_ROOT'] == '/var/lib/trainops-lab2'
+    assert second['DEFAULT_INVENTORY_DIR'].endswith('/inventories/lab2')
+    nets = [ipaddress.ip_network(lab[n]) for lab in (first, second) for n in ('DEFAULT_SUBNET', 'DEFAULT_MGMT_SUBNET')]
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+    # interface names fit IFNAMSIZ (15 characters)
+    assert max(len(lab[n]) for lab in (first, second) for n in ('CTL_LINK', 'CTL_MGMT_LINK')) <= 15
+
+
+@pytest.mark.parametrize('path, mine', [
+    ('/var/lib/trainops-lab', True),
+    ('/var/lib/trainops-lab/node01/home', True),
+    ('/run/netns/trainops-lab-node01', True),
+    ('/run/netns/trainops-lab-br', True),
+    ('/var/lib/trainops-lab2/node01/home', False),   # the second lab's, beside it
+    ('/run/netns/trainops-lab2-node01', False),
+    ('/srv/trainops-lab', False),
+])
+def test_down_unmounts_only_its_own_labs_paths(path, mine):
+    if os.environ.get('TRAINOPS_LAB', '') not in ('', '1'):
+        pytest.skip('the names of lab 1')
+    assert core.names_this_lab(path) is mine
+
+
+@pytest.mark.parametrize('value, number', [('', 1), ('1', 1), ('2', 2), ('9', 9)])
+def test_lab_number(value, number):
+    assert core.lab_number(value) == number
+
+
+@pytest.mark.parametrize('value', ['0', '10', 'b', ' 2', '-1'])
+def test_lab_number_refuses_anything_else(value):
+    with pytest.raises(LabError, match=r'TRAINOPS_LAB=.*: want empty \(the lab\) or one digit 2\.\.9'):
+        core.lab_number(value)
