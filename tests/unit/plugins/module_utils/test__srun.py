@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -274,8 +275,15 @@ def test_checkpoint_timer_is_scancel_of_the_step_after_the_delay(tmp_path):
     (bindir / 'scancel').chmod(0o755)
     env = {'PATH': '%s:/usr/bin:/bin' % bindir}
     pid = _srun.spawn_checkpoint_timer('42', '3', 'USR1', 0, str(tmp_path / 'srun.log'), env)
-    os.waitpid(pid, 0)
-    assert (tmp_path / 'called').read_text() == 'scancel --signal=USR1 42.3\n'
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # reaped already: subprocess reaps the children of dropped Popen objects when it starts another
+    called = tmp_path / 'called'
+    deadline = time.monotonic() + 30
+    while not (called.exists() and called.read_text().endswith('\n')) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert called.read_text() == 'scancel --signal=USR1 42.3\n'
 
 
 def test_start_step_schedules_the_checkpoint_signal_without_the_secrets(tmp_path):
