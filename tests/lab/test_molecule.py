@@ -29,7 +29,7 @@ VENV_BIN = os.path.join(REPO, '.venv', 'bin')
 MOLECULE = os.path.join(VENV_BIN, 'molecule')
 LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
 SESSION_LOCK = str(lab_names().SESSION_LOCK)
-TIMEOUT = 290  # seconds for the whole `molecule test` (it takes about a minute on 2 cores)
+TIMEOUT = 600  # a guard against a hang: the whole `molecule test` takes 1 to 3 min on 2 cores, up to 5 under make test's load
 LOCK_TIMEOUT = int(os.environ.get('TRAINOPS_LAB_LOCK_TIMEOUT', '1800'))  # waiting for other users of the lab
 ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 
