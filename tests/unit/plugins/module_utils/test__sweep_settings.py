@@ -40,12 +40,14 @@ def first_record(tmp_path, **changed):
     """A new sweep's sweep.json, planned with the settings of two nodes that ran with FIRST (and ``changed``)."""
     mine = settings(values(**dict(FIRST, **changed)), defaults=DEFAULTS, node='node0', sweep=GRID)
     assert mine['problems'] == [] and mine['vars'] == {} and mine['recorded'] is False
-    path, record, _ = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train',
-                                        settings={'node0': mine['settings'], 'node1': mine['settings']}, now=0)
+    path, record, resumed = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train',
+                                              settings={'node0': mine['settings'], 'node1': mine['settings']}, now=0)
+    assert not resumed
     return path, record
 
 
-def resume(record, node='node0', given=(), knobs=None, environ=None, sweep=GRID, workload='train', **now):
+def resume(record, node='node0', given=(), knobs=None, environ=None, sweep='grid', workload='train', **now):
+    sweep = GRID if sweep == 'grid' else sweep
     return settings(values(**now), knobs=knobs, defaults=DEFAULTS, given=given, record=record, node=node, sweep=sweep,
                     sweep_dir='/x/sweep_s', environ={'HF_TOKEN': 'from-env'} if environ is None else environ,
                     workload=workload)
@@ -84,7 +86,7 @@ def test_a_new_sweep_records_every_setting_secrets_by_name_only(tmp_path):
 
 
 def test_a_resume_with_sweep_dir_alone_takes_every_recorded_setting(tmp_path):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     result = resume(record)
     assert result['problems'] == [] and result['recorded'] is True
     assert result['vars']['trainops_overrides'] == ['training.max_steps=16']
@@ -98,7 +100,7 @@ def test_a_resume_with_sweep_dir_alone_takes_every_recorded_setting(tmp_path):
 
 
 def test_the_same_value_given_again_is_accepted(tmp_path):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     result = resume(record, given=['config', 'overrides'], knobs={'config': 'config/tiny.yaml'},
                     overrides=['training.max_steps=16'], nproc_per_node='2', secret_env={'HF_TOKEN': 'other'})
     assert result['problems'] == []
@@ -118,13 +120,13 @@ def test_the_same_value_given_again_is_accepted(tmp_path):
     (dict(nproc_per_node=4), [], 'nproc=4: the sweep /x/sweep_s ran with nproc=2'),
 ])
 def test_a_setting_given_again_with_another_value_is_refused_naming_it_and_both_values(tmp_path, now, given, expected):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     result = resume(record, given=given, **now)
     assert len(result['problems']) == 1 and result['problems'][0].startswith(expected), result['problems']
 
 
 def test_other_secrets_are_refused_by_name_and_a_missing_one_names_what_to_export(tmp_path):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     [line] = resume(record, secret_env={'WANDB_API_KEY': SECRET_VALUE})['problems']
     assert line.startswith('trainops_secret_env: names WANDB_API_KEY; the sweep /x/sweep_s ran with the secrets '
                            'HF_TOKEN') and SECRET_VALUE not in line
@@ -133,7 +135,7 @@ def test_other_secrets_are_refused_by_name_and_a_missing_one_names_what_to_expor
 
 
 def test_operational_knobs_a_workload_and_a_grid_of_another_sweep(tmp_path):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     assert resume(record, sweep={'threads': [256, 512]})['problems'] == []
     [line] = resume(record, sweep={'threads': [256]})['problems']
     assert line.startswith('sweep={"threads": [256]}: the sweep /x/sweep_s has the grid {"threads": [256, 512]}')
@@ -148,12 +150,12 @@ def test_an_older_sweep_json_without_settings_runs_with_the_settings_given_and_r
     _sweep.write_json_atomic(os.path.join(path, 'sweep.json'), record)
     result = resume(record, overrides=['training.max_steps=8'], given=['overrides'])
     assert result['problems'] == [] and result['recorded'] is False and result['vars'] == {}
-    _, again, resumed = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train', sweep_dir=path,
-                                          settings={'node0': result['settings']})
-    assert resumed and again['settings']['overrides'] == ['training.max_steps=8']
+    again = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train', sweep_dir=path,
+                              settings={'node0': result['settings']})[1]
+    assert again['runs'][-1]['resumed'] is True and again['settings']['overrides'] == ['training.max_steps=8']
     assert again['runs'][-1]['settings_recorded'] is True
     # recorded once: a later resume keeps them
-    _, later, _ = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train', sweep_dir=path, settings={'node0': {}})
+    later = _sweep.plan_sweep(str(tmp_path), 's', GRID, 'train', sweep_dir=path, settings={'node0': {}})[1]
     assert later['settings'] == again['settings'] and 'settings_recorded' not in later['runs'][-1]
 
 
@@ -171,10 +173,10 @@ def test_a_setting_that_differs_per_node_is_recorded_per_node_and_resumed_per_no
 
 
 def test_an_extra_variable_that_kept_the_default_is_caught_after_the_resume_set_the_variables(tmp_path):
-    _, record = first_record(tmp_path)
+    record = first_record(tmp_path)[1]
     expected = resume(record)['settings']
     # -e trainops_script_args=[] wins over set_fact: the effective value is still the default
-    lines = _sweep_settings.effective_problems(values(**dict(FIRST, script_args=[])), None, expected, '/x/sweep_s')
+    lines = _sweep_settings.effective_problems(values(**{**FIRST, 'script_args': []}), None, expected, '/x/sweep_s')
     assert lines == ['trainops_script_args=[]: the sweep /x/sweep_s ran with trainops_script_args=["--seed", "1"] '
                      '(sweep.json); leave trainops_script_args out to resume it with that value, or leave sweep_dir '
                      'out to start a new sweep']
