@@ -27,7 +27,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _files
+from ansible_collections.trainops.multinode.plugins.module_utils import _files, _sweep_settings
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import SWEEP
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems
 
@@ -206,11 +206,22 @@ def _create_dir(root, name, now):
     raise SweepError('%s: no free sweep directory name' % base)
 
 
-def plan_sweep(root, name, sweep, workload, sweep_dir=None, now=None):
+def _set_settings(record, settings):
+    """Record each node's launch settings (``{node: settings}``, module_utils/_sweep_settings.py) in ``record``."""
+    shared, per_node = _sweep_settings.record(settings)
+    record['settings'] = shared
+    record['node_settings'] = per_node
+    record['settings_id'] = _sweep_settings.settings_id(shared, per_node)
+
+
+def plan_sweep(root, name, sweep, workload, sweep_dir=None, now=None, settings=None):
     """Create ``<root>/sweep_<name>_<timestamp>/sweep.json``, or reopen ``sweep_dir`` to resume it.
 
     A resumed sweep must have the same grid; its points that succeeded are kept (and skipped), the others run
-    again. Returns ``(path, record, resumed)``.
+    again. ``settings`` (node to its launch settings, the filter ``sweep_settings``) are recorded in a new sweep,
+    and in a resumed one whose sweep.json has none yet (written before sweeps recorded them); a resume with recorded
+    settings keeps them (the filter ``sweep_settings`` refused any other before any node was touched).
+    Returns ``(path, record, resumed)``.
     """
     now = time.time() if now is None else now
     if not _SWEEP_NAME.fullmatch(str(name)):
@@ -224,12 +235,18 @@ def plan_sweep(root, name, sweep, workload, sweep_dir=None, now=None):
                              'sweep_dir out to start a new one' % (sweep_dir, json.dumps(record.get('grid'))))
         record['outcome'] = 'running'
         record['updated_at'] = _utc(now)
-        record.setdefault('runs', []).append(dict(started_at=_utc(now), resumed=True))
+        run = dict(started_at=_utc(now), resumed=True)
+        if settings and not isinstance(record.get('settings'), Mapping):
+            _set_settings(record, settings)
+            run['settings_recorded'] = True
+        record.setdefault('runs', []).append(run)
         path = os.path.abspath(sweep_dir)
         write_json_atomic(os.path.join(path, SWEEP_FILE), record)
         return path, record, True
     path = _create_dir(root, name, now)
     record = _new_record(name, sweep, workload, now)
+    if settings:
+        _set_settings(record, settings)
     record['runs'].append(dict(started_at=_utc(now), resumed=False))
     write_json_atomic(os.path.join(path, SWEEP_FILE), record)
     return path, record, False
@@ -245,6 +262,9 @@ def record_point(sweep_dir, index, update, now=None):
     point = points[index - 1]
     for key, value in (update or {}).items():
         point[key] = value
+    if (update or {}).get('status') == 'running':
+        # the settings the point runs with: the results table's settings column
+        point['settings_id'] = record.get('settings_id')
     if point.get('status') == 'running' and not point.get('started_at'):
         point['started_at'] = _utc(now)
     if point.get('status') in ('done', 'skipped') and not point.get('finished_at'):

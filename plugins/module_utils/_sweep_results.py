@@ -17,6 +17,7 @@ import io
 import json
 import os
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _sweep_settings
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import rank_zero_output
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
     RESULTS_CSV, RESULTS_MD, SweepError, write_json_atomic)
@@ -31,7 +32,11 @@ METRICS = [
     ('peak_busbw_gbps', 'peak bus bandwidth', 'GB/s'),
 ]
 FIXED_COLUMNS = ['point', 'outcome']
+SETTINGS_COLUMN = 'settings'
+"""The id of the launch settings a point ran with (sweep.json's ``settings_id``, module_utils/_sweep_settings.py);
+empty for a point that ran before its sweep recorded settings."""
 TAIL_COLUMNS = ['experiment', 'outcome_detail']
+NOT_RECORDED = 'not recorded'
 
 MATPLOTLIB_MISSING = ('matplotlib is not installed in the controller\'s Python (%s); the sweep plots its results with it. '
                       'Install it: pip install -r requirements.txt (or pip install matplotlib)')
@@ -57,6 +62,7 @@ def point_row(point):
     """The row of one point: its values, outcome and figures (empty where the point has none)."""
     row = dict(point=point['index'], outcome=point.get('outcome') or point.get('status'),
                outcome_detail=point.get('outcome_detail') or '', experiment='')
+    row[SETTINGS_COLUMN] = (point.get('settings_id') or NOT_RECORDED) if point.get('experiment_dir') else ''
     row.update(point.get('values') or {})
     path = point.get('experiment_dir')
     if not path:
@@ -85,8 +91,34 @@ def result_rows(record):
         if bench:
             benches[point['index']] = bench
     metrics = [metric[0] for metric in METRICS if any(row.get(metric[0]) is not None for row in rows)]
-    columns = ['point'] + list(record['knobs']) + ['outcome'] + metrics + TAIL_COLUMNS
+    columns = ['point'] + list(record['knobs']) + ['outcome'] + metrics + [SETTINGS_COLUMN] + TAIL_COLUMNS
     return columns, rows, benches
+
+
+def mixed(rows):
+    """Whether the points that ran did not all run with the same settings."""
+    return len(set(row.get(SETTINGS_COLUMN) for row in rows if row.get(SETTINGS_COLUMN))) > 1
+
+
+def settings_lines(record, rows):
+    """Under the Markdown table: what each settings id stands for (secrets by name), and a warning when the points
+    ran with different settings."""
+    ids = []
+    for row in rows:
+        if row.get(SETTINGS_COLUMN) and row[SETTINGS_COLUMN] not in ids:
+            ids.append(row[SETTINGS_COLUMN])
+    lines = []
+    for settings_id in ids:
+        if settings_id == record.get('settings_id'):
+            described = _sweep_settings.describe(record.get('settings'), record.get('node_settings'))
+            lines.append('- settings %s: %s' % (settings_id, described))
+        elif settings_id == NOT_RECORDED:
+            lines.append('- settings %s: the point ran before the sweep recorded its launch settings' % NOT_RECORDED)
+        else:
+            lines.append('- settings %s: not the settings sweep.json holds now' % settings_id)
+    if mixed(rows):
+        lines.append('- the points ran with different settings (column settings): compare them with care')
+    return lines
 
 
 def _cell(value):
@@ -106,7 +138,8 @@ def render_csv(columns, rows):
     return out.getvalue()
 
 
-def render_markdown(columns, rows):
+def render_markdown(columns, rows, settings=()):
+    """The table, then the failed points' details and ``settings`` (lines: what each settings id stands for)."""
     shown = [c for c in columns if c != 'outcome_detail']
     lines = ['| ' + ' | '.join(shown) + ' |', '|' + '---|' * len(shown)]
     for row in rows:
@@ -115,12 +148,15 @@ def render_markdown(columns, rows):
     if failed:
         lines.append('')
         lines.extend('- point %s: %s' % (row['point'], row['outcome_detail']) for row in failed)
+    if settings:
+        lines.append('')
+        lines.extend(settings)
     return '\n'.join(lines) + '\n'
 
 
 def render_table(columns, rows):
-    """Aligned plain-text lines for the console."""
-    shown = [c for c in columns if c not in TAIL_COLUMNS]
+    """Aligned plain-text lines for the console; the settings column only when the points ran with different ones."""
+    shown = [c for c in columns if c not in TAIL_COLUMNS and (c != SETTINGS_COLUMN or mixed(rows))]
     cells = [shown] + [[_cell(row.get(c)) for c in shown] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(shown))]
     return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
@@ -129,12 +165,15 @@ def render_table(columns, rows):
 def write_results(sweep_dir, record):
     """Write results.csv and results.md; return ``(columns, rows, benches)``."""
     columns, rows, benches = result_rows(record)
-    for name, text in ((RESULTS_CSV, render_csv(columns, rows)), (RESULTS_MD, render_markdown(columns, rows))):
+    markdown = render_markdown(columns, rows, settings_lines(record, rows))
+    for name, text in ((RESULTS_CSV, render_csv(columns, rows)), (RESULTS_MD, markdown)):
         tmp = os.path.join(sweep_dir, '.%s.tmp' % name)
         with open(tmp, 'w') as handle:
             handle.write(text)
         os.replace(tmp, os.path.join(sweep_dir, name))
-    write_json_atomic(os.path.join(sweep_dir, 'results.json'), dict(columns=columns, rows=rows))
+    write_json_atomic(os.path.join(sweep_dir, 'results.json'),
+                      dict(columns=columns, rows=rows, settings_id=record.get('settings_id'),
+                           settings=record.get('settings'), node_settings=record.get('node_settings')))
     return columns, rows, benches
 
 

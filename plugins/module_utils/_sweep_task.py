@@ -28,6 +28,7 @@ ARGUMENT_SPEC = dict(
     index=dict(type='int'),
     update=dict(type='dict'),
     stopped=dict(type='bool', default=False),
+    settings=dict(type='dict'),
 )
 
 REQUIRED_IF = [
@@ -42,8 +43,9 @@ def _planned(params):
     if not params['sweep_dir'] and not params['root']:
         raise SweepError('root or sweep_dir is required with state=planned')
     path, record, resumed = plan_sweep(params['root'], params['name'], params['sweep'] or {}, params['workload'],
-                                       sweep_dir=params['sweep_dir'])
-    return dict(changed=True, path=path, resumed=resumed, points=record['points'])
+                                       sweep_dir=params['sweep_dir'], settings=params['settings'])
+    return dict(changed=True, path=path, resumed=resumed, points=record['points'],
+                settings_recorded=bool(record.get('runs') and record['runs'][-1].get('settings_recorded')))
 
 
 def _reported(params):

@@ -20,7 +20,8 @@ description:
   - With O(state=planned), creates the sweep directory and its C(sweep.json), or reopens O(sweep_dir) to resume it
     (the grid must be the same). It also checks that matplotlib can be imported, so a missing plotting library fails
     before any point starts.
-  - With O(state=recorded), merges O(update) into point O(index) of C(sweep.json).
+  - With O(state=recorded), merges O(update) into point O(index) of C(sweep.json); a point set V(running) records
+    the sweep's C(settings_id).
   - With O(state=reported), sets the sweep's outcome from its points, reads every point's figures from its experiment
     directory, writes the results files and the plots and returns the table.
   - Every write of C(sweep.json) goes through a temporary file and a rename, so an interrupted sweep (Ctrl-C) leaves
@@ -79,6 +80,14 @@ options:
       - The keys to set on the point, with O(state=recorded), for example C(status), C(experiment_dir), C(outcome),
         C(outcome_detail).
     type: dict
+  settings:
+    description:
+      - With O(state=planned), each node's launch settings (node to mapping; the filter
+        C(trainops.multinode.sweep_settings) gives them, C(trainops_secret_env) as names only), recorded in
+        C(sweep.json) as C(settings) (the values every node shares), C(node_settings) (the others, per node) and
+        C(settings_id) (a digest; each point records the one it ran with, the results table shows it).
+      - A resumed sweep keeps the settings it recorded; one whose C(sweep.json) has none records these.
+    type: dict
   stopped:
     description:
       - With O(state=reported), the sweep stopped at a failed point (stop on failure); its outcome is then V(stopped).
@@ -119,6 +128,10 @@ path:
   sample: /home/me/trainops/experiments/sweep_nccl_20261123_190000
 resumed:
   description: Whether O(state=planned) reopened an existing sweep directory.
+  returned: when O(state=planned)
+  type: bool
+settings_recorded:
+  description: Whether O(state=planned) resumed a sweep whose C(sweep.json) had no settings and recorded O(settings).
   returned: when O(state=planned)
   type: bool
 points:

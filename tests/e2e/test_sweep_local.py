@@ -200,11 +200,28 @@ def test_ctrl_c_leaves_a_consistent_sweep_json_and_the_sweep_resumes(lab, tmp_pa
     stopped = lab.run('playbooks/stop.yml', {'run_id': run_id, 'config': TINY})
     assert stopped.returncode in (0, 2), stopped.stdout[-3000:]
 
-    again = lab.run('playbooks/sweep.yml', {'sweep_dir': path, 'config': TINY, 'overrides': base['overrides']},
-                    timeout=600)
+    # sweep.json recorded the launch settings the points share; a resume given another one is refused before any
+    # node is touched
+    assert record['settings']['config'] == TINY and record['settings']['overrides'] == base['overrides']
+    refused = lab.run('playbooks/sweep.yml', {'sweep_dir': path, 'overrides': ['training.max_steps=8']}, timeout=300)
+    assert refused.returncode != 0
+    assert ('overrides=["training.max_steps=8"]: the sweep %s ran with overrides=%s' % (
+        path, json.dumps(base['overrides']))) in ' '.join((refused.stdout + refused.failure_text).split())
+    assert 'TASK trainops.multinode.job : Check the node (facts, interface' not in refused.stdout
+    assert load(os.path.join(path, 'sweep.json'))['runs'] == record['runs']
+
+    # the resume gives sweep_dir alone: the remaining points run with the recorded settings
+    again = lab.run('playbooks/sweep.yml', {'sweep_dir': path}, timeout=600)
     assert again.returncode == 0, again.stdout[-4000:]
     resumed = load(os.path.join(path, 'sweep.json'))
     assert resumed['outcome'] == 'succeeded'
     assert [p['outcome'] for p in resumed['points']] == ['succeeded', 'succeeded']
     assert resumed['points'][0]['experiment_dir'] != first['experiment_dir']
+    assert resumed['settings'] == record['settings']
+    for point in resumed['points']:
+        parameters = load(os.path.join(point['experiment_dir'], 'manifest.json'))['parameters']
+        assert parameters['config'] == TINY and parameters['overrides'] == base['overrides'], point['label']
+        assert point['settings_id'] == record['settings_id']
+    rows = list(csv.DictReader(open(os.path.join(path, 'results.csv'))))
+    assert [r['settings'] for r in rows] == [record['settings_id']] * 2
     assert not lab.leftovers()

@@ -72,9 +72,8 @@ def test_a_sweep_with_a_failing_point_and_profiles_then_a_resume(lab_nodes, tmp_
 
     # resume with only the sweep directory: the points that succeeded are kept, the failed ones run again
     done = {i: p['experiment_dir'] for i, p in enumerate(record['points']) if p['outcome'] == 'succeeded'}
-    again = run_playbook('playbooks/sweep.yml', str(tmp_path),
-                         launch_vars(tmp_path, sweep_dir=path, channels=28, overrides=['debug.fail_rank=5'],
-                                     profile='torch'),
+    # (channels, overrides and profile come from sweep.json's recorded settings, not from the command line)
+    again = run_playbook('playbooks/sweep.yml', str(tmp_path), launch_vars(tmp_path, sweep_dir=path),
                          inventory=lab.inventory, timeout=1200)
     assert again.returncode != 0
     assert again.stdout.count(START_TASK) == 1
@@ -85,3 +84,9 @@ def test_a_sweep_with_a_failing_point_and_profiles_then_a_resume(lab_nodes, tmp_
             assert point['experiment_dir'] == done[i]
         else:
             assert point['experiment_dir'] != record['points'][i]['experiment_dir'] and point['outcome'] == 'failed'
+            # the point ran again with the settings the sweep started with
+            assert point['outcome_detail'].startswith('failed on %s (node rank 2' % lab.names[2]), point
+            manifest = load(os.path.join(point['experiment_dir'], 'manifest.json'))
+            assert manifest['parameters']['channels'] == 28 and 'debug.fail_rank=5' in manifest['parameters']['overrides']
+            assert {n['env']['NCCL_MAX_NCHANNELS'] for n in manifest['nodes']} == {'28'}
+            assert point['settings_id'] == record['settings_id']

@@ -177,7 +177,7 @@ def test_results_files_hold_each_points_figures(tmp_path):
     path, record = _train_sweep(tmp_path)
     columns, rows, benches = _sweep_results.write_results(path, record)
     assert columns == ['point', 'channels', 'env.NCCL_ALGO', 'outcome', 'throughput_samples_per_s',
-                       'mean_step_time_s', 'final_loss', 'steps', 'experiment', 'outcome_detail']
+                       'mean_step_time_s', 'final_loss', 'steps', 'settings', 'experiment', 'outcome_detail']
     assert benches == {}
     with open(os.path.join(path, 'results.csv')) as handle:
         table = list(csv.DictReader(handle))
@@ -185,7 +185,7 @@ def test_results_files_hold_each_points_figures(tmp_path):
     assert [r['outcome'] for r in table] == ['succeeded'] * 3 + ['failed']
     assert table[3]['env.NCCL_ALGO'] == 'Tree' and table[3]['experiment'] == 'e4'
     markdown = open(os.path.join(path, 'results.md')).read()
-    assert '| 3 | 42 | Ring | succeeded | 1500.25 | 0.021 | 0.3 | 32 | e3 |' in markdown
+    assert '| 3 | 42 | Ring | succeeded | 1500.25 | 0.021 | 0.3 | 32 | not recorded | e3 |' in markdown
     assert '- point 4: failed on node1 (node rank 1: exit code 1)' in markdown
     lines = _sweep_results.render_table(columns, rows)
     assert lines[0].split() == ['point', 'channels', 'env.NCCL_ALGO', 'outcome', 'throughput_samples_per_s',
