@@ -77,7 +77,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.multinode.plugins.module_utils._health import HealthError, max_steps, measurement, next_step
+from ansible_collections.trainops.multinode.plugins.module_utils._health import HealthError, max_steps, next_step
 
 
 def health_next(measured, nodes, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
@@ -89,12 +89,6 @@ def health_next(measured, nodes, min_busbw=None, slow_ratio=0.5, all_pairs_max=8
     return answer
 
 
-def health_measurement(nodes, manifest, results, experiment_dir=None):
-    if not isinstance(nodes, (list, tuple)):
-        raise AnsibleFilterError('health_measurement: the input must be the list of the group\'s nodes, got %r' % (nodes,))
-    return measurement(nodes, manifest, results, experiment_dir)
-
-
 class FilterModule(object):
     def filters(self):
-        return {'health_next': health_next, 'health_measurement': health_measurement}
+        return {'health_next': health_next}

@@ -13,11 +13,12 @@ version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - Judges the health check (playbooks/health.yml, docs/health.md) on the controller - every node's facts
-    (M(trainops.multinode.node_health)) and the all-reduce measurements of the search (P(trainops.multinode.health_next#filter))
-    - and writes C(health.json) in O(path) - the verdict, the suspects, a row per node and a row per measured group.
-  - The verdict is V(healthy), or C(suspect: <node> (<reason>)) for each suspect - a node with a problem in its facts, the
-    node (or the pair, a link) the search found slow or failed.
+  - Judges the health check (playbooks/health.yml, docs/health.md) on the controller, from every node's facts
+    (M(trainops.multinode.node_health)) and the all-reduce measurements of the search
+    (P(trainops.multinode.health_next#filter)), and writes C(health.json) in O(path) with the verdict, the suspects, a
+    row per node and a row per measured group.
+  - 'The verdict is V(healthy), or C(suspect: <node> (<reason>)) for each suspect: a node with a problem in its facts,
+    the node (or the pair, a link) the search found slow or failed.'
   - The logic is C(plugins/module_utils/_health.py).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -76,7 +77,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: V(healthy) or C(suspect: <node> (<reason>); ...).
+  description: 'V(healthy) or C(suspect: <node> (<reason>); ...).'
   returned: always
   type: str
   sample: "suspect: node-3 (3 of its 3 pair(s) slow)"
