@@ -259,8 +259,8 @@ def _with_reference(group, ref, min_busbw, slow_ratio):
         elif below_floor(result, min_busbw):
             why = '%.3g GB/s with %s, below trainops_health_min_busbw' % (result['busbw_gbps'], ref)
         elif len(good) > 1 and result['busbw_gbps'] < slow_ratio * max(good):
-            why = '%.3g GB/s with %s, under %g x the best %.3g GB/s' % (result['busbw_gbps'], ref, slow_ratio,
-                                                                       max(good))
+            why = '%.3g GB/s with %s, under %g x the best %.3g GB/s' % (
+                result['busbw_gbps'], ref, slow_ratio, max(good))
         if why:
             suspects.append(dict(node=node, reason=why))
     return suspects
