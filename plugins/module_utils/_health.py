@@ -1,0 +1,441 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The health check of trainops.multinode (playbooks/health.yml, docs/health.md): which node is bad.
+
+Three parts, each a pure function the plugins call:
+
+* ``node_checks(root)``: on a node, the accelerator and NIC state sysfs tells: the GPUs (count, PCIe link width and
+  speed against the device's maximum), the RDMA ports (state, physical state, error counters). A problem makes the
+  node suspect; a warning is shown only.
+* ``next_step(nodes, measured, ...)``: which group of nodes the next all-reduce measures, from the measurements so far
+  (the search: all nodes, then all pairs or a bisection); ``None`` when the search is over.
+* ``report(...)``: the per-node and per-group tables and the verdict, ``healthy`` or ``suspect: <node> (<reason>)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts
+
+NONE = 'none'
+
+#: InfiniBand port counters (``ports/<n>/counters``) that count errors; cumulative since the driver loaded.
+ERROR_COUNTERS = ('symbol_error', 'link_downed', 'link_error_recovery', 'port_rcv_errors', 'port_xmit_discards',
+                  'port_rcv_remote_physical_errors', 'local_link_integrity_errors', 'excessive_buffer_overrun_errors',
+                  'port_rcv_constraint_errors', 'port_xmit_constraint_errors', 'VL15_dropped')
+#: ``ports/<n>/hw_counters`` (mlx5, bnxt_re, ...) that count transport errors.
+HW_ERROR_COUNTERS = ('local_ack_timeout_err', 'rnr_nak_retry_err', 'packet_seq_err', 'out_of_sequence',
+                     'implied_nak_seq_err', 'req_cqe_error', 'resp_cqe_error', 'req_remote_access_errors',
+                     'req_remote_invalid_request', 'resp_local_length_error', 'rx_icrc_encapsulated',
+                     'roce_adp_retrans_to', 'to_retransmits', 'seq_err_naks_rcvd')
+
+_SPEED = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*GT/s')
+
+
+class HealthError(ValueError):
+    """Bad input to the health check (a plugin turns it into a task failure)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# per node: sysfs
+# ------------------------------------------------------------------------------------------------
+
+def _int(text):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _speed(text):
+    match = _SPEED.match(text or '')
+    return float(match.group(1)) if match else None
+
+
+def pcie_link(root, sysfs_dir):
+    """The PCIe link of a device: ``dict(width, max_width, speed, max_speed)`` (speeds as sysfs writes them), or None
+    when sysfs has no link files there (a virtual function, a device sysfs does not show)."""
+    values = dict((key, _node_facts._read(root, sysfs_dir, name)) for key, name in (
+        ('width', 'current_link_width'), ('max_width', 'max_link_width'),
+        ('speed', 'current_link_speed'), ('max_speed', 'max_link_speed')))
+    if values['width'] is None and values['speed'] is None:
+        return None
+    return values
+
+
+def link_problems(name, link, idle_downshift=False):
+    """(problems, warnings) of one PCIe link. A narrower link than the device's maximum is a problem (a card not
+    seated, a bad riser); a slower one too, except on GPUs (``idle_downshift``), which lower their link speed when
+    idle to save power: a warning there."""
+    problems, warnings = [], []
+    if not link:
+        return problems, warnings
+    width, max_width = _int(link.get('width')), _int(link.get('max_width'))
+    if width is not None and max_width and 0 < width < max_width:
+        problems.append('%s PCIe link x%d of x%d' % (name, width, max_width))
+    speed, max_speed = _speed(link.get('speed')), _speed(link.get('max_speed'))
+    if speed is not None and max_speed and speed < max_speed:
+        text = '%s PCIe link %s of %s' % (name, link['speed'].split(' PCIe')[0], link['max_speed'].split(' PCIe')[0])
+        (warnings if idle_downshift else problems).append(text + (' (an idle GPU lowers its link speed)'
+                                                                  if idle_downshift else ''))
+    return problems, warnings
+
+
+def _counters(root, port_dir, sub, names):
+    """The named counters of ``<port_dir>/<sub>`` that are above zero, ``{name: value}``."""
+    found = {}
+    for name in sorted(_node_facts._listdir(root, port_dir, sub)):
+        if name in names:
+            value = _int(_node_facts._read(root, port_dir, sub, name))
+            if value:
+                found[name] = value
+    return found
+
+
+def node_checks(root='/', ignore=()):
+    """The health facts of the node whose filesystem is at ``root``.
+
+    ``ignore``: RDMA device names and PCI bus ids left out (a port that is meant to be down).
+    Returns ``dict(gpus=..., rdma=..., problems=[...], warnings=[...])``; ``gpus``/``rdma`` are ``"none"`` on a node
+    without them (a CPU node: healthy on that count).
+    """
+    ignore = set(ignore or ())
+    problems, warnings = [], []
+    gpu = _node_facts.gpu_facts(root)
+    gpus = NONE
+    if gpu['count']:
+        links = []
+        for pci_id in gpu['pci_ids']:
+            if pci_id in ignore:
+                continue
+            link = pcie_link(root, os.path.join('sys/bus/pci/devices', pci_id))
+            links.append(dict(pci_id=pci_id, link=link))
+            found, warned = link_problems('GPU %s' % pci_id, link, idle_downshift=True)
+            problems += found
+            warnings += warned
+        gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links)
+    rdma = NONE
+    devices = []
+    for name in sorted(_node_facts._listdir(root, _node_facts._IB_CLASS), key=_node_facts._natural_key):
+        if name in ignore:
+            continue
+        dev_dir = os.path.join(_node_facts._IB_CLASS, name)
+        link = pcie_link(root, os.path.join(dev_dir, 'device'))
+        found, warned = link_problems('%s' % name, link)
+        problems += found
+        warnings += warned
+        ports = []
+        for port in sorted((p for p in _node_facts._listdir(root, dev_dir, 'ports') if p.isdigit()), key=int):
+            port_dir = os.path.join(dev_dir, 'ports', port)
+            state = _node_facts._state_text(_node_facts._read(root, port_dir, 'state'))
+            phys = _node_facts._state_text(_node_facts._read(root, port_dir, 'phys_state'))
+            errors = _counters(root, port_dir, 'counters', ERROR_COUNTERS)
+            errors.update(_counters(root, port_dir, 'hw_counters', HW_ERROR_COUNTERS))
+            ports.append(dict(port=int(port), state=state, phys_state=phys, errors=errors))
+            if state != 'ACTIVE':
+                problems.append('%s port %s %s (%s)' % (name, port, state or 'state unknown', phys or 'phys_state unknown'))
+            if errors:
+                warnings.append('%s port %s error counters since boot: %s' % (
+                    name, port, ', '.join('%s=%d' % item for item in sorted(errors.items()))))
+        devices.append(dict(name=name, link=link, ports=ports))
+    if devices:
+        rdma = dict(count=len(devices), devices=devices)
+    return dict(gpus=gpus, rdma=rdma, problems=problems, warnings=warnings)
+
+
+# ------------------------------------------------------------------------------------------------
+# the search: which group to measure next
+# ------------------------------------------------------------------------------------------------
+
+def _key(group):
+    return tuple(sorted(group))
+
+
+def _check_config(nodes, min_busbw, slow_ratio, all_pairs_max):
+    if not isinstance(nodes, (list, tuple)) or not nodes or not all(isinstance(n, str) for n in nodes):
+        raise HealthError('nodes must be a non-empty list of node names, got %r' % (nodes,))
+    if len(set(nodes)) != len(nodes):
+        raise HealthError('nodes must not repeat a node, got %r' % (nodes,))
+    if min_busbw is not None and (isinstance(min_busbw, bool) or not isinstance(min_busbw, (int, float))
+                                  or min_busbw <= 0):
+        raise HealthError('trainops_health_min_busbw must be a number of GB/s above 0 or null, got %r' % (min_busbw,))
+    if isinstance(slow_ratio, bool) or not isinstance(slow_ratio, (int, float)) or not 0 < slow_ratio < 1:
+        raise HealthError('trainops_health_slow_ratio must be a number between 0 and 1, got %r' % (slow_ratio,))
+    if isinstance(all_pairs_max, bool) or not isinstance(all_pairs_max, int) or all_pairs_max < 2:
+        raise HealthError('trainops_health_all_pairs_max must be an integer >= 2, got %r' % (all_pairs_max,))
+
+
+def failed(result):
+    return not result.get('ok') or not result.get('busbw_gbps')
+
+
+def below_floor(result, min_busbw):
+    return min_busbw is not None and not failed(result) and result['busbw_gbps'] < min_busbw
+
+
+def upper_quartile(values):
+    """The 75th percentile by nearest rank: with 3 pairs the best one, with 4 nodes' 6 pairs the 5th. A bad node is in
+    2 of the 3 pairs of 3 nodes, in half the pairs of 4 and in fewer beyond, so this is always a good pair's."""
+    ordered = sorted(values)
+    return ordered[max(0, int(math.ceil(0.75 * len(ordered))) - 1)]
+
+
+def _judge_pairs(results, min_busbw, slow_ratio):
+    """{pair key: (status, reason)} over measured pairs: failed, slow (below the floor, or below slow_ratio x the
+    pairs' upper quartile), ok."""
+    good = [r['busbw_gbps'] for r in results.values() if not failed(r)]
+    reference = upper_quartile(good) if good else None
+    judged = {}
+    for key, result in results.items():
+        if failed(result):
+            judged[key] = ('failed', result.get('error') or 'the all-reduce failed')
+        elif below_floor(result, min_busbw):
+            judged[key] = ('slow', '%.3g GB/s below trainops_health_min_busbw %.3g' % (result['busbw_gbps'], min_busbw))
+        elif reference and result['busbw_gbps'] < slow_ratio * reference:
+            judged[key] = ('slow', '%.3g GB/s, under %g x %.3g GB/s of the pairs\' upper quartile'
+                           % (result['busbw_gbps'], slow_ratio, reference))
+        else:
+            judged[key] = ('ok', '')
+    return judged
+
+
+def _pair_suspects(nodes, judged):
+    """Suspects from judged pairs: a node in every bad pair that is in two or more of them; else each bad pair's link."""
+    bad = [(key, why) for key, why in judged.items() if why[0] != 'ok']
+    if not bad:
+        return []
+    count = dict((node, 0) for node in nodes)
+    for key, _why in bad:
+        for node in key:
+            count[node] += 1
+    top = max(count.values())
+    leaders = [node for node in nodes if count[node] == top]
+    if top >= 2 and len(leaders) == 1:
+        node = leaders[0]
+        partners = sum(1 for key in judged if node in key)
+        return [dict(node=node, reason='%d of its %d pair(s) %s' % (
+            top, partners, '/'.join(sorted(set(why[0] for key, why in bad if node in key)))))]
+    return [dict(node='%s<->%s' % key, reason='the pair %s: %s' % (why[0], why[1])) for key, why in bad]
+
+
+def _search(nodes, min_busbw, slow_ratio, all_pairs_max):
+    """The search as a generator: yields a group to measure, receives its result; returns the suspects found."""
+    full = yield list(nodes)
+    full_bad = failed(full) or below_floor(full, min_busbw)
+    if len(nodes) == 1:
+        return [dict(node=nodes[0], reason='the all-reduce on the node failed')] if failed(full) else []
+    if not full_bad and (min_busbw is not None or len(nodes) == 2):
+        return []
+    if len(nodes) <= all_pairs_max:
+        results = {}
+        for i, first in enumerate(nodes):
+            for second in nodes[i + 1:]:
+                results[_key((first, second))] = yield [first, second]
+        suspects = _pair_suspects(nodes, _judge_pairs(results, min_busbw, slow_ratio))
+    else:
+        suspects = yield from _bisect(list(nodes), None, min_busbw, slow_ratio)
+    if not suspects and full_bad:
+        return [dict(node='all nodes', reason='the all-reduce of all %d nodes %s, every group measured alone was fine'
+                     % (len(nodes), 'failed' if failed(full) else 'was slow'))]
+    return suspects
+
+
+def _with_reference(group, ref, min_busbw, slow_ratio):
+    """Each node of a small group measured with a node known to be good: the bad ones."""
+    results = {}
+    for node in group:
+        results[node] = yield [ref, node]
+    good = [r['busbw_gbps'] for r in results.values() if not failed(r)]
+    suspects = []
+    for node, result in results.items():
+        why = None
+        if failed(result):
+            why = 'failed with %s' % ref
+        elif below_floor(result, min_busbw):
+            why = '%.3g GB/s with %s, below trainops_health_min_busbw' % (result['busbw_gbps'], ref)
+        elif len(good) > 1 and result['busbw_gbps'] < slow_ratio * max(good):
+            why = '%.3g GB/s with %s, under %g x the best %.3g GB/s' % (
+                result['busbw_gbps'], ref, slow_ratio, max(good))
+        if why:
+            suspects.append(dict(node=node, reason=why))
+    return suspects
+
+
+def _bisect(group, ref, min_busbw, slow_ratio):
+    """Split ``group`` in halves, measure each, recurse into the bad half (with a node of the good half as the
+    reference for groups of 3 or fewer nodes)."""
+    if len(group) <= 3:
+        if ref is not None:
+            return (yield from _with_reference(group, ref, min_busbw, slow_ratio))
+        results = {}
+        for i, first in enumerate(group):
+            for second in group[i + 1:]:
+                results[_key((first, second))] = yield [first, second]
+        return _pair_suspects(group, _judge_pairs(results, min_busbw, slow_ratio))
+    half = len(group) // 2
+    first, second = group[:half], group[half:]
+    result_a = yield first
+    result_b = yield second
+
+    def bad(mine, other):
+        if failed(mine) or below_floor(mine, min_busbw):
+            return True
+        return not failed(other) and mine['busbw_gbps'] < slow_ratio * other['busbw_gbps']
+
+    bad_a, bad_b = bad(result_a, result_b), bad(result_b, result_a)
+    suspects = []
+    if bad_a:
+        suspects += yield from _bisect(first, None if bad_b else second[0], min_busbw, slow_ratio)
+    if bad_b:
+        suspects += yield from _bisect(second, None if bad_a else first[0], min_busbw, slow_ratio)
+    return suspects
+
+
+def next_step(nodes, measured, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
+    """Replay the search over ``measured`` (``[{nodes: [...], ok, busbw_gbps, ...}]`` in the order measured).
+
+    Returns ``dict(group=[...], done=False, step=<n>)`` for the next group to measure (its first node is the master),
+    or ``dict(group=None, done=True, suspects=[...], measured=<n>)``. A group measured before is not measured again
+    (two nodes: the pair is the whole set). The rule (docs/health.md):
+
+    * measure all nodes; with ``min_busbw`` set and met (or with two nodes) the search ends there, healthy;
+    * otherwise, with up to ``all_pairs_max`` nodes, every pair; a pair is slow below ``min_busbw`` or below
+      ``slow_ratio`` x the upper quartile of the pairs; a node in two or more bad pairs and in more than any other
+      node is the suspect, else each bad pair is (a link);
+    * with more nodes, bisection: both halves are measured, a half is bad when it fails, is below ``min_busbw`` or
+      below ``slow_ratio`` x the other half; the search recurses into the bad half, and ends with the nodes of a
+      group of 3 or fewer measured each with a node of the good half.
+    """
+    _check_config(nodes, min_busbw, slow_ratio, all_pairs_max)
+    memo = {}
+    for entry in measured or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get('nodes'), (list, tuple)):
+            raise HealthError('a measurement must be a mapping with a list of nodes, got %r' % (entry,))
+        memo[_key(entry['nodes'])] = entry
+    search = _search(list(nodes), min_busbw, slow_ratio, all_pairs_max)
+    step = 0
+    try:
+        group = next(search)
+        while True:
+            step += 1
+            result = memo.get(_key(group))
+            if result is None:
+                return dict(group=group, done=False, step=step)
+            group = search.send(result)
+    except StopIteration as stop:
+        return dict(group=None, done=True, suspects=stop.value or [], step=step)
+
+
+def max_steps(count, all_pairs_max=8):
+    """An upper bound of the groups the search measures for ``count`` nodes (the playbook's loop length)."""
+    if count <= 2:
+        return 1
+    if count <= all_pairs_max:
+        return 1 + count * (count - 1) // 2
+    # two halves per level, both halves possibly at every level, 3 pairs at the end of each branch
+    return 1 + 2 * count + 3 * count
+
+
+# ------------------------------------------------------------------------------------------------
+# the report
+# ------------------------------------------------------------------------------------------------
+
+def _gpu_cell(gpus):
+    if gpus == NONE or not isinstance(gpus, dict):
+        return NONE
+    widths = sorted(set('x%s/x%s' % (l['link'].get('width'), l['link'].get('max_width'))
+                        for l in gpus.get('links', []) if l.get('link')))
+    return '%d %s%s' % (gpus.get('count', 0), gpus.get('vendor', ''), (' ' + ','.join(widths)) if widths else '')
+
+
+def _rdma_cell(rdma):
+    if rdma == NONE or not isinstance(rdma, dict):
+        return NONE
+    ports = [p for d in rdma.get('devices', []) for p in d.get('ports', [])]
+    active = sum(1 for p in ports if p.get('state') == 'ACTIVE')
+    return '%d dev, %d/%d ports ACTIVE' % (rdma.get('count', 0), active, len(ports))
+
+
+def _table(header, rows):
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
+    fmt = '  '.join('%%-%ds' % w for w in widths)
+    return [(fmt % tuple(header)).rstrip()] + [(fmt % tuple(str(c) for c in row)).rstrip() for row in rows]
+
+
+def group_status(result, min_busbw):
+    if failed(result):
+        return 'failed'
+    if below_floor(result, min_busbw):
+        return 'slow'
+    return 'ok'
+
+
+def report(nodes, node_facts, measured, search, min_busbw=None):
+    """The health report: ``dict(verdict, healthy, suspects, nodes=[...], groups=[...], lines=[...])``.
+
+    ``node_facts``: ``{node: node_checks(...)}`` (a node without an entry could not be read: suspect);
+    ``measured``: the measurements in order; ``search``: ``next_step``'s final answer.
+    """
+    suspects = []
+    node_rows = []
+    for node in nodes:
+        facts = node_facts.get(node)
+        if not isinstance(facts, dict):
+            suspects.append(dict(node=node, reason='its facts could not be read'))
+            node_rows.append(dict(node=node, gpus='?', rdma='?', status='unread', problems=[], warnings=[]))
+            continue
+        problems = list(facts.get('problems') or [])
+        if problems:
+            suspects.append(dict(node=node, reason='; '.join(problems)))
+        node_rows.append(dict(node=node, gpus=facts.get('gpus'), rdma=facts.get('rdma'),
+                              status='problem' if problems else 'ok', problems=problems,
+                              warnings=list(facts.get('warnings') or [])))
+    search_suspects = list((search or {}).get('suspects') or [])
+    if not (search or {}).get('done', True):
+        search_suspects.append(dict(node='the search', reason='ended before it was done'))
+    suspects += search_suspects
+    group_rows = []
+    for entry in measured or []:
+        group_rows.append(dict(nodes=list(entry['nodes']), status=group_status(entry, min_busbw),
+                               busbw_gbps=entry.get('busbw_gbps'), time_us=entry.get('time_us'),
+                               experiment_dir=entry.get('experiment_dir'), error=entry.get('error')))
+    # the search's own judgement of pairs (relative) shows in the pair table too
+    for row in group_rows:
+        if row['status'] == 'ok' and any(s['node'] == '%s<->%s' % tuple(sorted(row['nodes'])) for s in search_suspects):
+            row['status'] = 'slow'
+    verdict = 'healthy' if not suspects else 'suspect: ' + '; '.join('%s (%s)' % (s['node'], s['reason'])
+                                                                     for s in suspects)
+    lines = ['Nodes:'] + _table(
+        ('node', 'gpus', 'rdma', 'status', 'problems / warnings'),
+        [(r['node'], _gpu_cell(r['gpus']), _rdma_cell(r['rdma']), r['status'],
+          '; '.join(r['problems'] + r['warnings']) or '-') for r in node_rows])
+    lines += ['', 'All-reduce by group (all nodes first, then the search):'] + _table(
+        ('group', 'busbw (GB/s)', 'time (us)', 'status'),
+        [(','.join(r['nodes']), '-' if r['busbw_gbps'] is None else '%.3f' % r['busbw_gbps'],
+          '-' if r['time_us'] is None else '%.1f' % r['time_us'], r['status']) for r in group_rows])
+    lines += ['', 'verdict: ' + verdict]
+    return dict(verdict=verdict, healthy=not suspects, suspects=suspects, nodes=node_rows, groups=group_rows,
+                lines=lines, min_busbw=min_busbw)
+
+
+def measurement(nodes, manifest, results, experiment_dir=None):
+    """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None)."""
+    ok = isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded' and isinstance(results, dict)
+    entry = dict(nodes=list(nodes), ok=bool(ok), busbw_gbps=None, time_us=None, experiment_dir=experiment_dir,
+                 error=None)
+    if ok:
+        records = results.get('results') or []
+        entry['busbw_gbps'] = results.get('avg_busbw_gbps')
+        entry['time_us'] = records[-1].get('time_us') if records else None
+        if results.get('wrong_total'):
+            entry.update(ok=False, error='%s wrong element(s)' % results['wrong_total'])
+    else:
+        detail = manifest.get('outcome_detail') if isinstance(manifest, dict) else None
+        outcome = manifest.get('outcome') if isinstance(manifest, dict) else 'no manifest'
+        entry['error'] = '%s%s' % (outcome, (': %s' % detail) if detail else '')
+    return entry

@@ -1,0 +1,277 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The health check's logic: node checks on recorded node trees, the search's decisions, the verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _health as health
+
+_TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
+_SPEC = importlib.util.spec_from_file_location('node_facts_fixture_tree_health', _TREE)
+fixture_tree = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(fixture_tree)
+
+
+def tree(tmp_path, name):
+    return fixture_tree.materialize(name, str(tmp_path / name))
+
+
+def write(root, path, text):
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, 'w') as handle:
+        handle.write(text + '\n')
+
+
+def set_link(root, sysfs_dir, width, max_width=16, speed='32.0 GT/s PCIe', max_speed='32.0 GT/s PCIe'):
+    """The link files the kernel writes for a PCIe device (drivers/pci/pci-sysfs.c), written through the tree's links."""
+    write(root, os.path.join(sysfs_dir, 'current_link_width'), str(width))
+    write(root, os.path.join(sysfs_dir, 'max_link_width'), str(max_width))
+    write(root, os.path.join(sysfs_dir, 'current_link_speed'), speed)
+    write(root, os.path.join(sysfs_dir, 'max_link_speed'), max_speed)
+
+
+# ------------------------------------------------------------------------------------------------
+# node checks
+# ------------------------------------------------------------------------------------------------
+
+def test_cpu_node_reports_none_and_is_healthy(tmp_path):
+    facts = health.node_checks(tree(tmp_path, 'cpu_only'))
+    assert facts == dict(gpus='none', rdma='none', problems=[], warnings=[])
+
+
+def test_dgx_all_links_full_is_healthy(tmp_path):
+    root = tree(tmp_path, 'dgx_h100_compute_storage')
+    facts = health.node_checks(root)
+    assert facts['gpus']['count'] == 8
+    assert facts['rdma']['count'] == 12
+    # the recorded tree has no link files: nothing to judge, nothing wrong; every port ACTIVE
+    assert facts['problems'] == []
+    for gpu in facts['gpus']['links']:
+        set_link(root, 'sys/bus/pci/devices/' + gpu['pci_id'], 16)
+    assert health.node_checks(root)['problems'] == []
+
+
+def test_degraded_gpu_link_is_named(tmp_path):
+    root = tree(tmp_path, 'dgx_h100_compute_storage')
+    ids = health.node_checks(root)['gpus']['links']
+    for gpu in ids:
+        set_link(root, 'sys/bus/pci/devices/' + gpu['pci_id'], 16)
+    set_link(root, 'sys/bus/pci/devices/0000:43:00.0', 8)
+    facts = health.node_checks(root)
+    assert facts['problems'] == ['GPU 0000:43:00.0 PCIe link x8 of x16']
+    link = {'width': '8', 'max_width': '16', 'speed': '32.0 GT/s PCIe', 'max_speed': '32.0 GT/s PCIe'}
+    assert {'pci_id': '0000:43:00.0', 'link': link} in facts['gpus']['links']
+
+
+def test_idle_gpu_link_speed_is_a_warning_a_nic_one_a_problem(tmp_path):
+    root = tree(tmp_path, 'dgx_h100_compute_storage')
+    set_link(root, 'sys/bus/pci/devices/0000:1b:00.0', 16, speed='2.5 GT/s PCIe')
+    set_link(root, 'sys/class/infiniband/mlx5_0/device', 16, speed='16.0 GT/s PCIe')
+    facts = health.node_checks(root)
+    assert facts['problems'] == ['mlx5_0 PCIe link 16.0 GT/s of 32.0 GT/s']
+    assert facts['warnings'] == ['GPU 0000:1b:00.0 PCIe link 2.5 GT/s of 32.0 GT/s (an idle GPU lowers its link speed)']
+
+
+def test_ports_down_are_named(tmp_path):
+    facts = health.node_checks(tree(tmp_path, 'hca_ports_down'))
+    assert facts['gpus']['count'] == 2
+    assert [p for p in facts['problems'] if 'port' in p] == ['mlx5_0 port 1 DOWN (Disabled)', 'mlx5_1 port 1 DOWN (Disabled)']
+
+
+def test_ignored_devices_are_left_out(tmp_path):
+    facts = health.node_checks(tree(tmp_path, 'hca_ports_down'), ignore=['mlx5_0', 'mlx5_1'])
+    assert facts['rdma'] == 'none'
+    assert facts['problems'] == []
+
+
+def test_error_counters_are_warnings(tmp_path):
+    root = tree(tmp_path, 'h100_8gpu_mlx5_ib')
+    write(root, 'sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error', '17')
+    write(root, 'sys/class/infiniband/mlx5_3/ports/1/counters/link_downed', '0')
+    write(root, 'sys/class/infiniband/mlx5_3/ports/1/counters/port_rcv_packets', '123456')
+    write(root, 'sys/class/infiniband/mlx5_3/ports/1/hw_counters/local_ack_timeout_err', '4')
+    facts = health.node_checks(root)
+    assert facts['problems'] == []
+    assert facts['warnings'] == ['mlx5_3 port 1 error counters since boot: local_ack_timeout_err=4, symbol_error=17']
+    port = facts['rdma']['devices'][3]['ports'][0]
+    assert port['errors'] == {'symbol_error': 17, 'local_ack_timeout_err': 4}
+
+
+# ------------------------------------------------------------------------------------------------
+# the search
+# ------------------------------------------------------------------------------------------------
+
+def run_search(nodes, speed, min_busbw=None, fails=(), **kwargs):
+    """Drive next_step to the end; a group's busbw is the slowest of its nodes' ``speed`` (a slow node slows every
+    group it is in), a group with a node of ``fails`` fails. Returns (the groups measured, the final answer)."""
+    measured = []
+    while True:
+        answer = health.next_step(nodes, measured, min_busbw=min_busbw, **kwargs)
+        if answer['done']:
+            return [m['nodes'] for m in measured], answer
+        group = answer['group']
+        assert len(measured) < health.max_steps(len(nodes), kwargs.get('all_pairs_max', 8))
+        if any(n in fails for n in group):
+            measured.append(dict(nodes=group, ok=False, busbw_gbps=None, error='failed'))
+        else:
+            measured.append(dict(nodes=group, ok=True, busbw_gbps=min(speed.get(n, 10.0) for n in group)))
+
+
+def test_two_healthy_nodes_one_measurement():
+    groups, answer = run_search(['a', 'b'], {})
+    assert groups == [['a', 'b']]
+    assert answer['suspects'] == []
+
+
+def test_floor_met_ends_the_search_after_all_nodes():
+    groups, answer = run_search(['n%d' % i for i in range(6)], {}, min_busbw=5.0)
+    assert len(groups) == 1
+    assert answer['suspects'] == []
+
+
+def test_without_floor_all_pairs_below_the_limit():
+    nodes = ['n0', 'n1', 'n2', 'n3']
+    groups, answer = run_search(nodes, {'n2': 0.5})
+    assert groups[0] == nodes
+    assert len(groups) == 1 + 6
+    assert answer['suspects'][0]['node'] == 'n2'
+    assert answer['suspects'][0]['reason'] == '3 of its 3 pair(s) slow'
+
+
+def test_three_nodes_one_slow_uses_the_best_pair():
+    groups, answer = run_search(['a', 'b', 'c'], {'c': 1.0})
+    assert [s['node'] for s in answer['suspects']] == ['c']
+
+
+def test_one_slow_link_names_the_pair():
+    nodes = ['a', 'b', 'c', 'd']
+    measured = [dict(nodes=nodes, ok=True, busbw_gbps=1.0)]
+    pairs = [('a', 'b'), ('a', 'c'), ('a', 'd'), ('b', 'c'), ('b', 'd'), ('c', 'd')]
+    for pair in pairs:
+        measured.append(dict(nodes=list(pair), ok=True, busbw_gbps=0.5 if pair == ('b', 'd') else 10.0))
+    answer = health.next_step(nodes, measured, min_busbw=5.0)
+    assert answer['done']
+    assert [s['node'] for s in answer['suspects']] == ['b<->d']
+
+
+def test_failed_node_among_pairs():
+    _groups, answer = run_search(['a', 'b', 'c', 'd', 'e'], {}, fails=('d',), min_busbw=1.0)
+    assert [s['node'] for s in answer['suspects']] == ['d']
+    assert 'failed' in answer['suspects'][0]['reason']
+
+
+def test_two_nodes_below_floor_name_the_pair():
+    _groups, answer = run_search(['a', 'b'], {'b': 0.1}, min_busbw=1.0)
+    assert [s['node'] for s in answer['suspects']] == ['a<->b']
+
+
+@pytest.mark.parametrize('bad', ['n0', 'n5', 'n11', 'n15'])
+def test_bisection_on_16_nodes_finds_the_slow_node(bad):
+    nodes = ['n%d' % i for i in range(16)]
+    groups, answer = run_search(nodes, {bad: 0.5})
+    assert [s['node'] for s in answer['suspects']] == [bad]
+    # halves of 8, 4, 2 (both halves each level) then the 2 nodes with a good reference: far fewer than 120 pairs
+    assert len(groups) == 1 + 2 + 2 + 2 + 2
+    assert [len(g) for g in groups[:7]] == [16, 8, 8, 4, 4, 2, 2]
+
+
+def test_bisection_decisions_from_measured_times():
+    """The halves' decision alone: the slow half is searched, the good half gives the reference node."""
+    nodes = ['n%d' % i for i in range(16)]
+    measured = [dict(nodes=nodes, ok=True, busbw_gbps=1.0)]
+    answer = health.next_step(nodes, measured)
+    assert answer['group'] == nodes[:8]
+    measured.append(dict(nodes=nodes[:8], ok=True, busbw_gbps=10.0))
+    assert health.next_step(nodes, measured)['group'] == nodes[8:]
+    measured.append(dict(nodes=nodes[8:], ok=True, busbw_gbps=4.0))  # under 0.5 x 10: the second half is searched
+    assert health.next_step(nodes, measured)['group'] == nodes[8:12]
+    measured[-1]['busbw_gbps'] = 6.0  # not under 0.5 x 10: nothing stands out, healthy
+    answer = health.next_step(nodes, measured)
+    assert answer['done'] and answer['suspects'] == []
+
+
+def test_bisection_with_a_floor_and_slow_between_halves():
+    nodes = ['n%d' % i for i in range(10)]
+    measured = [dict(nodes=nodes, ok=True, busbw_gbps=1.0), dict(nodes=nodes[:5], ok=True, busbw_gbps=10.0),
+                dict(nodes=nodes[5:], ok=True, busbw_gbps=10.0)]
+    answer = health.next_step(nodes, measured, min_busbw=5.0)
+    assert answer['done']
+    assert answer['suspects'][0]['node'] == 'all nodes'
+
+
+def test_single_node():
+    _groups, answer = run_search(['solo'], {}, fails=('solo',))
+    assert [s['node'] for s in answer['suspects']] == ['solo']
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(nodes=[]), 'non-empty list'),
+    (dict(nodes=['a', 'a']), 'must not repeat'),
+    (dict(min_busbw=0), 'trainops_health_min_busbw'),
+    (dict(min_busbw='fast'), 'trainops_health_min_busbw'),
+    (dict(slow_ratio=1.5), 'trainops_health_slow_ratio'),
+    (dict(all_pairs_max=1), 'trainops_health_all_pairs_max'),
+])
+def test_bad_settings_name_the_value(kwargs, message):
+    args = dict(nodes=['a', 'b'], measured=[])
+    args.update(kwargs)
+    with pytest.raises(health.HealthError, match=message):
+        health.next_step(**args)
+
+
+def test_max_steps_bounds():
+    assert health.max_steps(1) == 1
+    assert health.max_steps(2) == 1
+    assert health.max_steps(8) == 29
+    assert health.max_steps(16) > 9
+
+
+# ------------------------------------------------------------------------------------------------
+# the report and the verdict
+# ------------------------------------------------------------------------------------------------
+
+def test_report_healthy_tables():
+    measured = [dict(nodes=['a', 'b'], ok=True, busbw_gbps=1.25, time_us=800.0, experiment_dir='/x')]
+    facts = dict(a=dict(gpus='none', rdma='none', problems=[], warnings=[]),
+                 b=dict(gpus='none', rdma='none', problems=[], warnings=[]))
+    result = health.report(['a', 'b'], facts, measured, health.next_step(['a', 'b'], measured))
+    assert result['verdict'] == 'healthy'
+    assert result['healthy']
+    assert result['lines'][0] == 'Nodes:'
+    assert result['lines'][2].split() == ['a', 'none', 'none', 'ok', '-']
+    assert 'a,b' in result['lines'][7] and '1.250' in result['lines'][7] and result['lines'][7].endswith('ok')
+    assert result['lines'][-1] == 'verdict: healthy'
+
+
+def test_report_names_the_node_with_a_problem_and_the_slow_pair():
+    nodes = ['a', 'b']
+    measured = [dict(nodes=nodes, ok=True, busbw_gbps=0.1, time_us=10.0)]
+    facts = dict(a=dict(gpus='none', rdma='none', problems=[], warnings=[]),
+                 b=dict(gpus=dict(vendor='nvidia', count=8, links=[]), rdma='none',
+                        problems=['GPU 0000:43:00.0 PCIe link x8 of x16'], warnings=[]))
+    result = health.report(nodes, facts, measured, health.next_step(nodes, measured, min_busbw=1.0), min_busbw=1.0)
+    assert result['verdict'] == ('suspect: b (GPU 0000:43:00.0 PCIe link x8 of x16); '
+                                 'a<->b (the pair slow: 0.1 GB/s below trainops_health_min_busbw 1)')
+    assert result['groups'][0]['status'] == 'slow'
+
+
+def test_report_node_without_facts_is_suspect():
+    result = health.report(['a'], {}, [], dict(done=True, suspects=[]))
+    assert result['verdict'] == 'suspect: a (its facts could not be read)'
+
+
+def test_measurement_from_manifest_and_results():
+    results = dict(avg_busbw_gbps=2.5, wrong_total=0, results=[dict(time_us=100.0), dict(time_us=400.0)])
+    entry = health.measurement(['a', 'b'], dict(outcome='succeeded'), results, '/e')
+    assert entry == dict(nodes=['a', 'b'], ok=True, busbw_gbps=2.5, time_us=400.0, experiment_dir='/e', error=None)
+    failed = health.measurement(['a', 'b'], dict(outcome='failed', outcome_detail='node b: exit 1'), None)
+    assert not failed['ok'] and failed['error'] == 'failed: node b: exit 1'
+    wrong = health.measurement(['a', 'b'], dict(outcome='succeeded'), dict(results, wrong_total=3))
+    assert not wrong['ok'] and wrong['error'] == '3 wrong element(s)'
