@@ -158,6 +158,7 @@ KNOBS = (
     _knob('wait', short='wait', kind='bool', per_node=False, manifest=True, launch=True),
     _knob('unreachable_grace', type='int', low=0, manifest=True, launch=True),
     _knob('stall_timeout', type='int', low=0, manifest=True, launch=True),
+    _knob('straggler_threshold', type='float', manifest=True, launch=True),
     _knob('wait_timeout', type='int', low=0, manifest=True, launch=True),
     _knob('resume_from', type='str', per_node=False, manifest=True, launch=True),
     _knob('replace', short='replace', kind='bool', launch=True),
