@@ -472,11 +472,8 @@ def summary_table(summary):
         ('loss', loss),
         ('throughput', _fmt(summary.get('throughput_samples_per_s'), '{0:.1f} samples/s')),
         ('step time', _fmt(summary.get('mean_step_time_s'), '{0:.4f} s')),
-        ('node step', _stragglers.figures_line(summary.get('node_step_times'), 'step_time_s') or 'n/a'),
+        ('node step', _stragglers.figures_line(summary.get('node_step_times')) or 'n/a'),
     ]
-    compute_times = _stragglers.figures_line(summary.get('node_step_times'), 'compute_time_s')
-    if compute_times:
-        rows.append(('node compute', compute_times))
     if summary.get('stragglers'):
         rows.append(('straggler', _stragglers.summary_line(summary['stragglers'])))
     rows.append(

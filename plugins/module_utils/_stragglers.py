@@ -204,13 +204,18 @@ def summary_line(found):
     return '; '.join(straggler_line(node, found['basis'], found['threshold']) for node in found['nodes'])
 
 
-def figures_line(figures, field):
-    """``node0 0.0123 s (p90 0.013), node1 ...`` for the nodes that have ``field``; None when none has."""
+def figures_line(figures):
+    """``node0 0.0251 s (p90 0.0262; compute 0.0041 s, p90 0.0044), node1 ...``: each node's step time, and its compute
+    time where it has one; None when no node has either."""
     parts = []
     for node in sorted(figures or {}):
-        value = (figures[node] or {}).get(field)
-        if isinstance(value, dict) and value.get('median') is not None:
-            parts.append('%s %s s (p90 %s)' % (node, _short(value['median']), _short(value['p90'])))
+        figure = figures[node] if isinstance(figures[node], dict) else {}
+        step, compute = figure.get('step_time_s'), figure.get('compute_time_s')
+        text = '%s s (p90 %s' % (_short(step['median']), _short(step['p90'])) if step else 'n/a (no step time'
+        if compute:
+            text += '; compute %s s, p90 %s' % (_short(compute['median']), _short(compute['p90']))
+        if step or compute:
+            parts.append('%s %s)' % (node, text))
     return ', '.join(parts) or None
 
 

@@ -142,7 +142,8 @@ def test_a_threshold_that_does_not_fit_names_the_variable_and_its_value(value):
 
 
 def test_the_figures_line_names_each_node_with_its_median_and_p90():
-    figures = {'b': fig(0.0312, 0.01), 'a': dict(fig(0.0123), step_time_s={'median': 0.0123, 'p90': 0.01304})}
-    assert st.figures_line(figures, 'step_time_s') == 'a 0.0123 s (p90 0.01304), b 0.0312 s (p90 0.0312)'
-    assert st.figures_line(figures, 'compute_time_s') == 'b 0.01 s (p90 0.01)'
-    assert st.figures_line({}, 'step_time_s') is None
+    figures = {'b': fig(0.0312, 0.01), 'a': dict(fig(0.0123), step_time_s={'median': 0.0123, 'p90': 0.01304}),
+               'c': fig(None, 0.02), 'd': fig(), 'e': None}
+    assert st.figures_line(figures) == ('a 0.0123 s (p90 0.01304), b 0.0312 s (p90 0.0312; compute 0.01 s, p90 0.01), '
+                                        'c n/a (no step time; compute 0.02 s, p90 0.02)')
+    assert st.figures_line({}) is None
