@@ -193,6 +193,8 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
      ['script=', 'channels=', 'nproc=']),
     ({'overrides': ['no-equals-sign']}, ['overrides=no-equals-sign: '], ['channels=', 'nproc=']),
     ({'trainops_training_network': '10.1.0.0/33'}, ['trainops_training_network=10.1.0.0/33: '], ['channels=']),
+    ({'trainops_straggler_threshold': 0}, ['trainops_straggler_threshold=0: ', 'above 0 and at most 10'],
+     ['channels=', 'nproc=']),
     ({'launcher': 'srun'}, ['launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set'], ['channels=']),
     ({'launcher': 'srun', 'runtime': 'container', 'trainops_slurm_job_id': '42'},
      ['launcher=srun with runtime=container: a Slurm step cannot start the ranks'], ['not inside', 'channels=']),
