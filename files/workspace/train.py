@@ -118,6 +118,8 @@ DEFAULTS = {
         "fail_step": None,     # ... when it is about to run this global step (1-based)
         "fail_mode": "raise",  # raise (the rank crashes) | hang (the rank sleeps forever, outside any collective)
         "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
+        "slow_node_rank": None,   # with slow_step_s: every rank of this node (group rank) is slower ...
+        "slow_step_s": 0.0,       # ... by this many seconds of every step, counted in its compute_time_s (a straggler)
     },
 }
 
@@ -126,6 +128,7 @@ _NULLABLE_TYPES = {
     "training.max_steps": int,
     "debug.fail_rank": int,
     "debug.fail_step": int,
+    "debug.slow_node_rank": int,
 }
 
 _CHOICES = {
@@ -235,7 +238,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
         if cfg[section][key] <= 0:
             raise ConfigError("config key %s must be > 0, got %r" % (dotted, cfg[section][key]))
     non_negative = ("data.noise", "training.lr", "training.min_lr_ratio", "training.warmup_steps", "training.weight_decay",
-                    "training.grad_clip", "training.checkpoint_interval", "debug.sleep_per_step_s")
+                    "training.grad_clip", "training.checkpoint_interval", "debug.sleep_per_step_s",
+                    "debug.slow_step_s")
     for dotted in non_negative:
         section, key = dotted.split(".")
         if cfg[section][key] < 0:
@@ -248,6 +252,10 @@ def validate_config(cfg: Dict[str, Any]) -> None:
         raise ConfigError("model.hidden (%d) must be divisible by model.heads (%d)" % (cfg["model"]["hidden"], cfg["model"]["heads"]))
     if (cfg["debug"]["fail_rank"] is None) != (cfg["debug"]["fail_step"] is None):
         raise ConfigError("debug.fail_rank and debug.fail_step must be set together")
+    if cfg["debug"]["slow_node_rank"] is not None and cfg["debug"]["slow_node_rank"] < 0:
+        raise ConfigError("config key debug.slow_node_rank must be >= 0 or null, got %r" % cfg["debug"]["slow_node_rank"])
+    if cfg["debug"]["slow_node_rank"] is None and cfg["debug"]["slow_step_s"]:
+        raise ConfigError("debug.slow_step_s needs debug.slow_node_rank (the node to slow down)")
     if not cfg["training"]["output_dir"]:
         raise ConfigError("training.output_dir must not be empty")
 
@@ -639,6 +647,41 @@ PROFILE_TRACE_ENV = "TRAINOPS_PROFILE_TRACE"
 PROFILE_ACTIVE_STEPS = 5
 
 
+class ComputeTimer:
+    """A rank's own time per step: the forward pass and the loss, where no collective runs, so the time this rank
+    waits for slower ranks (inside the backward's gradient all-reduce) is left out and a slow node's ranks show a
+    longer time than the others (the metrics' ``compute_time_s``; a step's wall time, ``step_time_s``, is the same on
+    every rank of a synchronous job). On a GPU it is measured with CUDA events (the host only queues the kernels)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.seconds = 0.0
+        self.events: List[Any] = []
+        self.started = 0.0
+
+    def begin(self) -> None:
+        if self.cuda:
+            self.events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+            self.events[-1][0].record()
+        else:
+            self.started = time.perf_counter()
+
+    def end(self) -> None:
+        if self.cuda:
+            self.events[-1][1].record()
+        else:
+            self.seconds += time.perf_counter() - self.started
+
+    def take(self) -> float:
+        """The seconds measured since the last take (waits for the last CUDA event), and start again."""
+        if self.events:
+            self.events[-1][1].synchronize()
+            self.seconds += sum(start.elapsed_time(end) for start, end in self.events) / 1000.0
+            self.events = []
+        seconds, self.seconds = self.seconds, 0.0
+        return seconds
+
+
 class StepProfiler:
     """torch.profiler over a few training steps of this rank, exported as a Chrome trace to ``trace_path``.
 
@@ -818,6 +861,9 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     metrics = open(os.path.join(out_dir, tag + "_metrics.jsonl"), "a" if global_step else "w", encoding="utf-8")
     fail_rank, fail_step = dcfg["fail_rank"], dcfg["fail_step"]
     sleep_s = dcfg["sleep_per_step_s"]
+    # a straggler on purpose: every rank of node debug.slow_node_rank takes this much longer per step (compute_time_s)
+    slow_s = dcfg["slow_step_s"] if dcfg["slow_node_rank"] == info["group_rank"] else 0.0
+    compute = ComputeTimer(device)
     max_norm = tcfg["grad_clip"] if tcfg["grad_clip"] > 0 else float("inf")
     first_step = global_step + 1
     profiler = StepProfiler(os.environ.get(PROFILE_TRACE_ENV), device)
@@ -838,9 +884,13 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                 inputs = inputs.to(device, non_blocking=True)
                 targets = targets.to(device, non_blocking=True)
                 lr = optimizer.param_groups[0]["lr"]
+                compute.begin()
                 with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
                     outputs = ddp_model(inputs)
                 loss = F.mse_loss(outputs.float(), targets)
+                if slow_s:
+                    time.sleep(slow_s)
+                compute.end()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), max_norm)
@@ -861,12 +911,13 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                         raise RuntimeError("non-finite loss %r at global_step %d" % (global_loss, global_step))
                     elapsed = time.perf_counter() - window_start
                     step_time = elapsed / window_steps
+                    compute_time = compute.take() / window_steps
                     samples_per_s = tcfg["batch_size"] / step_time
                     record_ = {
                         "rank": rank, "world_size": world_size, "local_rank": local_rank, "group_rank": info["group_rank"],
                         "node": node, "epoch": epoch, "step": step, "global_step": global_step, "total_steps": total_steps,
                         "loss": global_loss, "local_loss": local_loss, "grad_norm": float(grad_norm), "lr": lr,
-                        "step_time_s": step_time, "samples_per_s": samples_per_s,
+                        "step_time_s": step_time, "compute_time_s": compute_time, "samples_per_s": samples_per_s,
                         "global_samples_per_s": world_size * tcfg["batch_size"] * window_steps / max(mean_window, 1e-12),
                         "tflops": flops_per_sample * samples_per_s / 1e12,
                         "device": device.type, "time": time.time(),

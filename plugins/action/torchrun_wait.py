@@ -16,6 +16,9 @@ the status files of the other hosts. What it judges (docs/failures.md):
 - a running job whose log has not grown for ``stall_timeout`` seconds is ``stalled``: stopped here,
   and so on every other host;
 - a peer that failed, stalled or is gone stops the job here;
+- a node whose step time (its ranks' metrics records, read from the tail of their files with each query) is more than
+  ``straggler_threshold`` above the other nodes' median is named a straggler in its progress line (nothing more: it
+  is judged at the end, in the summary);
 - a run that its launcher ended (plugins/module_utils/_launchers.py: a Slurm step's run that Slurm killed, or
   signalled without a stop request, ``--kill-on-bad-exit``) while another node failed was stopped because of that
   node, not a failure of its own; when a peer failed, a launcher that ends the other nodes itself gets a few
@@ -37,11 +40,11 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.trainops.multinode.plugins.module_utils._experiment import mark_interrupted
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import STEADY_STATE_WINDOW, mark_interrupted
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     FAILED_STATES, RUNNING, peer_words, verdict, verdict_state)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stragglers
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -74,6 +77,7 @@ ARGUMENT_SPEC = dict(
     progress_pattern=dict(type='str', default=DEFAULT_PROGRESS_PATTERN),
     stop_timeout=dict(type='int', default=15),
     label=dict(type='str', default=''),
+    straggler_threshold=dict(type='float', default=_stragglers.DEFAULT_THRESHOLD),
 )
 
 
@@ -195,6 +199,7 @@ class _Node(object):
         self.log_bytes = None
         self.last_change = None            # controller clock of the last new output
         self.last_error = None
+        self.step_times = None             # the node's step time from its metrics' tail (_stragglers.node_figure)
 
     def answered(self, res, pattern, now):
         self.query_failures = 0
@@ -202,6 +207,7 @@ class _Node(object):
         self.job = res.get('job') or {}
         self.log_tail = res.get('log_tail') or []
         self.progress = find_progress(self.log_tail, pattern) or self.progress
+        self.step_times = res.get('step_times') if isinstance(res.get('step_times'), dict) else self.step_times
         if self.node_rank is None and self.job.get('node_rank') is not None:
             self.node_rank = self.job.get('node_rank')
         size = self.job.get('log_bytes')
@@ -242,7 +248,9 @@ class ActionModule(ActionBase):
             return {'unreachable': True, 'msg': to_text(exc)}
 
     def _query(self, args, task_vars):
-        module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines']}
+        # the node's step time from the last records of its metrics files (a few KiB), for the straggler flag
+        module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines'],
+                       'metrics_records': STEADY_STATE_WINDOW}
         for name in ('run_id', 'node_id'):
             if args.get(name):
                 module_args[name] = args[name]
@@ -270,6 +278,9 @@ class ActionModule(ActionBase):
         for name in ('timeout', 'unreachable_grace', 'stall_timeout'):
             if args[name] < 0:
                 raise AnsibleActionFail('%s must be >= 0' % name)
+        problem = _stragglers.threshold_problem(args['straggler_threshold'], 'straggler_threshold')
+        if problem:
+            raise AnsibleActionFail(problem)
         return pattern
 
     def _watch_controller_once(self, sync_dir, manifest_path):
@@ -337,7 +348,7 @@ class _Wait(object):
             'host': self.host, 'node_rank': node.node_rank, 'state': verdict(state), 'status': node.job.get('status'),
             'exit_code': node.job.get('exit_code'), 'signal': node.job.get('signal'), 'run_id': self.run_id,
             'progress': node.progress, 'last_line': last_line(node.log_tail), 'updated_at': self.action._wall(),
-            'unreachable_since': node.unreachable_since_wall,
+            'unreachable_since': node.unreachable_since_wall, 'step_times': node.step_times,
         }
         record.update(extra)
         # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets
@@ -525,9 +536,28 @@ class _Wait(object):
             'timed_out', timed_out=True)
 
     def keep_waiting(self, now):
+        if now < self.next_progress:
+            return None
         quiet = now - self.node.last_change
         what = 'running  %s' % (self.node.progress or '(no progress line yet)')
         if self.args['stall_timeout'] and quiet >= min(60, self.args['stall_timeout'] / 2.0):
             what += '  (no new output for %ds)' % quiet
+        straggler = self.straggler()
+        if straggler:
+            what += '  STRAGGLER %s' % straggler
         self.show_progress(now, what)
+        return None
+
+    def straggler(self):
+        """``compute time 0.031 s, 140% above ...`` when this node is a straggler among the nodes whose waits published a
+        step time (their status files in sync_dir), else None (no metrics, one node, or not slower)."""
+        if not self.node.step_times:
+            return None
+        figures = dict((p.get('host'), p.get('step_times')) for p in read_peers(self.args['sync_dir'], self.own_file, self.run_id)
+                       if isinstance(p.get('step_times'), dict) and p.get('state') == 'running')
+        figures[self.host] = self.node.step_times
+        found = _stragglers.stragglers(figures, self.args['straggler_threshold'])
+        for straggler in found['nodes']:
+            if straggler['node'] == self.host:
+                return _stragglers.straggler_words(straggler, found['basis'], found['threshold'])
         return None

@@ -21,14 +21,14 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stragglers
 
 
 LOG_DIR = 'logs'
 OUTPUT_DIR = 'outputs'
 MANIFEST_FILE = 'manifest.json'
 SUMMARY_FILE = 'summary.txt'
-METRICS_GLOB = 'rank_*_metrics.jsonl'
+METRICS_GLOB = _stragglers.METRICS_GLOB
 
 # How many of a rank's most recent records make up its steady-state window
 # (throughput and step time are averaged over it, so warm-up steps do not count).
@@ -290,6 +290,8 @@ def _empty_summary(metrics):
         throughput_samples_per_s=None,
         mean_step_time_s=None,
         tflops_total=None,
+        node_step_times={},
+        stragglers=_stragglers.stragglers({}, metrics.get('straggler_threshold', _stragglers.DEFAULT_THRESHOLD)),
     )
 
 
@@ -317,7 +319,7 @@ def _significant(value, digits=6):
     return float('{0:.{1}g}'.format(value, digits))
 
 
-def summarize(metrics):
+def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     """Compute the experiment summary from :func:`read_metrics` output.
 
     - ``world_size``: the largest ``world_size`` any record reports (the number of distinct ranks
@@ -332,8 +334,12 @@ def summarize(metrics):
       None when no rank reports any.
     - ``nodes``: the logical nodes whose ``outputs/<node>/`` held metrics (two nodes on one host are two);
       ``hosts``: the distinct host names the records report; ``duplicate_ranks``: ranks more than one node reported.
+    - ``node_step_times``: per node, the median and p90 of ``step_time_s`` (and of ``compute_time_s``, where the
+      records carry it) over its ranks' records of the same window (_stragglers.node_figure); ``stragglers``: the
+      nodes more than ``straggler_threshold`` above the other nodes' median (_stragglers.stragglers).
     """
     by_rank = metrics['by_rank']
+    metrics = dict(metrics, straggler_threshold=straggler_threshold)
     if not by_rank:
         return _empty_summary(metrics)
 
@@ -390,6 +396,13 @@ def summarize(metrics):
     summary['throughput_samples_per_s'] = _round(sum(throughputs), 3) if throughputs else None
     summary['mean_step_time_s'] = _round(_mean(step_times))
     summary['tflops_total'] = _significant(sum(tflops)) if tflops else None
+
+    by_node = {}
+    for rank in ranks:
+        by_node.setdefault(metrics.get('rank_nodes', {}).get(rank), {})[rank] = by_rank[rank]
+    by_node.pop(None, None)
+    summary['node_step_times'] = _stragglers.node_figures(by_node, STEADY_STATE_WINDOW)
+    summary['stragglers'] = _stragglers.stragglers(summary['node_step_times'], straggler_threshold)
     return summary
 
 
@@ -459,8 +472,12 @@ def summary_table(summary):
         ('loss', loss),
         ('throughput', _fmt(summary.get('throughput_samples_per_s'), '{0:.1f} samples/s')),
         ('step time', _fmt(summary.get('mean_step_time_s'), '{0:.4f} s')),
-        ('compute', format_flops(summary.get('tflops_total')) + (' total' if summary.get('tflops_total') is not None else '')),
+        ('node step', _stragglers.figures_line(summary.get('node_step_times')) or 'n/a'),
     ]
+    if summary.get('stragglers'):
+        rows.append(('straggler', _stragglers.summary_line(summary['stragglers'])))
+    rows.append(
+        ('compute', format_flops(summary.get('tflops_total')) + (' total' if summary.get('tflops_total') is not None else '')))
     width = max(len(label) for label, dummy in rows)
     return ['{0} : {1}'.format(label.ljust(width), value) for label, value in rows]
 
@@ -790,7 +807,7 @@ def mark_interrupted(path, when, pid):
 
 
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
-                      refused=None, launcher_end=None):
+                      refused=None, launcher_end=None, straggler_threshold=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
@@ -802,13 +819,17 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     job's state, as the srun_step module's query returns them, with ``job_id`` and ``step_id``) says whether the
     launcher ended the job at a time limit (_launchers.Launcher.time_limit; kept in the manifest as the launcher's
     end_record says, e.g. ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
-    ``checkpoint`` and a line of the table.
+    ``checkpoint`` and a line of the table. ``straggler_threshold`` (None: the manifest's ``parameters``' one, else
+    _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`).
     """
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise ExperimentError('experiment directory {0} does not exist'.format(path))
 
-    summary = summarize(read_metrics(path))
+    if straggler_threshold is None:
+        parameters = (manifest or {}).get('parameters')
+        straggler_threshold = parameters.get('straggler_threshold') if isinstance(parameters, dict) else None
+    summary = summarize(read_metrics(path), _stragglers.threshold(straggler_threshold))
     table = summary_table(summary)
     checkpoint = read_checkpoint(path)
     if checkpoint is not None:

@@ -13,7 +13,9 @@ targets the controller (how the job role uses it), without shipping a module the
 
 from __future__ import annotations
 
+from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import threshold_problem
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import (
+    ExperimentError,
     create_experiment_dir,
     report_experiment,
 )
@@ -29,6 +31,7 @@ ARGUMENT_SPEC = dict(
     missing_nodes=dict(type='list', elements='str', default=[]),
     refused=dict(type='list', elements='str', default=[]),
     slurm=dict(type='dict'),
+    straggler_threshold=dict(type='float'),
 )
 
 REQUIRED_IF = [
@@ -39,10 +42,12 @@ REQUIRED_IF = [
 
 def run(params, check_mode=False):
     """The task's result; raises ExperimentError (module_utils._experiment) with the message to fail with."""
+    if params.get('straggler_threshold') is not None and threshold_problem(params['straggler_threshold'], 'straggler_threshold'):
+        raise ExperimentError(threshold_problem(params['straggler_threshold'], 'straggler_threshold'))
     if params['state'] == 'created':
         result = create_experiment_dir(params['root'], params['name'], check_mode=check_mode)
         result['changed'] = True
         return result
     return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
                              verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'],
-                             launcher_end=params['slurm'])
+                             launcher_end=params['slurm'], straggler_threshold=params['straggler_threshold'])

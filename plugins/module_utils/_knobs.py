@@ -158,6 +158,7 @@ KNOBS = (
     _knob('wait', short='wait', kind='bool', per_node=False, manifest=True, launch=True),
     _knob('unreachable_grace', type='int', low=0, manifest=True, launch=True),
     _knob('stall_timeout', type='int', low=0, manifest=True, launch=True),
+    _knob('straggler_threshold', type='float', manifest=True, launch=True),
     _knob('wait_timeout', type='int', low=0, manifest=True, launch=True),
     _knob('resume_from', type='str', per_node=False, manifest=True, launch=True),
     _knob('replace', short='replace', kind='bool', launch=True),
@@ -247,6 +248,11 @@ def names(use):
 def _manifest_value(knob, value):
     if (knob.kind or knob.type) == 'bool':
         return _truth(value) if isinstance(value, str) else bool(value)
+    if (knob.kind or knob.type) == 'float' and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return value
     if knob.low is not None:
         if is_unset(value):
             return None
@@ -283,7 +289,8 @@ def values(values, use, given=None):
       knobs the command line set) has it, else the role variable's (validate.yml sets the role variables to them);
     * ``launch``: ``{key: value}`` for ``launch_problems``, a short knob's value taken from ``given`` (the
       ``short`` result) where it has the key;
-    * ``manifest``: ``{key: value}``, a range knob that is unset as null and a number as an int, a boolean as one;
+    * ``manifest``: ``{key: value}``, a range knob that is unset as null and a number as an int, a boolean as one, a
+      float knob's number as a float;
     * ``nccl_env``: ``{setting: value}`` for the ``nccl_env`` module's ``settings``, leaving out what the library
       should decide (an unset range knob; gpu_vendor auto).
     """

@@ -32,6 +32,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._knobs import B
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
 from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
+from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import threshold_problem
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError, validate_run_id
 
 BOOLEANS = ('true', 'false', 'yes', 'no', '1', '0')
@@ -280,7 +281,7 @@ def launch_problems(params, which=shutil.which):
     ``collective_timeout``, ``rdzv_backend``, ``runtime``, ``git_check``, ``git_reference``, ``allow_dirty``,
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
-    ``unreachable_grace``, ``stall_timeout``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
+    ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
@@ -314,6 +315,7 @@ def launch_problems(params, which=shutil.which):
         _list_rule(params, 'command_prefix', 'trainops_command_prefix', 'the wrapper before torchrun',
                    'trainops_command_prefix: [nsys, profile]'),
     ]
+    rules.append(threshold_problem(params.get('straggler_threshold')))
     problems = _nccl_problems(params) + [line for line in rules if line]
     run_name = params.get('run_name')
     if not _RUN_NAME.fullmatch(str(run_name)):

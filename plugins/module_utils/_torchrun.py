@@ -33,6 +33,7 @@ their values are never written to a file, returned or logged; job.json records t
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -51,7 +52,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 )
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
-from ansible_collections.trainops.multinode.plugins.module_utils import _files, _launchers, _proc, _supervisor
+from ansible_collections.trainops.multinode.plugins.module_utils import _files, _launchers, _proc, _stragglers, _supervisor
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -322,6 +323,37 @@ def record_stop(path, reason, detail, check_mode=False):
     when = time.time()
     write_json_atomic(path, {'reason': reason, 'detail': detail, 'requested_at': iso_time(when),
                              'requested_at_epoch': when, 'uid': os.getuid()})
+
+
+METRICS_TAIL_BYTES = 16384
+"""How much of the end of each metrics file a query with ``metrics_records`` reads (a record is well under 1 KiB)."""
+
+MAX_METRICS_FILES = 256
+
+
+def recent_step_times(job, records):
+    """The node's step time while its run goes on: ``_stragglers.node_figure`` of the last ``records`` records of each
+    ``rank_*_metrics.jsonl`` in the run's output directory (``TRAINOPS_OUTPUT_DIR`` of the run's environment, else
+    ``<run_dir>/outputs``); None without such records. Reads at most METRICS_TAIL_BYTES of the end of each file
+    (a cut first line does not parse and is skipped); symbolic links are not followed."""
+    env = job.get('env') if isinstance(job.get('env'), dict) else {}
+    out_dir = env.get('TRAINOPS_OUTPUT_DIR') or (job.get('run_dir') and os.path.join(job['run_dir'], 'outputs'))
+    if not out_dir or not isinstance(out_dir, str) or records <= 0:
+        return None
+    by_file = {}
+    for path in sorted(glob.glob(os.path.join(glob.escape(out_dir), _stragglers.METRICS_GLOB)))[:MAX_METRICS_FILES]:
+        if os.path.islink(path):
+            continue
+        parsed = []
+        for line in tail_lines(path, records + 1, max_bytes=METRICS_TAIL_BYTES):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                parsed.append(record)
+        by_file[path] = parsed
+    return _stragglers.node_figure(by_file, records)
 
 
 def tail_lines(path, count, max_bytes=1024 * 1024):
@@ -841,5 +873,8 @@ def run_module(params, check_mode=False, system=None):
                          reason=params.get('stop_reason'), detail=params.get('stop_detail'),
                          signal_tree=params.get('signal') is not False)
     if state == 'query':
-        return node.query(params.get('run_id'), log_lines=log_lines)
+        result = node.query(params.get('run_id'), log_lines=log_lines)
+        if (params.get('metrics_records') or 0) > 0:
+            result['step_times'] = recent_step_times(result['job'], params['metrics_records'])
+        return result
     raise TorchrunError('Unsupported state %r' % (state, ))

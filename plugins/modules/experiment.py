@@ -105,10 +105,18 @@ options:
     elements: str
     default: []
     version_added: 0.2.0
+  straggler_threshold:
+    description:
+      - How far (a fraction, V(0.15) is 15 %) a node's step time may lie above the median of the other nodes' before
+        the node is named a straggler in RV(summary.stragglers) (docs/failures.md, Stragglers). Above 0, at most 10.
+      - Unset, the manifest's C(parameters.straggler_threshold), else V(0.15).
+    type: float
+    version_added: 0.2.0
 notes:
   - "Metrics files are JSON lines, one object per training step with the keys C(rank), C(world_size), C(local_rank), C(node),
     C(epoch), C(step), C(global_step), C(loss), C(grad_norm), C(lr), C(step_time_s), C(samples_per_s) and C(tflops)
-    (which may be V(null))."
+    (which may be V(null)), and optionally C(compute_time_s) (the rank's own time per step, without waiting for other
+    ranks; it names a straggler node)."
   - A last line that does not parse (a record being written while the file is read) is skipped; see RV(summary.truncated_files).
   - When no metrics exist the module does not fail; RV(summary.metrics_found) is V(false) and the playbook decides.
   - C(manifest.json) is written atomically (temporary file and rename) with sorted keys and an indent of 2.
@@ -350,6 +358,25 @@ summary:
       description: Mean over the ranks of each rank's mean C(step_time_s) over its last (up to) 5 records.
       type: float
       sample: 0.1
+    node_step_times:
+      description:
+        - Per node (the experiment's C(outputs/<node>/)), over its ranks' last (up to) 5 records each, pooled -
+          C(ranks), C(records), C(step_time_s) and C(compute_time_s), each V(null) when no record has it, else
+          C(median) and C(p90) (seconds).
+      type: dict
+      sample: {node0: {ranks: 2, records: 10, step_time_s: {median: 0.0251, p90: 0.0262},
+                       compute_time_s: {median: 0.0041, p90: 0.0044}}}
+      version_added: 0.2.0
+    stragglers:
+      description:
+        - The nodes whose median is more than O(straggler_threshold) above the median of the other nodes' medians.
+        - C(basis) is the field compared - C(compute_time_s) when every node has it, else C(step_time_s) (about the
+          same on every node of a synchronous job), V(null) without either. C(threshold), C(compared) (the nodes
+          with a figure), and C(nodes), one C(node), C(median_s), C(others_median_s), C(above) (a fraction) each.
+      type: dict
+      sample: {basis: compute_time_s, threshold: 0.15, compared: [node0, node1],
+               nodes: [{node: node1, median_s: 0.031, others_median_s: 0.0129, above: 1.403}]}
+      version_added: 0.2.0
     tflops_total:
       description:
         - Sum over the ranks of each rank's most recent non-null C(tflops), to 6 significant digits; V(null) when no

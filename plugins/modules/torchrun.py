@@ -226,6 +226,15 @@ options:
       - When V(false), starting fails with a message naming the other run.
     type: bool
     default: false
+  metrics_records:
+    description:
+      - With O(state=query), read the last this many records of every C(rank_*_metrics.jsonl) in the run's output
+        directory on the node (C(TRAINOPS_OUTPUT_DIR) of its environment, else C(outputs/) of its run directory; at
+        most the last 16 KiB of each) and return the node's step time in RV(step_times). V(0) reads none.
+      - A script that writes no such files, or records without C(step_time_s) and C(compute_time_s), gives V(null).
+    type: int
+    default: 0
+    version_added: 0.2.0
 notes:
   - The module returns as soon as the supervisor has recorded torchrun's pid (it waits at most 10 seconds for that).
     Use M(trainops.multinode.torchrun_wait) to wait for the job.
@@ -427,6 +436,15 @@ refused:
   returned: when the records of a run that has not ended do not verify
   type: str
   sample: "supervisor_pid is 1, which is never a run's process"
+step_times:
+  description:
+    - The node's step time from the tail of its ranks' metrics files (O(metrics_records)) - C(ranks), C(records),
+      C(step_time_s) and C(compute_time_s), each V(null) or C(median) and C(p90) in seconds; V(null) when there are
+      no such records (docs/failures.md, Stragglers).
+  returned: when O(state=query) and O(metrics_records) is above 0
+  type: dict
+  sample: {ranks: 2, records: 10, step_time_s: {median: 0.0251, p90: 0.0262}, compute_time_s: {median: 0.0041, p90: 0.0044}}
+  version_added: 0.2.0
 stopped_pids:
   description:
     - Pids of the run's process tree that were stopped (would be stopped in check mode).
@@ -507,6 +525,7 @@ def main():
         stop_reason=dict(type='str', choices=list(ASKED_STOP_REASONS)),
         stop_detail=dict(type='str'),
         log_lines=dict(type='int', default=20),
+        metrics_records=dict(type='int', default=0),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,

@@ -129,6 +129,17 @@ options:
         (C(point 3/8 channels=56 threads=256)).
     type: str
     default: ''
+  straggler_threshold:
+    description:
+      - How far (a fraction; V(0.15) is 15 %) this host's step time may lie above the median of the other hosts' before
+        its progress line names it a straggler (C(STRAGGLER compute time ...)). Above 0, at most 10.
+      - A host's step time is the median over the last 5 records of each C(rank_*_metrics.jsonl) in its run's output
+        directory (M(trainops.multinode.torchrun)'s O(trainops.multinode.torchrun#module:metrics_records)) - of
+        C(compute_time_s) when every host's records have it, else of C(step_time_s). Without such records no
+        host is named (docs/failures.md, Stragglers). Nothing else follows from it - the job goes on.
+    type: float
+    default: 0.15
+    version_added: 0.2.0
 notes:
   - O(log_lines) should be large enough to contain a progress line; only the returned log tail is searched.
 seealso:

@@ -6,6 +6,7 @@ way CI does, with the local inventory's two logical nodes redirected into a temp
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,7 +77,10 @@ def read_jsonl(path):
 
 
 def test_launch_trains_four_ranks_and_collects_everything(lab):
-    proc = lab.run('playbooks/launch.yml', {'channels': 42, 'threads': 256, 'nproc': 2})
+    # 4 ranks on CI's 2 shared cores: a healthy run's nodes' compute times differ by up to ~15 % (13 % measured),
+    # where a GPU's (CUDA events) differ by a few; the straggler below is 0.2 s slower per step
+    proc = lab.run('playbooks/launch.yml', {'channels': 42, 'threads': 256, 'nproc': 2,
+                                            'trainops_straggler_threshold': 0.5})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     # progress was visible while it ran
     assert 'rank 0: running' in proc.stdout and 'step=' in proc.stdout
@@ -125,6 +129,17 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert 'nodes      : 2 on 1 host' in table
     compute = next(line for line in table if line.startswith('compute'))
     assert summary['tflops_total'] > 0 and compute.endswith('FLOP/s total') and ' 0 ' not in compute, compute
+    # each node's step time (median, p90 over its ranks' records) and no straggler on a healthy run
+    assert sorted(summary['node_step_times']) == ['node0', 'node1']
+    for figures in summary['node_step_times'].values():
+        assert figures['ranks'] == 2 and figures['records'] == 10, figures
+        for field in ('step_time_s', 'compute_time_s'):
+            assert 0 < figures[field]['median'] <= figures[field]['p90'], figures
+    assert summary['stragglers']['basis'] == 'compute_time_s' and summary['stragglers']['nodes'] == [], summary
+    assert manifest['parameters']['straggler_threshold'] == 0.5 and summary['stragglers']['threshold'] == 0.5
+    assert any(line.startswith('node step') and 'node0 ' in line and 'node1 ' in line for line in table), table
+    assert any(line.startswith('straggler') and ': none (' in line for line in table), table
+    assert 'STRAGGLER' not in proc.stdout
 
     # each rank ran on the node its rank says (static rendezvous: node rank = inventory order) and saw
     # the settings the launch computed for that node
@@ -137,12 +152,29 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
 
     assert not lab.leftovers()
 
-    # a second launch gets its own directory; the first is untouched
+    # a second launch gets its own directory; the first is untouched. Its node1 is a straggler on purpose
+    # (files/workspace/train.py: every rank of node rank 1 takes 0.2 s longer per step): named while it runs and in
+    # the summary, and the job still succeeds
     before = open(os.path.join(path, 'manifest.json')).read()
-    again = lab.run('playbooks/launch.yml', {'channels': 42, 'overrides': ['training.epochs=1']})
+    again = lab.run('playbooks/launch.yml', {
+        'channels': 42, 'overrides': ['training.epochs=1', 'debug.slow_node_rank=1', 'debug.slow_step_s=0.2'],
+        'trainops_progress_interval': 1, 'trainops_poll_interval': 1})
     assert again.returncode == 0, again.stdout[-3000:]
     assert len(lab.experiment_dirs()) == 2
     assert open(os.path.join(path, 'manifest.json')).read() == before
+    slow = json.load(open(os.path.join(again.summary['artifact_data']['trainops_experiment']['path'], 'manifest.json')))
+    assert slow['outcome'] == 'succeeded'
+    found = slow['summary']['stragglers']
+    assert found['basis'] == 'compute_time_s' and [s['node'] for s in found['nodes']] == ['node1'], found
+    assert found['nodes'][0]['median_s'] >= 0.2 and found['nodes'][0]['above'] > 1, found
+    assert re.search(r'node1 rank 1: running .*STRAGGLER compute time \S+ s, \d+% above the other nodes\' median', again.stdout)
+    assert not re.search(r'node0 rank 0: running .*STRAGGLER', again.stdout)
+    # what the play published (set_stats, for ansible-runner and CI) and printed (summary.txt's table)
+    published = again.summary['artifact_data']['trainops_experiment']['summary']['stragglers']
+    assert [s['node'] for s in published['nodes']] == ['node1'], published
+    slow_table = open(os.path.join(again.summary['artifact_data']['trainops_experiment']['path'], 'summary.txt')).read()
+    assert re.search(r"^straggler  : node1: compute time \S+ s, \d+% above the other nodes' median \S+ s \(threshold 15%\)$",
+                     slow_table, re.M), slow_table
 
 
 @pytest.mark.parametrize('extra, words, absent', [
@@ -163,6 +195,8 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
      ['script=', 'channels=', 'nproc=']),
     ({'overrides': ['no-equals-sign']}, ['overrides=no-equals-sign: '], ['channels=', 'nproc=']),
     ({'trainops_training_network': '10.1.0.0/33'}, ['trainops_training_network=10.1.0.0/33: '], ['channels=']),
+    ({'trainops_straggler_threshold': 0}, ['trainops_straggler_threshold=0: ', 'above 0 and at most 10'],
+     ['channels=', 'nproc=']),
     ({'launcher': 'srun'}, ['launcher=srun: not inside a Slurm allocation (SLURM_JOB_ID is not set'], ['channels=']),
     ({'launcher': 'srun', 'runtime': 'container', 'trainops_slurm_job_id': '42'},
      ['launcher=srun with runtime=container: a Slurm step cannot start the ranks'], ['not inside', 'channels=']),

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ PROGRESS_RE = re.compile(
     r"step=(?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\d+\.\d{4}) samples_per_s=(?P<sps>\d+\.\d)$")
 DONE_RE = re.compile(r"^\[trainops\] done node=(?P<node>\S+) rank=(?P<rank>\d+)/(?P<ws>\d+) final_loss=(?P<loss>\d+\.\d{4})$")
 METRIC_KEYS = {"rank", "world_size", "local_rank", "node", "epoch", "step", "global_step", "loss", "grad_norm", "lr",
-               "step_time_s", "samples_per_s", "tflops"}
+               "step_time_s", "compute_time_s", "samples_per_s", "tflops"}
 
 
 def _load_train_module():
@@ -164,6 +165,10 @@ def test_cli_accepts_repeated_and_multi_value_overrides():
     ("training.batch_size=0", "must be > 0"),
     ("distributed.timeout_s=0", "must be > 0"),
     ("debug.fail_rank=1", "must be set together"),
+    ("debug.slow_step_s=0.1", "needs debug.slow_node_rank"),
+    ("debug.slow_step_s=-1", "must be >= 0"),
+    ("debug.slow_node_rank=-1", "must be >= 0 or null"),
+    ("debug.slow_node_rank=x", "must be an integer"),
     ("model.heads=3", None),  # fine for the MLP ...
     ("training.lr=[1, 2]", "must be a scalar"),
 ])
@@ -324,6 +329,8 @@ def test_torchrun_four_ranks_train_and_report(base_run):
             assert METRIC_KEYS <= set(rec), rec
             assert (rec["rank"], rec["world_size"], rec["local_rank"], rec["node"]) == (rank, 4, rank, host)
             assert rec["step_time_s"] > 0 and rec["samples_per_s"] > 0 and rec["grad_norm"] >= 0 and rec["lr"] > 0
+            # the rank's own part of a step (forward and loss) is a part of the step's wall time
+            assert 0 < rec["compute_time_s"] < rec["step_time_s"], rec
             assert rec["tflops"] is None or rec["tflops"] > 0
         steps = [r["global_step"] for r in records]
         assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == TINY_STEPS
@@ -482,12 +489,15 @@ def test_failure_injection_fails_the_job(tmp_path):
 @pytest.mark.real
 @pytest.mark.slow
 def test_two_nodes_each_print_progress(tmp_path):
-    """Two torchrun agents (--nnodes 2, 2 ranks each) on one host: both nodes' local rank 0 report."""
+    """Two torchrun agents (--nnodes 2, 2 ranks each) on one host: both nodes' local rank 0 report. Node 1 is a
+    straggler on purpose (debug.slow_node_rank): its ranks' compute_time_s is longer, while every rank's step_time_s
+    is about the same (the fast ranks wait for the slow ones in the gradient all-reduce)."""
     port = free_port()
     procs, outs = [], []
     for node_rank in range(2):
         out = tmp_path / "out"
-        cmd = torchrun_cmd(out, TINY + ["debug.sleep_per_step_s=0.01"], nproc=2, nnodes=2, node_rank=node_rank, port=port)
+        cmd = torchrun_cmd(out, TINY + ["debug.sleep_per_step_s=0.01", "debug.slow_node_rank=1", "debug.slow_step_s=0.05"],
+                           nproc=2, nnodes=2, node_rank=node_rank, port=port)
         procs.append(subprocess.Popen(cmd, env=child_env(), cwd=str(tmp_path), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, universal_newlines=True))
     try:
@@ -507,6 +517,12 @@ def test_two_nodes_each_print_progress(tmp_path):
         with open(os.path.join(str(tmp_path / "out"), "rank_%02d_env.json" % rank)) as handle:
             env = json.load(handle)
         assert (env["group_rank"], env["local_rank"], env["local_world_size"], env["world_size"]) == (rank // 2, rank % 2, 2, 4)
+    last = [read_metrics(tmp_path / "out", rank)[-3:] for rank in range(4)]
+    compute = [statistics.median(r["compute_time_s"] for r in records) for records in last]
+    step = [statistics.median(r["step_time_s"] for r in records) for records in last]
+    assert min(compute[2:]) >= 0.05 > max(compute[:2]), compute
+    # the slow node sets every rank's pace: each rank's step takes at least the slow node's sleep
+    assert min(step) >= 0.05, step
 
 
 @pytest.mark.real

@@ -467,3 +467,76 @@ def test_srun_a_stalled_peer_is_stopped_for_at_once(tmp_path):
     h = Harness(tmp_path, script=lambda h, n, args: {'job': srun_job('running'), 'log_tail': [PROGRESS]})
     res = h.run()
     assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['peer'] and h.clock == 0
+
+
+# --- stragglers: the node's step time from its metrics' tail, named in its progress line ----------------------------
+
+def figure(compute=None, step=0.5):
+    return {'ranks': 2, 'records': 10, 'step_time_s': {'median': step, 'p90': step},
+            'compute_time_s': None if compute is None else {'median': compute, 'p90': compute}}
+
+
+def write_running_peer(tmp_path, host, step_times, run_id='run1', state='running'):
+    sync = tmp_path / 'sync'
+    sync.mkdir(exist_ok=True)
+    (sync / ('%s.json' % host)).write_text(json.dumps(
+        {'host': host, 'node_rank': 1, 'state': state, 'status': 'running', 'exit_code': None, 'signal': None,
+         'run_id': run_id, 'progress': 'epoch=0 step=3/40', 'step_times': step_times}))
+
+
+def _running_then_done(step_times):
+    def script(h, n, args):
+        if h.clock < 15:
+            return {'job': job('running'), 'log_tail': [PROGRESS], 'step_times': step_times}
+        return {'job': job('exited', 0), 'log_tail': []}
+    return script
+
+
+def test_the_query_asks_for_the_metrics_tail_and_the_status_file_carries_the_step_time(tmp_path):
+    h = Harness(tmp_path, args={'node_rank': 0}, script=_running_then_done(figure(0.1)))
+    assert not h.run().get('failed')
+    assert all(c['metrics_records'] == 5 for c in h.calls if c['state'] == 'query')
+    assert h.own_status()['step_times'] == figure(0.1)
+
+
+def test_a_slow_node_is_named_a_straggler_in_its_progress_line(tmp_path):
+    write_running_peer(tmp_path, 'hostB', figure(0.1))
+    write_running_peer(tmp_path, 'hostC', figure(0.1))
+    h = Harness(tmp_path, args={'node_rank': 0, 'progress_interval': 10}, script=_running_then_done(figure(0.2)))
+    assert not h.run().get('failed')
+    assert h.displayed() == [
+        'hostA rank 0: running  epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5  STRAGGLER compute time 0.2 s, '
+        '100% above the other nodes\' median 0.1 s (threshold 15%)']
+
+
+@pytest.mark.parametrize('own, peers, threshold', [
+    (figure(0.11), {'hostB': figure(0.1)}, 0.15),          # within the threshold
+    (figure(0.2), {'hostB': figure(0.1)}, 1.5),            # a larger threshold
+    (figure(0.1), {'hostB': figure(0.2)}, 0.15),           # the other node is the slow one
+    (figure(0.2), {}, 0.15),                               # one node alone
+    (None, {'hostB': figure(0.1)}, 0.15),                  # this node's script writes no metrics
+    (figure(0.2), {'hostB': None}, 0.15),                  # the peer's does not
+    (figure(0.2), {'hostB': 'junk'}, 0.15),                # a peer's status file that is odd
+])
+def test_no_straggler_named_when_it_is_none_or_the_data_is_missing(tmp_path, own, peers, threshold):
+    for host, step_times in peers.items():
+        write_running_peer(tmp_path, host, step_times)
+    h = Harness(tmp_path, args={'node_rank': 0, 'straggler_threshold': threshold}, script=_running_then_done(own))
+    assert not h.run().get('failed')
+    assert h.displayed() == ['hostA rank 0: running  epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5']
+
+
+def test_peers_of_another_run_or_no_longer_running_are_not_compared(tmp_path):
+    write_running_peer(tmp_path, 'hostB', figure(0.1), run_id='other')
+    write_running_peer(tmp_path, 'hostC', figure(0.1), state='succeeded')
+    h = Harness(tmp_path, args={'node_rank': 0, 'run_id': 'run1'}, script=_running_then_done(figure(0.2)))
+    assert not h.run().get('failed')
+    assert 'STRAGGLER' not in h.displayed()[0]
+
+
+@pytest.mark.parametrize('value', [0, -0.5, 11])
+def test_a_bad_straggler_threshold_fails_before_any_query(tmp_path, value):
+    h = Harness(tmp_path, args={'straggler_threshold': value})
+    with pytest.raises(AnsibleActionFail, match='straggler_threshold=%s: ' % float(value)):
+        h.run()
+    assert h.calls == []

@@ -660,3 +660,87 @@ def test_read_checkpoint_keeps_only_well_typed_fields(tmp_path):
                                        'last_signal_checkpoint': 'no'})
     assert exp.read_checkpoint(str(tmp_path)) == {'global_step': 3, 'epoch': None, 'reason': 'end', 'signal': None,
                                                   'path': None, 'node': 'n0', 'last_signal_checkpoint': None}
+
+
+# --- per-node step times and stragglers (module_utils/_stragglers.py) --------------------------------------------
+
+def _node_run(experiment, compute_by_node, steps=8, step_time_s=0.5):
+    """Two ranks per node (node<rank // 2>); each record of a node's ranks has that node's compute_time_s."""
+    for rank in range(2 * len(compute_by_node)):
+        compute = compute_by_node[rank // 2]
+        recs = []
+        for step in range(1, steps + 1):
+            rec = record(rank, step, world_size=2 * len(compute_by_node), step_time_s=step_time_s + 0.01 * step)
+            if compute is not None:
+                rec['compute_time_s'] = compute if step > 3 else 99.0   # the warm-up is out of the window
+            recs.append(rec)
+        write_metrics(experiment, rank, recs)
+
+
+def test_the_summary_gives_each_nodes_step_time_over_the_mean_s_window(experiment):
+    _node_run(experiment, [0.1, 0.1])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    # the last 5 records of each of the node's 2 ranks: step_time_s 0.54 .. 0.58, twice
+    assert summary['node_step_times']['node0'] == {
+        'ranks': 2, 'records': 10, 'step_time_s': {'median': pytest.approx(0.56), 'p90': pytest.approx(0.58)},
+        'compute_time_s': {'median': 0.1, 'p90': 0.1}}
+    assert sorted(summary['node_step_times']) == ['node0', 'node1']
+    assert summary['stragglers'] == {'basis': 'compute_time_s', 'threshold': 0.15, 'compared': ['node0', 'node1'],
+                                     'nodes': []}
+    table = exp.summary_table(summary)
+    assert ('node step  : node0 0.56 s (p90 0.58; compute 0.1 s, p90 0.1), node1 0.56 s (p90 0.58; compute 0.1 s, '
+            'p90 0.1)') in table
+    assert ("straggler  : none (no node's compute time is more than 15% above the other nodes' median)" in table)
+    assert max(len(row.split(' : ')[0]) for row in table) == 10   # the outcome line's width
+
+
+def test_the_summary_names_the_slow_node_and_the_threshold_decides(experiment):
+    _node_run(experiment, [0.1, 0.1, 0.13])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['stragglers']['nodes'] == [
+        {'node': 'node2', 'median_s': 0.13, 'others_median_s': 0.1, 'above': pytest.approx(0.3)}]
+    line = next(row for row in exp.summary_table(summary) if row.startswith('straggler'))
+    assert line.endswith("node2: compute time 0.13 s, 30% above the other nodes' median 0.1 s (threshold 15%)")
+    assert exp.summarize(exp.read_metrics(str(experiment)), straggler_threshold=0.5)['stragglers']['nodes'] == []
+
+
+def test_without_compute_time_the_step_time_is_compared_and_without_either_nothing(experiment):
+    _node_run(experiment, [None, None])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['node_step_times']['node1']['compute_time_s'] is None
+    assert summary['stragglers']['basis'] == 'step_time_s' and summary['stragglers']['nodes'] == []
+    assert 'node step  : node0 0.56 s (p90 0.58), node1 0.56 s (p90 0.58)' in exp.summary_table(summary)
+
+
+def test_a_script_without_step_times_gets_na_and_no_error(experiment):
+    write_metrics(experiment, 0, [{'rank': 0, 'global_step': 1, 'loss': 1.0}])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['node_step_times'] == {} and summary['stragglers']['nodes'] == []
+    table = exp.summary_table(summary)
+    assert 'node step  : n/a' in table
+    assert 'straggler  : n/a (no step_time_s or compute_time_s in the metrics)' in table
+    empty = exp.summarize(exp.read_metrics(str(experiment / 'nothing')))
+    assert empty['node_step_times'] == {} and empty['stragglers']['basis'] is None
+
+
+def test_one_node_gets_its_figures_and_no_straggler(experiment):
+    _node_run(experiment, [0.1])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert list(summary['node_step_times']) == ['node0']
+    assert 'straggler  : n/a (compute time of one node only)' in exp.summary_table(summary)
+
+
+def test_the_report_takes_the_threshold_given_else_the_manifests_parameter(experiment):
+    _node_run(experiment, [0.1, 0.13])
+    flagged = exp.report_experiment(str(experiment), {'parameters': {'straggler_threshold': 0.2}})
+    assert [s['node'] for s in flagged['summary']['stragglers']['nodes']] == ['node1']
+    assert flagged['summary']['stragglers']['threshold'] == 0.2
+    manifest = json.loads((experiment / 'manifest.json').read_text())
+    assert manifest['summary']['node_step_times']['node1']['compute_time_s']['median'] == 0.13
+    assert manifest['summary']['stragglers']['nodes'][0]['node'] == 'node1'
+    assert 'straggler' in (experiment / 'summary.txt').read_text()
+    assert exp.report_experiment(str(experiment), {'parameters': {'straggler_threshold': 0.2}},
+                                 straggler_threshold=0.5)['summary']['stragglers']['nodes'] == []
+    # a manifest's value that is no threshold: the default
+    odd = exp.report_experiment(str(experiment), {'parameters': {'straggler_threshold': 'x'}})
+    assert odd['summary']['stragglers']['threshold'] == 0.15

@@ -171,6 +171,11 @@ def test_the_manifest_records_an_unset_range_knob_as_null_and_numbers_as_integer
     assert list(record)[:4] == ['channels', 'min_channels', 'threads', 'nproc_per_node']
 
 
+def test_the_manifest_records_a_float_knob_given_as_text_as_a_number_and_leaves_what_is_none_as_it_is():
+    assert _values('manifest', trainops_straggler_threshold='0.3')['straggler_threshold'] == 0.3
+    assert _values('manifest', trainops_straggler_threshold='abc')['straggler_threshold'] == 'abc'
+
+
 def test_nccl_env_settings_leave_out_unset_range_knobs_and_vendor_auto_but_pass_a_null_debug():
     settings = _values('nccl_env', trainops_ib_tc='106', trainops_ib_sl='', trainops_channels=None,
                        trainops_gpu_vendor='auto', trainops_nccl_debug=None, trainops_ib_gid_index='auto')

@@ -28,7 +28,7 @@ def good(tmp_path):
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
-        'stall_timeout': 900, 'node': 'node0', 'connection': 'local',
+        'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local',
         'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
     }
 
@@ -107,6 +107,13 @@ ONE_BAD = [
     ({'unreachable_grace': -1}, 'trainops_unreachable_grace=-1: '),
     ({'stall_timeout': '15m'}, 'trainops_stall_timeout=15m: '),
     ({'wait_timeout': 1.5}, 'trainops_wait_timeout=1.5: '),
+    ({'straggler_threshold': 0}, 'trainops_straggler_threshold=0: '),
+    ({'straggler_threshold': -0.1}, 'trainops_straggler_threshold=-0.1: '),
+    ({'straggler_threshold': '15%'}, 'trainops_straggler_threshold=15%: '),
+    ({'straggler_threshold': 11}, 'trainops_straggler_threshold=11: '),
+    ({'straggler_threshold': 'nan'}, 'trainops_straggler_threshold=nan: '),
+    ({'straggler_threshold': True}, 'trainops_straggler_threshold=True: '),
+    ({'straggler_threshold': None}, 'trainops_straggler_threshold=None: '),
 ]
 
 

@@ -704,6 +704,51 @@ def test_query_running_with_log_tail(tmp_path, fake, node):
     assert fake.signals == []
 
 
+def _metrics(directory, rank, records, tail=''):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, 'rank_%02d_metrics.jsonl' % rank), 'w') as f:
+        f.write(''.join(json.dumps(r) + '\n' for r in records) + tail)
+
+
+def test_query_with_metrics_records_gives_the_nodes_step_time_from_the_tail_of_its_metrics(tmp_path, fake, node):
+    out = str(tmp_path / 'out')
+    make_run(node, fake, 'run1', params={'env': {'TRAINOPS_OUTPUT_DIR': out}})
+    _metrics(out, 0, [{'step_time_s': 9.0, 'compute_time_s': 9.0}] * 50 + [{'step_time_s': 0.5, 'compute_time_s': 0.1}] * 3,
+             tail='{"step_time_s": 7')   # a record being written
+    _metrics(out, 1, [{'step_time_s': 0.7, 'compute_time_s': 0.3, 'pad': 'x' * 300}] * 3)
+    os.symlink(os.path.join(out, 'rank_01_metrics.jsonl'), os.path.join(out, 'rank_02_metrics.jsonl'))
+    result = tr.run_module(dict(state='query', **at(node), metrics_records=3), system=fake)
+    assert result['step_times'] == {'ranks': 2, 'records': 6, 'step_time_s': {'median': 0.6, 'p90': 0.7},
+                                    'compute_time_s': {'median': pytest.approx(0.2), 'p90': 0.3}}
+    # without metrics_records nothing is read
+    assert 'step_times' not in query(node, fake)
+
+
+def test_query_metrics_records_reads_only_the_end_of_a_file_and_falls_back_to_the_run_dir(tmp_path, fake, node, monkeypatch):
+    make_run(node, fake, 'run1')
+    out = os.path.join(node.paths('run1')['run_dir'], 'outputs')
+    _metrics(out, 0, [{'step_time_s': 0.5, 'pad': 'x' * 500}] * 200)   # ~100 KiB
+    reads = []
+    real = tr.tail_lines
+
+    def spy(path, count, max_bytes=1024 * 1024):
+        reads.append((os.path.basename(path), count, max_bytes))
+        return real(path, count, max_bytes=max_bytes)
+    monkeypatch.setattr(tr, 'tail_lines', spy)
+    result = tr.run_module(dict(state='query', **at(node), metrics_records=5, log_lines=0), system=fake)
+    assert result['step_times']['records'] == 5 and result['step_times']['compute_time_s'] is None
+    assert [r for r in reads if r[0] != 'node.log'] == [('rank_00_metrics.jsonl', 6, tr.METRICS_TAIL_BYTES)]
+
+
+def test_query_metrics_records_without_metrics_gives_null(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params={'env': {'TRAINOPS_OUTPUT_DIR': str(tmp_path / 'nothing')}})
+    assert tr.run_module(dict(state='query', **at(node), metrics_records=5), system=fake)['step_times'] is None
+    _metrics(str(tmp_path / 'nothing'), 0, [{'loss': 1.0}], tail='garbage\n')
+    assert tr.run_module(dict(state='query', **at(node), metrics_records=5), system=fake)['step_times'] is None
+    # no run at all
+    assert tr.recent_step_times({'run_dir': None, 'env': None}, 5) is None
+
+
 def test_query_exited(tmp_path, fake, node):
     make_run(node, fake, 'run1', exit_rec={'exit_code': 137, 'signal': 'SIGKILL', 'ended_at': '2025-01-01T03:00:00Z'}, alive=False)
     job = query(node, fake, run_id='run1')['job']

@@ -135,3 +135,12 @@ def test_reported_missing_path(tmp_path):
     res = run_module({'state': 'reported', 'path': str(tmp_path / 'missing')})
     assert res.failed
     assert 'does not exist' in res.result['msg']
+
+
+def test_reported_refuses_a_straggler_threshold_out_of_range_naming_it(tmp_path):
+    res = run_module({'state': 'reported', 'path': str(tmp_path), 'straggler_threshold': 0})
+    assert res.failed
+    assert res.result['msg'].startswith('straggler_threshold=0.0: ')
+    assert not (tmp_path / 'manifest.json').exists()
+    ok = run_module({'state': 'reported', 'path': str(tmp_path), 'straggler_threshold': 0.3})
+    assert not ok.failed and ok.result['summary']['stragglers']['threshold'] == 0.3
