@@ -41,7 +41,7 @@ demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e ch
 # the lab leaves (checks, whose tests time process starts and stops, and the image build the lab waits for, at the
 # normal one)
 test: dev-deps engine ## The whole test suite, side by side: lab (first in line for the CPU), unit/workload/functional, static checks, end-to-end, the container image
-	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test-1 lab-test-2 checks container-image --nice 10 static e2e
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test checks container-image --nice 10 static e2e
 
 checks: dev-deps ## The tests that need no lab: unit, workload, functional
 	$(MAKE) --no-print-directory unit workload functional
@@ -78,18 +78,24 @@ engine: ## Container engine (docker.io installed, dockerd started) for the lab's
 container-image: dev-deps engine ## The registry-free test image archive, once (root); the lab's container tests wait for a build under way
 	@if [ "$$(id -u)" = 0 ]; then PYTHON=$(BIN)/python bash hack/container_image.sh; else echo "container-image: not root, skipped"; fi
 
-# The lab's tests run in two shards at once, each on a lab of its own (hack/lab.py's TRAINOPS_LAB: the
-# second lab has its own namespaces, addresses, state directory, inventory and session lock): most of a lab
-# test's time is a job's, waiting, not the CPU's. The second shard takes the tests of jobs on a plain or
-# container lab; the first keeps everything else (the lab's own up/down tests, its shapes, the shapes with a
-# training user, Slurm, Molecule, and any new test module).
+# The lab's tests can run in two shards at once, each on a lab of its own (hack/lab.py's TRAINOPS_LAB: the
+# second lab has its own namespaces, addresses, state directory, inventory and session lock). That pays where
+# CPU is left over: on the 2-core machine make test keeps both cores busy from start to end with one lab, and
+# two labs beside e2e ran slower (docs/development.md), so `lab-test` shards from 4 cores on (LAB_SHARDS=1|2 to
+# choose). The second shard takes the tests of jobs on a plain or container lab; the first keeps everything else
+# (the lab's own up/down tests, its shapes, the shapes with a training user, Slurm, Molecule, any new module).
 # The lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when
 # make test's container-image has not finished it yet: the lab tests start at once.
 LAB_SHARD_2 := $(addprefix tests/lab/,test_launch_lab.py test_failure_judgment.py test_code_sync.py test_sweep_lab.py \
                test_setup_lab.py test_container.py test_train_in_container.py)
+LAB_SHARDS ?= $(if $(filter 1 2 3,$(shell nproc)),1,2)
 
-lab-test: dev-deps engine ## Multi-host tests on two labs at once (root): launch across nodes, fault injection, containers, Molecule, Slurm
+lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
+ifeq ($(LAB_SHARDS),1)
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 tests/lab
+else
 	PYTEST_REPORT="$(PYTEST_REPORT)" MAKE="$(MAKE)" bash hack/parallel.sh lab-test-1 lab-test-2
+endif
 
 lab-test-1: dev-deps engine ## The first shard of lab-test, on the lab
 	$(PYTEST) $(PYTEST_REPORT) --durations=15 $(addprefix --ignore=,$(LAB_SHARD_2)) tests/lab
