@@ -375,7 +375,7 @@ def group_status(result, min_busbw):
     return 'ok'
 
 
-def report(nodes, node_facts, measured, search, min_busbw=None):
+def report(nodes, node_facts, measured, search, min_busbw=None, slow_ratio=0.5):
     """The health report: ``dict(verdict, healthy, suspects, nodes=[...], groups=[...], lines=[...])``.
 
     ``node_facts``: ``{node: node_checks(...)}`` (a node without an entry could not be read: suspect);
@@ -404,10 +404,12 @@ def report(nodes, node_facts, measured, search, min_busbw=None):
         group_rows.append(dict(nodes=list(entry['nodes']), status=group_status(entry, min_busbw),
                                busbw_gbps=entry.get('busbw_gbps'), time_us=entry.get('time_us'),
                                experiment_dir=entry.get('experiment_dir'), error=entry.get('error')))
-    # the search's own judgement of pairs (relative) shows in the pair table too
+    # a pair's row says what the search judged of it (slow: also relative to the other pairs, _judge_pairs)
+    pairs = dict((_key(entry['nodes']), entry) for entry in measured or [] if len(entry['nodes']) == 2)
+    judged = _judge_pairs(pairs, min_busbw, slow_ratio) if pairs else {}
     for row in group_rows:
-        if row['status'] == 'ok' and any(s['node'] == '%s<->%s' % tuple(sorted(row['nodes'])) for s in search_suspects):
-            row['status'] = 'slow'
+        if len(row['nodes']) == 2:
+            row['status'] = judged[_key(row['nodes'])][0]
     verdict = 'healthy' if not suspects else 'suspect: ' + '; '.join('%s (%s)' % (s['node'], s['reason'])
                                                                      for s in suspects)
     lines = ['Nodes:'] + _table(

@@ -127,7 +127,8 @@ def main():
                            params['all_pairs_max'])
     except HealthError as exc:
         module.fail_json(msg=str(exc))
-    result = report(params['nodes'], params['node_facts'], params['measured'], search, params['min_busbw'])
+    result = report(params['nodes'], params['node_facts'], params['measured'], search, params['min_busbw'],
+                    params['slow_ratio'])
     path = os.path.abspath(params['path'])
     target = os.path.join(path, 'health.json')
     try:

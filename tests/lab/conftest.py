@@ -110,6 +110,11 @@ class Lab:
         return subprocess.run(["ip", "netns", "exec", self.node(which)["namespace"]] + list(argv),
                               capture_output=True, text=True, timeout=timeout, check=check)
 
+    def slowed(self, which, cpu_percent):
+        """Context manager: every process of a node (its sshd, the sessions and ControlPersist masters it has, and
+        so whatever they start later) in a cgroup limited to ``cpu_percent`` of one CPU; put back on exit."""
+        return SlowNode(self.node(which), cpu_percent, NAMES.PREFIX)
+
     def ansible_env(self):
         env = dict(os.environ)
         env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
@@ -121,6 +126,64 @@ class Lab:
         return subprocess.run([os.path.join(VENV_BIN, "ansible"), "-i", self.inventory, pattern] + list(args),
                               capture_output=True, text=True, env=self.ansible_env(), timeout=timeout,
                               check=False)
+
+
+class SlowNode:
+    """A node slowed on purpose (a thermally throttled host, a noisy neighbour): its processes in a CPU cgroup with
+    a quota, cgroup v2 (cpu.max) or v1 (cpu.cfs_quota_us), whichever the machine has."""
+
+    PERIOD_US = 100000
+
+    def __init__(self, node, cpu_percent, prefix):
+        self.node = node
+        self.quota = int(self.PERIOD_US * cpu_percent / 100)
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        self.root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+        self.path = os.path.join(self.root, "%s-slow-%s" % (prefix, node["name"]))
+        self.v2 = v2
+
+    def members(self):
+        """The pids in the node's network namespace."""
+        inode = os.stat(os.path.join("/run/netns", self.node["namespace"])).st_ino
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat("/proc/%s/ns/net" % entry).st_ino == inode:
+                        pids.append(int(entry))
+                except OSError:
+                    continue
+        return pids
+
+    def _move(self, group, pids):
+        for pid in pids:
+            try:
+                with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+                    handle.write(str(pid))
+            except OSError:
+                pass  # gone meanwhile
+
+    def __enter__(self):
+        os.makedirs(self.path, exist_ok=True)
+        if self.v2:
+            with open(os.path.join(self.path, "cpu.max"), "w") as handle:
+                handle.write("%d %d" % (self.quota, self.PERIOD_US))
+        else:
+            with open(os.path.join(self.path, "cpu.cfs_period_us"), "w") as handle:
+                handle.write(str(self.PERIOD_US))
+            with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as handle:
+                handle.write(str(self.quota))
+        self._move(self.path, self.members())
+        return self
+
+    def __exit__(self, *exc):
+        for _attempt in range(3):
+            with open(os.path.join(self.path, "cgroup.procs")) as handle:
+                pids = [int(line) for line in handle if line.strip()]
+            if not pids:
+                break
+            self._move(self.root, pids)
+        os.rmdir(self.path)
 
 
 class LabManager:

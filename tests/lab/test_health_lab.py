@@ -1,11 +1,15 @@
-"""health.yml across real hosts: the namespace lab of hack/lab.py (root only).
+"""A node slowed on purpose, on real hosts (the namespace lab of hack/lab.py; root only).
 
-One node of four is slowed on its training link (``tc qdisc add dev <ifname> root netem delay 20ms`` inside its
-network namespace): the all-reduce of all nodes is slow, every pair with that node is slow, and the verdict names
-it. Written by a helper without running it (the lab is the lead's); see docs/health.md.
+Every process of one node of three runs in a cgroup limited to a fraction of one CPU (a thermally throttled host, a
+noisy neighbour: conftest's ``Lab.slowed``). The health check (playbooks/health.yml) finds the slow all-reduce of all
+nodes and of every pair with that node, and names it; a training job on the same nodes succeeds and names that node
+a straggler, while it runs and in its summary. (``tc netem`` on the node's training link was the other way the
+issue offered; this machine's kernel has no sch_netem, and a slow link shows in the health check's pairs but in no
+node's compute time: docs/failures.md.) See docs/health.md.
 """
 import json
 import os
+import re
 
 import pytest
 
@@ -14,29 +18,46 @@ from test_launch_lab import launch_vars
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
+NODES = 3
+CPU_PERCENT = 15
 
-def test_health_names_the_node_whose_training_link_is_slow(lab_nodes, tmp_path):
-    lab = lab_nodes(4)
-    victim = lab.nodes[2]
-    netem = ['tc', 'qdisc', 'add', 'dev', victim['ifname'], 'root', 'netem', 'delay', '20ms']
-    lab.netns_exec(victim, netem)
-    try:
-        extra = dict(nproc=1, trainops_health_bytes='1M', trainops_health_iters=5, trainops_health_warmup=1)
-        proc = run_playbook('playbooks/health.yml', str(tmp_path), launch_vars(tmp_path, **extra),
-                            inventory=lab.inventory, timeout=1200)
-    finally:
-        lab.netns_exec(victim, ['tc', 'qdisc', 'del', 'dev', victim['ifname'], 'root'], check=False)
-    assert proc.returncode != 0, 'a suspect node fails the check'
-    published = proc.summary['artifact_data']['trainops_health']
-    assert [s['node'] for s in published['suspects']] == [victim['name']], published
-    assert published['verdict'].startswith('suspect: %s (' % victim['name'])
+
+def test_a_slowed_node_is_named_by_the_health_check_and_flagged_as_a_straggler(lab_nodes, tmp_path):
+    lab = lab_nodes(NODES)
+    victim = lab.nodes[2]['name']
+    for name in ('health', 'job'):
+        (tmp_path / name).mkdir()
+    with lab.slowed(victim, CPU_PERCENT):
+        health = run_playbook('playbooks/health.yml', str(tmp_path / 'health'), launch_vars(
+            tmp_path / 'health', nproc=1, trainops_health_bytes='1M', trainops_health_iters=5,
+            trainops_health_warmup=1), inventory=lab.inventory, timeout=1200)
+        job = run_playbook('playbooks/launch.yml', str(tmp_path / 'job'), launch_vars(
+            tmp_path / 'job', nproc=1, trainops_progress_interval=2,
+            overrides=['training.max_steps=24']), inventory=lab.inventory, timeout=900)
+
+    # the health check: all nodes, then the 3 pairs (no floor given); the 2 pairs with the victim are slow
+    assert health.returncode != 0, 'a suspect node fails the check'
+    published = health.summary['artifact_data']['trainops_health']
+    assert [s['node'] for s in published['suspects']] == [victim], published
+    assert published['verdict'].startswith('suspect: %s (' % victim), published['verdict']
     with open(published['file']) as handle:
         report = json.load(handle)
-    # 4 nodes and no floor: all nodes, then the 6 pairs; the 3 pairs with the victim are slow, the others ok
     groups = report['groups']
-    assert len(groups) == 1 + 6
+    assert len(groups) == 1 + 3, groups
     for group in groups[1:]:
-        assert group['status'] == ('slow' if victim['name'] in group['nodes'] else 'ok'), group
-        assert os.path.isdir(group['experiment_dir'])
+        assert group['status'] == ('slow' if victim in group['nodes'] else 'ok'), group
     # lab nodes have no GPUs and no RDMA devices: healthy on that count
-    assert all(row['status'] == 'ok' and row['gpus'] == 'none' for row in report['nodes'])
+    assert all(row['status'] == 'ok' and row['gpus'] == 'none' for row in report['nodes']), report['nodes']
+    print('\n'.join(published.get('lines') or []) or json.dumps(report, indent=1))
+
+    # the job: it succeeds; the victim, and only it, is named while it runs and in the summary
+    assert job.returncode == 0, job.stdout[-3000:]
+    experiment = job.summary['artifact_data']['trainops_experiment']
+    manifest = json.load(open(os.path.join(experiment['path'], 'manifest.json')))
+    assert manifest['outcome'] == 'succeeded'
+    found = manifest['summary']['stragglers']
+    assert found['basis'] == 'compute_time_s' and [s['node'] for s in found['nodes']] == [victim], found
+    assert re.search(r'%s rank \d+: running .*STRAGGLER compute time' % victim, job.stdout), job.stdout[-3000:]
+    summary = open(os.path.join(experiment['path'], 'summary.txt')).read()
+    assert re.search(r'^straggler  : %s: compute time ' % victim, summary, re.M), summary
+    print(summary)

@@ -275,3 +275,21 @@ def test_measurement_from_manifest_and_results():
     assert not failed['ok'] and failed['error'] == 'failed: node b: exit 1'
     wrong = health.measurement(['a', 'b'], dict(outcome='succeeded'), dict(results, wrong_total=3))
     assert not wrong['ok'] and wrong['error'] == '3 wrong element(s)'
+
+
+def test_report_of_three_nodes_with_a_slow_one_marks_its_pairs_and_names_it():
+    # what the lab measured with lab-node03 at 15 % of a CPU: the all-nodes row (3 nodes) is no pair; the two pairs
+    # with c are slow relative to the good pair, and c is the suspect
+    nodes = ['a', 'b', 'c']
+    measured = [dict(nodes=nodes, ok=True, busbw_gbps=0.05, time_us=9000.0),
+                dict(nodes=['a', 'b'], ok=True, busbw_gbps=0.9, time_us=500.0),
+                dict(nodes=['a', 'c'], ok=True, busbw_gbps=0.08, time_us=6000.0),
+                dict(nodes=['b', 'c'], ok=True, busbw_gbps=0.07, time_us=7000.0)]
+    facts = dict((node, dict(gpus='none', rdma='none', problems=[], warnings=[])) for node in nodes)
+    search = health.next_step(nodes, measured)
+    assert search['done']
+    result = health.report(nodes, facts, measured, search)
+    assert [s['node'] for s in result['suspects']] == ['c'] and result['verdict'].startswith('suspect: c (2 of its 2 pair')
+    assert [(g['nodes'], g['status']) for g in result['groups']] == [
+        (nodes, 'ok'), (['a', 'b'], 'ok'), (['a', 'c'], 'slow'), (['b', 'c'], 'slow')]
+    assert any(line.split()[:1] == ['b,c'] and line.endswith('slow') for line in result['lines'])
