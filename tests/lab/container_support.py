@@ -36,7 +36,9 @@ import tempfile
 
 import pytest
 
-from lab_env import lab_names
+if __name__ == '__main__':  # molecule/container runs this file as a script (`ulimits`): tests/ is not on sys.path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lab_env import lab_names  # noqa: E402  pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_PY = os.path.join(REPO, 'hack', 'lab.py')
