@@ -21,6 +21,7 @@ import os
 import re
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts
+from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import seconds
 
 NONE = 'none'
 
@@ -425,17 +426,26 @@ def report(nodes, node_facts, measured, search, min_busbw=None, slow_ratio=0.5):
                 lines=lines, min_busbw=min_busbw)
 
 
+def non_negative(value):
+    """A finite number >= 0 from a node's file, or None (strings, booleans, NaN, inf, negatives)."""
+    return seconds(value)
+
+
 def measurement(nodes, manifest, results, experiment_dir=None):
     """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None)."""
     ok = isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded' and isinstance(results, dict)
     entry = dict(nodes=list(nodes), ok=bool(ok), busbw_gbps=None, time_us=None, experiment_dir=experiment_dir,
                  error=None)
     if ok:
-        records = results.get('results') or []
-        entry['busbw_gbps'] = results.get('avg_busbw_gbps')
-        entry['time_us'] = records[-1].get('time_us') if records else None
+        # allreduce.json is written by rank 0 on a node: numbers are taken only when they are finite and >= 0
+        records = results.get('results') if isinstance(results.get('results'), list) else []
+        last = records[-1] if records and isinstance(records[-1], dict) else {}
+        entry['busbw_gbps'] = non_negative(results.get('avg_busbw_gbps'))
+        entry['time_us'] = non_negative(last.get('time_us'))
         if results.get('wrong_total'):
             entry.update(ok=False, error='%s wrong element(s)' % results['wrong_total'])
+        elif entry['busbw_gbps'] is None:
+            entry.update(ok=False, error='no bus bandwidth in allreduce.json')
     else:
         detail = manifest.get('outcome_detail') if isinstance(manifest, dict) else None
         outcome = manifest.get('outcome') if isinstance(manifest, dict) else 'no manifest'

@@ -293,3 +293,12 @@ def test_report_of_three_nodes_with_a_slow_one_marks_its_pairs_and_names_it():
     assert [(g['nodes'], g['status']) for g in result['groups']] == [
         (nodes, 'ok'), (['a', 'b'], 'ok'), (['a', 'c'], 'slow'), (['b', 'c'], 'slow')]
     assert any(line.split()[:1] == ['b,c'] and line.endswith('slow') for line in result['lines'])
+
+
+def test_measurement_takes_only_finite_numbers_from_the_nodes_file():
+    bad = dict(avg_busbw_gbps='fast', wrong_total=0, results=['x'])
+    entry = health.measurement(['a', 'b'], dict(outcome='succeeded'), bad)
+    assert not entry['ok'] and entry['busbw_gbps'] is None and entry['time_us'] is None
+    assert entry['error'] == 'no bus bandwidth in allreduce.json'
+    nan = health.measurement(['a', 'b'], dict(outcome='succeeded'), dict(avg_busbw_gbps=float('nan'), results=[]))
+    assert not nan['ok']
