@@ -130,6 +130,7 @@ def test_values_that_reach_the_shell_are_quoted(tmp_path):
 FAKE_PLAYBOOK = """#!/usr/bin/env bash
 # stands in for ansible-playbook: records its arguments; the launch runs until it is stopped
 printf '%%s\\n' "$*" >> %(calls)s
+echo "${ANSIBLE_SSH_CONTROL_PATH_DIR:-}" >> %(calls)s.ssh
 case "$*" in
   *launch.yml*) trap 'echo launch got TERM >> %(calls)s; exit 143' TERM; echo started >> %(calls)s;
                 while :; do sleep 0.1; done ;;
@@ -160,7 +161,7 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
     fake, calls = fake_playbook(tmp_path)
     assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake)).returncode == 0
     script, _variables = rendered(tmp_path)
-    proc = start_script(script, calls)
+    proc = start_script(script, calls, TMPDIR=str(tmp_path))
     proc.send_signal(signal.SIGTERM)  # scancel, scontrol requeue
     out = proc.communicate(timeout=30)[0]
     assert proc.returncode == 143, out
@@ -168,6 +169,12 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
     assert 'trainops: stop.yml exited with 0' in out
     lines = calls.read_text().splitlines()
     assert lines[-2:] == ['launch got TERM', lines[-1]] and lines[-1].endswith('/playbooks/stop.yml'), lines
+    # the stop's SSH connections are its own, not the launch's (which die with the job's TERM); both the job's
+    launch_ssh, stop_ssh = (tmp_path / 'calls.txt.ssh').read_text().splitlines()
+    assert os.path.dirname(launch_ssh) == os.path.dirname(stop_ssh) and launch_ssh != stop_ssh, (launch_ssh, stop_ssh)
+    assert os.path.basename(os.path.dirname(launch_ssh)).startswith('trainops-ssh-41.')
+    assert os.path.dirname(os.path.dirname(launch_ssh)) == str(tmp_path)
+    assert not os.path.exists(os.path.dirname(launch_ssh)), 'the job removes its SSH directory'
 
 
 def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(tmp_path):

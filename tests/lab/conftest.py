@@ -29,6 +29,7 @@ import sys
 import pytest
 
 from lab_env import lab_names, lab_skip_reason
+import lab_processes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HACK = os.path.join(REPO, "hack")
@@ -251,13 +252,22 @@ SESSION_LOCK = str(NAMES.SESSION_LOCK)
 
 @pytest.fixture(scope="module")
 def lab_session_lock():
-    """One user of the machine-wide lab at a time (benchmarks, Molecule and test modules take this lock)."""
+    """One user of the machine-wide lab at a time (benchmarks, Molecule and test modules take this lock). A module
+    must end the jobs it started: what it left running is killed before the next module gets the lab, and reported
+    as this module's error (no_job_left)."""
     with open(SESSION_LOCK, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
+            no_job_left()
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def no_job_left():
+    """lab_processes.no_job_left on the lab that is up, if one is."""
+    if os.path.exists(os.path.join(INVENTORY_DIR, "lab.json")):
+        lab_processes.no_job_left(Lab.load())
 
 
 @pytest.fixture(scope="module")

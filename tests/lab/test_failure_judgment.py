@@ -19,7 +19,7 @@ import pytest
 
 from playbook_runner import REPO, run_playbook, start_playbook, wait_playbook, wait_until
 import test_launch_lab
-from test_launch_lab import job_processes
+from lab_processes import job_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -14,38 +14,10 @@ import time
 import pytest
 
 from lab_env import lab_names
+from lab_processes import job_processes, node_processes  # (re-exported for the other lab modules)
 from playbook_runner import free_port, run_playbook, start_playbook, wait_playbook, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
-
-
-def node_processes(lab, node):
-    """PIDs of processes running inside a node's network namespace (the job's, and its sshd)."""
-    proc = subprocess.run(['ip', 'netns', 'pids', node['namespace']], capture_output=True, text=True, check=False)
-    pids = [int(p) for p in proc.stdout.split()]
-    sshd = node.get('sshd_pid')
-    result = []
-    for pid in pids:
-        try:
-            with open('/proc/%d/cmdline' % pid, 'rb') as handle:
-                cmdline = handle.read().replace(b'\0', b' ').decode(errors='replace')
-        except OSError:
-            continue
-        if pid == sshd or cmdline.startswith('sshd') or '/sshd' in cmdline.split(' ')[0]:
-            continue
-        result.append((pid, cmdline))
-    return result
-
-
-def job_processes(lab):
-    """Every torchrun/training process on any lab node."""
-    found = {}
-    for node in lab.nodes:
-        procs = [(pid, cmd) for pid, cmd in node_processes(lab, node) if 'torch.distributed.run' in cmd or 'train.py' in cmd
-                 or 'supervisor.py' in cmd]
-        if procs:
-            found[node['name']] = procs
-    return found
 
 
 def launch_vars(tmp_path, **extra):

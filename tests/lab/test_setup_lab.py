@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from playbook_runner import free_port, run_playbook
-from test_launch_lab import job_processes
+from lab_processes import job_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 

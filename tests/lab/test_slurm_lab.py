@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.trainops.multinode.plugins.module_utils._hostlist import expand_hostlist
 
 from playbook_runner import REPO, entry_argv, finish, free_port, wait_until
-from test_launch_lab import node_processes
+from lab_processes import no_job_left, node_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
 
@@ -92,6 +92,14 @@ def slurm(lab_manager, restore_lab):  # pylint: disable=unused-argument
     yield handle
     report_jobs(handle)
     lab_manager.up(4)  # the plain lab again: an up without --slurm stops and removes Slurm
+
+
+@pytest.fixture(autouse=True)
+def each_test_ends_its_jobs(slurm):  # pylint: disable=redefined-outer-name
+    """A job a test left running (a batch script killed before its stop.yml stopped the ranks) would make every later
+    launch on those nodes refuse to start: killed, and that test's error (lab_processes.no_job_left)."""
+    yield
+    no_job_left(slurm.lab)
 
 
 def report_jobs(handle):
@@ -328,11 +336,13 @@ def test_a_cancelled_batch_job_stops_its_ranks_on_every_node(slurm, batch_dir):
     nodes = expand_hostlist(job_record(slurm, job)['NodeList'])
     assert sorted(training_processes(slurm.lab)) == nodes
     slurm.run('scancel', job)
+    output_file = os.path.join(batch_dir, 'sbatch-cancel-%s.out' % job)
     deadline = time.monotonic() + 60
     while slurm.job_state(job) or training_processes(slurm.lab):
-        assert time.monotonic() < deadline, (slurm.job_state(job), training_processes(slurm.lab))
+        assert time.monotonic() < deadline, (slurm.job_state(job), training_processes(slurm.lab),
+                                             open(output_file).read()[-4000:])
         time.sleep(1)
-    output = open(os.path.join(batch_dir, 'sbatch-cancel-%s.out' % job)).read()
+    output = open(output_file).read()
     assert 'ends early (cancelled or out of time): stopping the ranks on every node' in output
     assert 'trainops: stop.yml exited with 0' in output, output[-3000:]
     assert accounted(slurm, job).startswith('CANCELLED'), accounted(slurm, job)
