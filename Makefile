@@ -87,7 +87,7 @@ container-image: dev-deps engine ## The registry-free test image archive, once (
 # The lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when
 # make test's container-image has not finished it yet: the lab tests start at once.
 LAB_SHARD_2 := $(addprefix tests/lab/,test_launch_lab.py test_failure_judgment.py test_code_sync.py test_sweep_lab.py \
-               test_setup_lab.py test_container.py test_train_in_container.py)
+               test_setup_lab.py test_container.py)
 LAB_SHARDS ?= $(if $(filter 1 2 3,$(shell nproc)),1,2)
 
 lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
