@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 def test_health_on_two_healthy_local_nodes(lab):
     proc = lab.run('playbooks/health.yml', {'nproc': 1, 'trainops_health_bytes': '64K', 'trainops_health_iters': 3,
-                                            'trainops_health_warmup': 1}, timeout=300)
+                                            'trainops_health_warmup': 1, 'trainops_health_timeout': 30}, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     published = proc.summary['artifact_data']['trainops_health']
     assert published['verdict'] == 'healthy'
@@ -32,7 +32,11 @@ def test_health_on_two_healthy_local_nodes(lab):
     pair = report['groups'][0]
     assert sorted(pair['nodes']) == sorted(row['node'] for row in report['nodes'])
     assert pair['status'] == 'ok' and pair['busbw_gbps'] > 0 and pair['time_us'] > 0
-    assert os.path.isfile(os.path.join(pair['experiment_dir'], 'manifest.json'))
+    with open(os.path.join(pair['experiment_dir'], 'manifest.json')) as handle:
+        manifest = json.load(handle)
+    # the measurement ran with the check's timeouts, not a training job's
+    assert (manifest['parameters']['rdzv_timeout'], manifest['parameters']['stall_timeout']) == (30, 60), manifest['parameters']
+    assert {node['env']['TRAINOPS_COLLECTIVE_TIMEOUT_S'] for node in manifest['nodes']} == {'30'}
     # the tables and the verdict are printed (ansible-runner keeps the playbook's output in its artifacts)
     outputs = glob.glob(os.path.join(lab.root, 'artifacts', '*', 'stdout'))
     assert len(outputs) == 1
