@@ -3,8 +3,8 @@ their own Docker daemon (hack/lab.py up --engine docker), with the test image of
 shipped as an image archive (the air-gapped path; no registry). Root only; holds the lab's session lock
 for the whole module (fixtures in container_support.py). The tests run in file order and build on
 each other's state: converge, skip/load per node, the container's namespaces, recreation, check mode, a job
-trained inside the containers (its status and stop), clean; the last one takes the lab's engines down and checks nothing is left. A second run changing nothing is
-Molecule's idempotence step (molecule/container).
+trained inside the containers (its status and stop), clean; the last one takes the lab's engines down and checks
+nothing is left. A second run changing nothing is Molecule's idempotence step (molecule/container).
 """
 import json
 import os
@@ -163,7 +163,7 @@ def test_new_settings_recreate_and_check_mode_changes_nothing(container_lab):
 # above: the environment reaches every rank explicitly (never lost on `docker exec`), and status/stop see the
 # processes in the container (docs/containers.md).
 
-def container_container_launch_vars(tmp_path, **extra):
+def container_launch_vars(tmp_path, **extra):
     values = {
         'runtime': 'container',
         'trainops_python': 'python3',  # the image's interpreter
