@@ -202,7 +202,7 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     for node in nodes:
         hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
     check = task('resume.yml', 'Fail unless a node has the run, and say what it resumes')
-    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_from='r1')
+    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_run_id='r1')
     variables['__trainops_resume'] = render(check['vars']['__trainops_resume'], **variables)
     assert render('{{ %s }}' % check['ansible.builtin.assert']['that'], **variables) is True
     assert render(check['ansible.builtin.assert']['success_msg'], **variables) == old(
