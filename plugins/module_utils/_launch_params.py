@@ -292,7 +292,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``,
+    ``checkpoint_signal_seconds``, ``srun_start_timeout``
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),

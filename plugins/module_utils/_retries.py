@@ -161,8 +161,8 @@ def lines(rows, retries):
     out = ['{0:<10} : {1} of at most {2} (trainops_retries={3})'.format('attempts', len(rows), int(retries) + 1,
                                                                         int(retries))]
     for one in rows:
-        text = '%s %s, steps %s -> %s' % (one.get('run_id'), one.get('outcome'), _step(one.get('start_step')),
-                                         _step(one.get('end_step')))
+        text = '%s %s, steps %s -> %s' % (
+            one.get('run_id'), one.get('outcome'), _step(one.get('start_step')), _step(one.get('end_step')))
         if one.get('steps_lost') is not None:
             text += ', %d step(s) lost' % one['steps_lost']
         if one.get('decision'):

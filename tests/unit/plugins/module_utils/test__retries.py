@@ -23,11 +23,11 @@ def _verdict(outcome='failed', failed=('node0',), also=(), stopped=('node1',), d
 RESULTS = {'node0': {'exit_code': 1, 'node_rank': 0}, 'node1': {'exit_code': -15, 'stop': {'reason': 'peer'}}}
 
 
-def _record(verdict, results=RESULTS, steps=9, number=1, rows=(), retries=2, resumed=None, missing=()):
+def _record(verdict, results=None, steps=9, number=1, rows=(), retries=2, resumed=None, missing=()):
     attempt = dict(number=number, first='run1', previous=None if number == 1 else 'run%d' % (number - 1),
                    retries=retries, rows=list(rows), resumed_from=resumed, run_id='run%d' % number,
                    experiment_dir='/e/run%d' % number)
-    return _retries.record(attempt, verdict, results, {'steps': steps}, missing)
+    return _retries.record(attempt, verdict, RESULTS if results is None else results, {'steps': steps}, missing)
 
 
 def test_only_failed_stalled_and_unreachable_are_retried():
