@@ -77,6 +77,10 @@ def resume_nodes(nodes, hostvars, run_id):
     return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id)
 
 
+def resume_checkpoint(nodes, hostvars, run_id, recorded=None):
+    return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -88,5 +92,6 @@ class FilterModule(object):
             'reach_table': reach_table,
             'dir_shares': dir_shares,
             'dir_share_lines': dir_share_lines,
+            'resume_checkpoint': resume_checkpoint,
             'resume_nodes': resume_nodes,
         }

@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retries, _stragglers
 
 
 LOG_DIR = 'logs'
@@ -781,6 +781,28 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     )
 
 
+def link_next(path, next_run_id, check_mode=False):
+    """Record in the experiment at ``path`` (an attempt of a launch with retries) the run id of the attempt after it:
+    the manifest's ``next`` and a ``next`` line in ``summary.txt``. Returns True when it changed."""
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    text = _read_text(manifest_path)
+    try:
+        manifest = json.loads(text) if text else None
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise ExperimentError('{0} holds no manifest to link the next attempt {1} into'.format(manifest_path, next_run_id))
+    if manifest.get('next') == next_run_id:
+        return False
+    if not check_mode:
+        manifest['next'] = next_run_id
+        _write_atomic(manifest_path, json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
+        summary_path = os.path.join(path, SUMMARY_FILE)
+        rows = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith('next ')]
+        _write_atomic(summary_path, '\n'.join(rows + ['{0:<10} : {1}'.format('next', next_run_id)]) + '\n')
+    return True
+
+
 def mark_interrupted(path, when, pid):
     """Record in the experiment at ``path`` that the controller went away while the job was waited for.
 
@@ -807,7 +829,7 @@ def mark_interrupted(path, when, pid):
 
 
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
-                      refused=None, launcher_end=None, straggler_threshold=None):
+                      refused=None, launcher_end=None, straggler_threshold=None, attempt=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
 
     Returns a dict with ``path`` (absolute), ``summary``, ``table``, ``manifest_path``, ``summary_path``, ``changed``
@@ -821,6 +843,9 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     end_record says, e.g. ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
     ``checkpoint`` and a line of the table. ``straggler_threshold`` (None: the manifest's ``parameters``' one, else
     _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`).
+    ``attempt`` (with ``results``; a launch with retries, module_utils/_retries.py: ``number``, ``first``, ``previous``,
+    ``retries``, ``rows``, ``resumed_from``) adds the attempt's links, every attempt's row and whether this one is
+    retried (``retry``) to the manifest, the table (when retries are on) and the result.
     """
     path = os.path.abspath(path)
     if not os.path.isdir(path):
@@ -852,6 +877,13 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         if verdicts:
             manifest['wait'] = verdicts
         table = ['{0:<10} : {1}'.format('outcome', verdict['outcome_detail'])] + table
+        if attempt:
+            attempt = dict(attempt, run_id=manifest.get('run_id'), experiment_dir=path)
+            recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'))
+            manifest.update(recorded)
+            verdict = dict(verdict, attempts=recorded['attempts'], retry=recorded['retry'])
+            if int(attempt.get('retries') or 0) > 0 or recorded['attempt'] > 1:
+                table += _retries.lines(recorded['attempts'], attempt.get('retries') or 0)
     elif (manifest or {}).get('outcome_detail'):
         table = ['{0:<10} : {1}'.format('outcome', manifest['outcome_detail'])] + table
     if refused:

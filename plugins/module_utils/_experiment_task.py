@@ -17,11 +17,12 @@ from ansible_collections.trainops.multinode.plugins.module_utils._stragglers imp
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import (
     ExperimentError,
     create_experiment_dir,
+    link_next,
     report_experiment,
 )
 
 ARGUMENT_SPEC = dict(
-    state=dict(type='str', default='created', choices=['created', 'reported']),
+    state=dict(type='str', default='created', choices=['created', 'reported', 'linked']),
     root=dict(type='path'),
     name=dict(type='str'),
     path=dict(type='path'),
@@ -32,11 +33,14 @@ ARGUMENT_SPEC = dict(
     refused=dict(type='list', elements='str', default=[]),
     slurm=dict(type='dict'),
     straggler_threshold=dict(type='float'),
+    attempt=dict(type='dict'),
+    next=dict(type='str'),
 )
 
 REQUIRED_IF = [
     ('state', 'created', ['root', 'name']),
     ('state', 'reported', ['path']),
+    ('state', 'linked', ['path', 'next']),
 ]
 
 
@@ -48,6 +52,9 @@ def run(params, check_mode=False):
         result = create_experiment_dir(params['root'], params['name'], check_mode=check_mode)
         result['changed'] = True
         return result
+    if params['state'] == 'linked':
+        return dict(path=params['path'], changed=link_next(params['path'], params['next'], check_mode=check_mode))
     return report_experiment(params['path'], params['manifest'], check_mode=check_mode, results=params['results'],
                              verdicts=params['verdicts'], missing_nodes=params['missing_nodes'], refused=params['refused'],
-                             launcher_end=params['slurm'], straggler_threshold=params['straggler_threshold'])
+                             launcher_end=params['slurm'], straggler_threshold=params['straggler_threshold'],
+                             attempt=params['attempt'])

@@ -161,6 +161,7 @@ KNOBS = (
     _knob('straggler_threshold', type='float', manifest=True, launch=True),
     _knob('wait_timeout', type='int', low=0, manifest=True, launch=True),
     _knob('resume_from', type='str', per_node=False, manifest=True, launch=True),
+    _knob('retries', short='retries', kind='int', low=0, per_node=False, manifest=True, launch=True),
     _knob('replace', short='replace', kind='bool', launch=True),
     _knob('allow_dirty', short='allow_dirty', kind='bool', launch=True),
     _knob('runtime', short='runtime', type='str', choices=('host', 'container'), launch=True),

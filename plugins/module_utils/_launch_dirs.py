@@ -15,6 +15,7 @@ tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of J
   node root, the synced workspace, and one state directory;
 * :func:`share_lines`: what the launch shows of the directories nodes share;
 * :func:`resume_nodes`: which nodes have the run a launch resumes, and its checkpoint, and what it says of them.
+* :func:`resume_checkpoint`: which checkpoint a launch resumed (the manifest's ``resumed_from``).
 """
 
 from __future__ import annotations
@@ -99,3 +100,25 @@ def resume_nodes(nodes, hostvars, run_id):
         _str(run_id), ', '.join(with_checkpoint) if with_checkpoint else 'no node (the script starts from scratch)',
         '; not on %s, which did not take part in it' % ', '.join(without_run) if without_run else '')
     return dict(with_run=with_run, with_checkpoint=with_checkpoint, without_run=without_run, msg=msg)
+
+
+def resume_checkpoint(nodes, hostvars, run_id, recorded=None):
+    """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``, and from the first of ``nodes``
+    whose stat of the run's ``checkpoint.pt`` found it (resume.yml registers ``__trainops_resume_found``: the run, then
+    its checkpoint) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from
+    ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's ``checkpoint.json``), where it names the same
+    path. Without a node that has the checkpoint, ``node`` and ``path`` are None (the script starts from scratch)."""
+    found = dict(run_id=_str(run_id), node=None, path=None, sha256=None, size=None, mtime=None, global_step=None,
+                 epoch=None)
+    for node in nodes:
+        results = dig(host_vars(hostvars, node), '__trainops_resume_found', 'results') or []
+        stat = dig(results[1], 'stat') if len(results) > 1 and isinstance(results[1], dict) else None
+        if isinstance(stat, dict) and stat.get('isreg'):
+            found.update(node=node, path=stat.get('path'), sha256=stat.get('checksum'), size=stat.get('size'),
+                         mtime=stat.get('mtime'))
+            break
+    if found['path'] and isinstance(recorded, dict):
+        same = recorded.get('path') in (None, found['path']) or recorded.get('node') == found['node']
+        if same:
+            found.update(global_step=recorded.get('global_step'), epoch=recorded.get('epoch'))
+    return found

@@ -240,6 +240,16 @@ def _resume_problems(params):
     return []
 
 
+def _retry_problems(params):
+    """``retries`` above 0 needs a job that is waited for: only the wait sees that it failed."""
+    retries = _integer(params.get('retries'))
+    wait = params.get('wait')
+    if retries and retries > 0 and str(wait).strip().lower() in ('false', 'no', 'off', '0'):
+        return ['retries=%s: a job that is not waited for (wait=false) is not retried; wait for it, or retry none '
+                '(e.g. -e retries=0)' % (params.get('retries'),)]
+    return []
+
+
 def _checkpoint_problems(params):
     """The checkpoint signal (USR1, USR2, or empty/null: none) and the seconds before a step's time limit at which the
     srun launcher sends it (an integer >= 0; 0 leaves it to the allocation's own --signal)."""
@@ -282,7 +292,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``checkpoint_signal``, ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``,
+    ``checkpoint_signal_seconds``, ``srun_start_timeout``
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
@@ -302,6 +313,8 @@ def launch_problems(params, which=shutil.which):
                       'seconds a node may stay unreachable during the wait', 300),
         _integer_rule(params, 'stall_timeout', 'trainops_stall_timeout',
                       'seconds without new log output before the job counts as stalled (0: off)', 900),
+        _integer_rule(params, 'retries', 'retries',
+                      'times a failed job is relaunched from its latest checkpoint (trainops_retries)', 1),
         _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous'),
         _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)'),
         _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison'),
@@ -339,7 +352,7 @@ def launch_problems(params, which=shutil.which):
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
     return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _launcher_problems(params) + _checkpoint_problems(params) + _resume_problems(params)
+            + _launcher_problems(params) + _checkpoint_problems(params) + _resume_problems(params) + _retry_problems(params)
             + _controller_problems(params, which))
 
 

@@ -44,25 +44,30 @@ RUNNING = 'running'
 INTERRUPTED = 'interrupted'
 
 OUTCOMES = {
-    'succeeded': dict(meaning="every node's torchrun exited 0", collected=True),
+    'succeeded': dict(meaning="every node's torchrun exited 0", collected=True, retried=False),
     'failed': dict(meaning="a node's job failed on its own before anyone stopped the job (or ended with another "
                            "non-zero exit), or the launch failed before the job ran everywhere (launch_errors)",
-                   collected=True),
-    'stalled': dict(meaning="a node's job wrote no new log output for trainops_stall_timeout seconds", collected=True),
+                   collected=True, retried=True),
+    'stalled': dict(meaning="a node's job wrote no new log output for trainops_stall_timeout seconds", collected=True,
+                    retried=True),
     'unreachable': dict(meaning='a node answered no query for trainops_unreachable_grace seconds, or could not be '
-                                'reached at the end', collected=True),
-    'stopped': dict(meaning='the user stopped it (playbooks/stop.yml)', collected=True),
+                                'reached at the end', collected=True, retried=True),
+    'stopped': dict(meaning='the user stopped it (playbooks/stop.yml)', collected=True, retried=False),
     'timed_out': dict(meaning="the wait's own limit trainops_wait_timeout ran out, or (launcher=srun) Slurm ended the "
-                              "step at a time limit", collected=True),
+                              "step at a time limit", collected=True, retried=False),
     INTERRUPTED: dict(meaning='the controller went away during the wait (Ctrl-C); the job may still run, '
-                              'playbooks/status.yml collects it once it has ended', collected=False),
-    RUNNING: dict(meaning='launched and not collected yet', collected=False),
+                              'playbooks/status.yml collects it once it has ended', collected=False, retried=False),
+    RUNNING: dict(meaning='launched and not collected yet', collected=False, retried=False),
 }
 """Every outcome an experiment's manifest can hold. ``collected``: false for a job that has not been collected yet,
-which ``playbooks/status.yml`` collects once it has ended everywhere."""
+which ``playbooks/status.yml`` collects once it has ended everywhere. ``retried``: a launch with retries left
+relaunches a job that ended so from its latest checkpoint (module_utils/_retries.py, docs/failures.md "Retries")."""
 
 JUDGED_OUTCOMES = tuple(name for name, row in OUTCOMES.items() if row['collected'])
 """The outcomes the judgment gives a collected job (``_experiment.judge_results``)."""
+
+RETRIED_OUTCOMES = tuple(name for name, row in OUTCOMES.items() if row['retried'])
+"""The outcomes a retry may fix (``failed``, ``stalled``, ``unreachable``); the others end the retries."""
 
 
 def outcome(name):

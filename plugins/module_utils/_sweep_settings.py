@@ -51,11 +51,12 @@ OPERATIONAL = (
     'master_port', 'rdzv_backend', 'rdzv_timeout', 'collective_timeout', 'wait', 'unreachable_grace', 'stall_timeout',
     'wait_timeout', 'resume_from', 'replace', 'allow_dirty', 'git_check', 'git_reference', 'node_id',
     'training_network', 'checkpoint_signal', 'checkpoint_signal_seconds', 'srun_start_timeout',
-    'straggler_threshold',
+    'straggler_threshold', 'retries',
 )
 """Launch knobs that change how a point is started, waited for or checked, not what it runs: a resume may give other
 values (a free port, ``-e replace=true`` to stop a point's job still running, a longer timeout, another straggler
-threshold: it judges the step times, the ranks run the same)."""
+threshold: it judges the step times, the ranks run the same). ``retries``: a sweep's points are not retried (a failed
+point is recorded and the sweep goes on, or stops: stop_on_failure)."""
 
 
 def variables():

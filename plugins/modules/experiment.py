@@ -37,8 +37,10 @@ options:
     description:
       - V(created) creates a new experiment directory O(root)/O(name).
       - V(reported) summarizes the metrics of the experiment directory O(path).
+      - V(linked) records in the manifest (C(next)) and C(summary.txt) of the experiment O(path), an attempt of a
+        launch with retries, the run id O(next) of the attempt after it.
     type: str
-    choices: [created, reported]
+    choices: [created, reported, linked]
     default: created
   root:
     description:
@@ -111,6 +113,23 @@ options:
         the node is named a straggler in RV(summary.stragglers) (docs/failures.md, Stragglers). Above 0, at most 10.
       - Unset, the manifest's C(parameters.straggler_threshold), else V(0.15).
     type: float
+    version_added: 0.2.0
+  attempt:
+    description:
+      - For an attempt of a launch with retries (C(trainops_retries), docs/failures.md "Retries"), what the launch knows
+        of it - C(number) (1-based), C(first) and C(previous) (run ids; V(null) for the first attempt), C(retries)
+        (the retries the launch allows), C(rows) (the rows of the attempts before it, as RV(attempts) returned them)
+        and C(resumed_from) (the checkpoint it resumed from - C(global_step), C(path), C(sha256), ...; V(null) from
+        scratch).
+      - Adds C(attempt), C(first), C(previous), C(attempts) (every attempt's run id, outcome, start step, end step,
+        steps lost and decision) and C(retry) to the manifest, and the attempts to the table when C(retries) is above
+        0 or this is a later attempt. Only used with O(results).
+    type: dict
+    version_added: 0.2.0
+  next:
+    description:
+      - With O(state=linked), the run id of the next attempt.
+    type: str
     version_added: 0.2.0
 notes:
   - "Metrics files are JSON lines, one object per training step with the keys C(rank), C(world_size), C(local_rank), C(node),
@@ -236,6 +255,25 @@ collect_refused:
   type: list
   elements: str
   sample: ["node1: refused profile '/r/profiles/../../x': a \"\", \".\" or \"..\" component"]
+  version_added: 0.2.0
+attempts:
+  description:
+    - With O(attempt), every attempt's row, this one last - C(attempt), C(run_id), C(experiment_dir), C(outcome),
+      C(outcome_detail), C(start_step) (the checkpoint's global step it resumed from, 0 from scratch), C(end_step)
+      (the last global step its metrics reached), C(steps_lost) (the previous attempt's end step minus this start
+      step), C(failure) (its failed nodes and how each ended), C(decision) and C(reason) (see RV(retry)).
+  returned: success, O(state=reported), O(results) and O(attempt) given
+  type: list
+  elements: dict
+  version_added: 0.2.0
+retry:
+  description:
+    - With O(attempt), whether the launch relaunches the job - C(decision) V(retry), V(stop) (retries end; C(reason)
+      says why, for example V(the same node failing twice the same way (node0 exit code 1 in attempts 1 and 2))) or
+      V(null) (it succeeded) - and C(reason).
+  returned: success, O(state=reported), O(results) and O(attempt) given
+  type: dict
+  sample: {decision: retry, reason: failed is retried (1 of 1 retries left)}
   version_added: 0.2.0
 stopped_nodes:
   description:

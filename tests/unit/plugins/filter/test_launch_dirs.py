@@ -20,6 +20,7 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_share_lines,
     dir_shares,
+    resume_checkpoint,
     resume_nodes,
 )
 from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
@@ -201,8 +202,24 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     for node in nodes:
         hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
     check = task('resume.yml', 'Fail unless a node has the run, and say what it resumes')
-    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_from='r1')
+    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_run_id='r1')
     variables['__trainops_resume'] = render(check['vars']['__trainops_resume'], **variables)
     assert render('{{ %s }}' % check['ansible.builtin.assert']['that'], **variables) is True
     assert render(check['ansible.builtin.assert']['success_msg'], **variables) == old(
         'resume_msg', trainops_resume_from='r1', __trainops_with_checkpoint=['node0'], __trainops_without_run=['node2'])
+
+
+def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_the_resumed_run():
+    def found(path=None):
+        stat = {'exists': True, 'isreg': True, 'path': path, 'checksum': 'ab' * 32, 'size': 10, 'mtime': 1.5} if path \
+            else {'exists': False}
+        return {'__trainops_resume_found': {'results': [{'stat': {'isdir': True}}, {'stat': stat}]}}
+    hostvars = {'node0': found(), 'node1': found('/s/runs/r1/outputs/checkpoint.pt'), 'node2': {}}
+    recorded = {'global_step': 8, 'epoch': 0, 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt'}
+    assert resume_checkpoint(['node0', 'node1', 'node2'], hostvars, 'r1', recorded) == {
+        'run_id': 'r1', 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt', 'sha256': 'ab' * 32, 'size': 10,
+        'mtime': 1.5, 'global_step': 8, 'epoch': 0}
+    # no record of its step (another controller's run), or no node with the checkpoint
+    assert resume_checkpoint(['node1'], hostvars, 'r1', None)['global_step'] is None
+    none = resume_checkpoint(['node0', 'node2'], hostvars, 'r1', recorded)
+    assert none['path'] is None and none['node'] is None and none['global_step'] is None

@@ -28,7 +28,7 @@ def good(tmp_path):
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
-        'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local',
+        'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local', 'retries': 0,
         'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
     }
 
@@ -106,6 +106,10 @@ ONE_BAD = [
     ({'training_network': 'mgmt'}, 'trainops_training_network=mgmt: '),
     ({'unreachable_grace': -1}, 'trainops_unreachable_grace=-1: '),
     ({'stall_timeout': '15m'}, 'trainops_stall_timeout=15m: '),
+    ({'retries': -1}, 'retries=-1: times a failed job is relaunched from its latest checkpoint (trainops_retries) must be '
+                      'an integer >= 0 (e.g. -e retries=1)'),
+    ({'retries': 'two'}, 'retries=two: '),
+    ({'retries': '2', 'wait': 'false'}, 'retries=2: a job that is not waited for (wait=false) is not retried'),
     ({'wait_timeout': 1.5}, 'trainops_wait_timeout=1.5: '),
     ({'straggler_threshold': 0}, 'trainops_straggler_threshold=0: '),
     ({'straggler_threshold': -0.1}, 'trainops_straggler_threshold=-0.1: '),

@@ -1,0 +1,112 @@
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""End-to-end: retries with resume (trainops_retries, roles/job/tasks/attempt.yml and next_attempt.yml, docs/failures.md
+"Retries") on the embedded local default's two nodes (one rank each: global rank 0 on node0, rank 1 on node1).
+
+A rank killed mid-run is retried from the latest checkpoint and the second attempt succeeds, its manifest linked to
+the first both ways; a failure that repeats on the same node stops the retries after the first with that reason."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from playbook_runner import wait_until
+from test_launch_local import processes_under
+
+pytestmark = [pytest.mark.e2e, pytest.mark.real, pytest.mark.slow]
+
+TINY = {'config': 'config/tiny.yaml', 'nproc': 1, 'trainops_poll_interval': 1}
+INTERVAL = 4
+
+
+def _json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _last_step(lab, node):
+    """The last global step node's rank recorded in its run's metrics (0 before any)."""
+    steps = [0]
+    for metrics in glob.glob(os.path.join(lab.nodes, node, 'state', '*', 'runs', '*', 'outputs', 'rank_*_metrics.jsonl')):
+        with open(metrics) as handle:
+            steps += [json.loads(line)['global_step'] for line in handle if line.strip().endswith('}')]
+    return max(steps)
+
+
+def _rank_processes(lab, node):
+    """node's training processes (train.py run by torchrun's worker, not torchrun or the supervisor)."""
+    return [pid for pid, cmd in processes_under(os.path.join(lab.nodes, node))
+            if 'train.py' in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
+            and 'supervisor' not in cmd]
+
+
+def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeeds(lab):
+    done = {}
+    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
+        TINY, retries=1, overrides=['training.max_steps=24', 'training.log_interval=1',
+                                    'training.checkpoint_interval=%d' % INTERVAL, 'debug.sleep_per_step_s=0.25',
+                                    'distributed.timeout_s=30']), timeout=300)))
+    launch.start()
+    try:
+        wait_until(lambda: _last_step(lab, 'node1') >= 2 * INTERVAL + 1, 150, what='node1 past its second checkpoint')
+        killed = _rank_processes(lab, 'node1')
+        assert killed, processes_under(lab.nodes)
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        launch.join(300)
+    proc = done['proc']
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    last = proc.summary['artifact_data']['trainops_experiment']
+    assert last['outcome'] == 'succeeded', last
+    attempts = last['attempts']
+    assert [(a['attempt'], a['outcome'], a['decision']) for a in attempts] == [(1, 'failed', 'retry'), (2, 'succeeded', None)]
+    first, second = attempts
+    assert 'node1' in first['outcome_detail'], first
+    # resumed from the latest checkpoint: no more steps lost than the checkpoint interval
+    assert second['start_step'] > 0 and second['start_step'] % INTERVAL == 0, attempts
+    assert 0 <= second['steps_lost'] <= INTERVAL and second['end_step'] == 24, attempts
+    # the manifests link both ways; the second records the checkpoint it resumed
+    one = _json(os.path.join(first['experiment_dir'], 'manifest.json'))
+    two = _json(os.path.join(second['experiment_dir'], 'manifest.json'))
+    assert (one['attempt'], one['first'], one['previous'], one['next']) == (1, first['run_id'], None, second['run_id'])
+    assert (two['attempt'], two['first'], two['previous']) == (2, first['run_id'], first['run_id']) and 'next' not in two
+    assert two['parameters']['resume_from'] == first['run_id'] and two['parameters']['retries'] == 1
+    resumed = two['resumed_from']
+    assert resumed['run_id'] == first['run_id'] and resumed['node'] == 'node0'
+    assert resumed['global_step'] == second['start_step'] and len(resumed['sha256']) == 64
+    assert resumed['path'].endswith('/runs/%s/outputs/checkpoint.pt' % first['run_id'])
+    env = _json(os.path.join(second['experiment_dir'], 'outputs', 'node1', 'rank_01_env.json'))
+    assert env['resumed_from_global_step'] == second['start_step']
+    assert env['env']['TRAINOPS_RESUME_FROM'].endswith('/runs/%s/outputs' % first['run_id'])
+    # the last summary lists both attempts
+    summary = open(os.path.join(second['experiment_dir'], 'summary.txt')).read()
+    assert 'attempts   : 2 of at most 2 (trainops_retries=1)' in summary, summary
+    assert 'attempt 1  : %s failed' % first['run_id'] in summary and 'attempt 2  : %s succeeded' % second['run_id'] in summary
+    print('\n'.join(line for line in summary.splitlines() if line.startswith('attempt')))
+    assert not lab.leftovers()
+
+
+def test_a_failure_that_repeats_on_the_same_node_stops_after_the_first_retry(lab):
+    proc = lab.run('playbooks/launch.yml', dict(
+        TINY, retries=2, overrides=['training.max_steps=16', 'training.log_interval=1',
+                                    'training.checkpoint_interval=%d' % INTERVAL, 'debug.fail_rank=1',
+                                    'debug.fail_step=7', 'distributed.timeout_s=30']), timeout=300)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    last = proc.summary['artifact_data']['trainops_experiment']
+    attempts = last['attempts']
+    assert [(a['attempt'], a['outcome'], a['decision']) for a in attempts] == [(1, 'failed', 'retry'), (2, 'failed', 'stop')]
+    assert last['retry']['reason'] == 'the same node failing twice the same way (node1 exit code 1 in attempts 1 and 2)'
+    assert attempts[1]['start_step'] == INTERVAL and attempts[1]['steps_lost'] == 6 - INTERVAL, attempts
+    assert 'Retries: the same node failing twice the same way' in proc.failure_text, proc.failure_text
+    manifest = _json(os.path.join(attempts[1]['experiment_dir'], 'manifest.json'))
+    assert manifest['retry'] == last['retry'] and manifest['previous'] == attempts[0]['run_id']
+    assert len(lab.experiment_dirs()) == 2
+    assert not lab.leftovers()

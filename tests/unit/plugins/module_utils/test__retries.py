@@ -1,0 +1,168 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Retries with resume (module_utils/_retries.py): the give-up rules, each with its reason, and the attempts table;
+and how the experiment's report records them (module_utils/_experiment.py, report_experiment's attempt, link_next)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _experiment, _outcomes, _retries
+
+
+def _verdict(outcome='failed', failed=('node0',), also=(), stopped=('node1',), detail=None):
+    return dict(outcome=outcome, outcome_detail=detail or '%s on %s' % (outcome, ', '.join(failed)),
+                failed_nodes=list(failed), also_failed=list(also), stopped_nodes=list(stopped))
+
+
+RESULTS = {'node0': {'exit_code': 1, 'node_rank': 0}, 'node1': {'exit_code': -15, 'stop': {'reason': 'peer'}}}
+
+
+def _record(verdict, results=None, steps=9, number=1, rows=(), retries=2, resumed=None, missing=()):
+    attempt = dict(number=number, first='run1', previous=None if number == 1 else 'run%d' % (number - 1),
+                   retries=retries, rows=list(rows), resumed_from=resumed, run_id='run%d' % number,
+                   experiment_dir='/e/run%d' % number)
+    return _retries.record(attempt, verdict, RESULTS if results is None else results, {'steps': steps}, missing)
+
+
+def test_only_failed_stalled_and_unreachable_are_retried():
+    assert set(_outcomes.RETRIED_OUTCOMES) == {'failed', 'stalled', 'unreachable'}
+    for outcome in ('stopped', 'timed_out'):
+        retry = _record(_verdict(outcome, failed=()))['retry']
+        assert retry['decision'] == 'stop' and retry['reason'].startswith('outcome %s: not retried' % outcome)
+    assert _record(_verdict('succeeded', failed=(), stopped=()))['retry'] == {'decision': None, 'reason': 'succeeded'}
+
+
+def test_a_failure_with_retries_left_is_retried_and_the_first_row_has_no_steps_lost():
+    recorded = _record(_verdict())
+    assert recorded['retry'] == {'decision': 'retry', 'reason': 'failed is retried (2 of 2 retries left)'}
+    assert recorded['attempt'] == 1 and recorded['first'] == 'run1' and recorded['previous'] is None
+    (row,) = recorded['attempts']
+    assert row['start_step'] == 0 and row['end_step'] == 9 and row['steps_lost'] is None
+    assert row['failure'] == [['node0', 'exit code 1']] and row['decision'] == 'retry'
+
+
+def test_no_retries_left_stops_with_the_knob():
+    retry = _record(_verdict(), retries=0)['retry']
+    assert retry == {'decision': 'stop', 'reason': 'no retries left (trainops_retries=0)'}
+    first = _record(_verdict(), retries=1)['attempts'][0]
+    retry = _record(_verdict(failed=('node1',), stopped=('node0',)), number=2, rows=[first], retries=1)['retry']
+    assert retry['reason'] == 'no retries left (trainops_retries=1)'
+
+
+def test_a_node_that_left_the_play_stops_the_retries_naming_it():
+    retry = _record(_verdict('unreachable', failed=('lab-node02',), stopped=()), missing=['lab-node02'])['retry']
+    assert retry == {'decision': 'stop',
+                     'reason': 'lab-node02 unreachable; a retry needs every node (spare nodes: not yet)'}
+
+
+def test_an_unreachable_node_back_in_the_play_is_retried():
+    assert _record(_verdict('unreachable', failed=('node1',), stopped=()))['retry']['decision'] == 'retry'
+
+
+def test_every_rank_failing_before_its_first_step_stops_the_retries():
+    results = {'node0': {'exit_code': 2}, 'node1': {'exit_code': 2}}
+    verdict = _verdict(failed=('node0',), also=('node1',), stopped=())
+    retry = _record(verdict, results=results, steps=None)['retry']
+    assert retry['decision'] == 'stop'
+    assert retry['reason'].startswith('every rank failed before its first step (node0 exit code 2): a retry would fail')
+    # a step reached, or a node stopped by the others' failure: retried
+    assert _record(verdict, results=results, steps=3)['retry']['decision'] == 'retry'
+    assert _record(_verdict(), steps=None)['retry']['decision'] == 'retry'
+
+
+def test_a_launch_that_failed_before_the_job_ran_is_not_retried():
+    attempt = dict(number=1, first='run1', previous=None, retries=3, rows=[])
+    recorded = _retries.record(attempt, _verdict(), RESULTS, {}, (), {'node1': 'The job did not start on node1'})
+    assert recorded['retry']['decision'] == 'stop' and 'the launch failed before the job ran (node1)' in recorded['retry']['reason']
+
+
+def test_the_same_node_failing_the_same_way_twice_stops_the_retries():
+    first = _record(_verdict(), steps=5)['attempts'][0]
+    resumed = {'path': '/s/runs/run1/outputs/checkpoint.pt', 'global_step': 4}
+    second = _record(_verdict(), steps=None, number=2, rows=[first], resumed=resumed)
+    assert second['retry'] == {'decision': 'stop', 'reason': 'the same node failing twice the same way '
+                                                             '(node0 exit code 1 in attempts 1 and 2)'}
+    assert [r['attempt'] for r in second['attempts']] == [1, 2]
+    row = second['attempts'][1]
+    assert row['start_step'] == 4 and row['end_step'] is None and row['steps_lost'] == 1
+    # another node, or another way (a signal), is retried
+    other = {'node0': {'exit_code': -15, 'stop': {'reason': 'peer'}}, 'node1': {'exit_code': 1}}
+    assert _record(_verdict(failed=('node1',), stopped=('node0',)), results=other, number=2, rows=[first],
+                   resumed=resumed)['retry']['decision'] == 'retry'
+    killed = {'node0': {'signal': 'SIGKILL', 'exit_code': None}, 'node1': RESULTS['node1']}
+    assert _record(_verdict(), results=killed, number=2, rows=[first], resumed=resumed)['retry']['decision'] == 'retry'
+
+
+def test_stalls_compare_by_node():
+    first = _record(_verdict('stalled', stopped=()), steps=5)['attempts'][0]
+    assert first['failure'] == [['node0', 'stalled']]
+    again = _record(_verdict('stalled', stopped=()), number=2, rows=[first], steps=8, resumed={'path': 'p', 'global_step': 4})
+    assert again['retry']['decision'] == 'stop' and 'node0 stalled in attempts 1 and 2' in again['retry']['reason']
+
+
+def test_a_resumed_attempt_without_a_checkpoint_of_its_own_starts_where_the_one_before_did():
+    first = _record(_verdict(), steps=9)['attempts'][0]
+    second = _record(_verdict(failed=('node1',)), number=2, rows=[first], steps=12,
+                     resumed={'path': 'p', 'global_step': 8})['attempts'][1]
+    third = _record(_verdict(), number=3, rows=[first, second], steps=None, resumed={'path': 'p', 'global_step': None})
+    assert third['attempts'][2]['start_step'] == 8 and third['attempts'][2]['steps_lost'] == 4
+    # a resume that found no checkpoint starts from scratch
+    fourth = _record(_verdict(), number=2, rows=[first], steps=3, resumed={'path': None})
+    assert fourth['attempts'][1]['start_step'] == 0 and fourth['attempts'][1]['steps_lost'] == 9
+
+
+def test_the_summary_lines_list_every_attempt():
+    first = _record(_verdict(), steps=9, retries=1)['attempts'][0]
+    second = _record(_verdict('succeeded', failed=(), stopped=()), number=2, rows=[first], steps=16, retries=1,
+                     resumed={'path': 'p', 'global_step': 8})['attempts']
+    assert _retries.lines(second, 1) == [
+        'attempts   : 2 of at most 2 (trainops_retries=1)',
+        'attempt 1  : run1 failed, steps 0 -> 9; retry: failed is retried (1 of 1 retries left)',
+        'attempt 2  : run2 succeeded, steps 8 -> 16, 1 step(s) lost',
+    ]
+
+
+def _write_metrics(path, node, steps):
+    os.makedirs(os.path.join(path, 'outputs', node))
+    with open(os.path.join(path, 'outputs', node, 'rank_00_metrics.jsonl'), 'w') as handle:
+        for step in steps:
+            handle.write(json.dumps({'rank': 0, 'world_size': 1, 'global_step': step, 'loss': 1.0}) + '\n')
+
+
+def test_the_report_records_the_attempt_and_the_next_one_is_linked(tmp_path):
+    path = str(tmp_path / 'run1')
+    os.makedirs(path)
+    _write_metrics(path, 'node0', [1, 2, 3])
+    results = {'node0': {'exit_code': 1, 'node_rank': 0}}
+    attempt = dict(number=1, first='run1', previous=None, retries=1, rows=[], resumed_from=None)
+    report = _experiment.report_experiment(path, {'run_id': 'run1'}, results=results, attempt=attempt)
+    assert report['retry']['decision'] == 'retry' and report['attempts'][0]['end_step'] == 3
+    manifest = json.load(open(os.path.join(path, 'manifest.json')))
+    assert (manifest['attempt'], manifest['first'], manifest['previous']) == (1, 'run1', None)
+    assert manifest['retry'] == report['retry'] and manifest['attempts'][0]['run_id'] == 'run1'
+    assert 'attempt 1  : run1 failed, steps 0 -> 3; retry:' in open(os.path.join(path, 'summary.txt')).read()
+    assert _experiment.link_next(path, 'run2') is True and _experiment.link_next(path, 'run2') is False
+    assert json.load(open(os.path.join(path, 'manifest.json')))['next'] == 'run2'
+    assert open(os.path.join(path, 'summary.txt')).read().endswith('next       : run2\n')
+
+
+def test_without_retries_the_table_is_as_before(tmp_path):
+    path = str(tmp_path / 'run1')
+    os.makedirs(path)
+    _write_metrics(path, 'node0', [1, 2])
+    results = {'node0': {'exit_code': 0}}
+    plain = _experiment.report_experiment(path, {'run_id': 'run1'}, results=results)
+    attempt = dict(number=1, first='run1', previous=None, retries=0, rows=[], resumed_from=None)
+    report = _experiment.report_experiment(path, {'run_id': 'run1'}, results=results, attempt=attempt)
+    assert report['table'] == plain['table'] and report['retry']['decision'] is None
+
+
+def test_link_next_needs_a_manifest(tmp_path):
+    with pytest.raises(_experiment.ExperimentError, match='holds no manifest'):
+        _experiment.link_next(str(tmp_path), 'run2')
