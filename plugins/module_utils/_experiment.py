@@ -129,16 +129,6 @@ def _number(value):
     return value
 
 
-def _int(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _mean(values):
     values = [v for v in values if v is not None]
     if not values:
@@ -220,7 +210,7 @@ def read_metrics(path):
             if truncated:
                 truncated_files.append(shown)
             for record in records:
-                rank = _int(record.get('rank'))
+                rank = _stragglers.whole(record.get('rank'))
                 if rank is None:
                     rank = file_rank
                 if rank is None:
@@ -302,7 +292,7 @@ def _loss_at_step(by_rank, step):
         value = None
         found = False
         for record in records:
-            if _int(record.get('global_step')) == step:
+            if _stragglers.whole(record.get('global_step')) == step:
                 found = True
                 value = _number(record.get('loss'))
         if found and value is not None:
@@ -350,7 +340,7 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     summary['ranks_seen'] = ranks
     summary['records_per_rank'] = dict((str(rank), len(by_rank[rank])) for rank in ranks)
 
-    world_sizes = [_int(r.get('world_size')) for records in by_rank.values() for r in records]
+    world_sizes = [_stragglers.whole(r.get('world_size')) for records in by_rank.values() for r in records]
     world_sizes = [w for w in world_sizes if w is not None and w > 0]
     world_size = max(world_sizes) if world_sizes else len(ranks)
     summary['world_size'] = world_size
@@ -362,7 +352,7 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     summary['hosts'] = sorted(set(str(r['node']) for records in by_rank.values() for r in records
                                   if r.get('node') is not None and r.get('node') != ''))
 
-    steps = [_int(r.get('global_step')) for records in by_rank.values() for r in records]
+    steps = [_stragglers.whole(r.get('global_step')) for records in by_rank.values() for r in records]
     steps = [s for s in steps if s is not None]
     if steps:
         first_step, last_step = min(steps), max(steps)
@@ -661,13 +651,13 @@ CHECKPOINT_RECORD = 'checkpoint.json'
 
 def _checkpoint_fields(record):
     """The fields of one checkpoint record that have the expected types (what the job wrote is not trusted)."""
-    if not isinstance(record, dict) or _int(record.get('global_step')) is None:
+    if not isinstance(record, dict) or _stragglers.whole(record.get('global_step')) is None:
         return None
-    fields = {'global_step': _int(record['global_step'])}
+    fields = {'global_step': _stragglers.whole(record['global_step'])}
     for key in ('reason', 'signal', 'path'):
         value = record.get(key)
         fields[key] = value if isinstance(value, str) and len(value) <= 4096 and '\n' not in value else None
-    fields['epoch'] = _int(record.get('epoch'))
+    fields['epoch'] = _stragglers.whole(record.get('epoch'))
     return fields
 
 

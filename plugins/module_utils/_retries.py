@@ -29,21 +29,12 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
 from __future__ import annotations
 
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES
+from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
 RETRY = 'retry'
 STOP = 'stop'
 
 SPARES_NOTE = 'a retry needs every node (spare nodes: not yet)'
-
-
-def _int(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def node_cause(node, outcome, results, missing_nodes=()):
@@ -81,12 +72,12 @@ def row(number, run_id, experiment_dir, verdict, start_step, end_step, previous=
     (the checkpoint's global step it resumed from; 0 from scratch), ``end_step`` (the last step its metrics reached,
     None without metrics), ``steps_lost`` (the previous attempt's end step minus this start step; None for the first
     attempt or where a step is unknown) and ``failure`` (:func:`failure`)."""
-    start_step = _int(start_step) or 0
-    end_step = _int(end_step)
+    start_step = whole(start_step) or 0
+    end_step = whole(end_step)
     lost = None
     if previous is not None:
-        previous_end = _int(previous.get('end_step'))
-        base = previous_end if previous_end is not None else _int(previous.get('start_step'))
+        previous_end = whole(previous.get('end_step'))
+        base = previous_end if previous_end is not None else whole(previous.get('start_step'))
         if base is not None:
             lost = max(0, base - start_step)
     verdict = verdict or {}

@@ -53,6 +53,18 @@ def seconds(value):
     return value
 
 
+def whole(value):
+    """``value`` from a rank's records as a whole number (a rank, a step): an int, or a float without a fraction;
+    None for anything else (null, booleans, strings, 2.5). The rule the seconds above follow for times."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def percentile(values, q):
     """The ``q``-th percentile (0-100) of ``values``, linearly interpolated between the closest ranks (numpy's
     default); None for no values."""
