@@ -29,7 +29,7 @@ def test_a_slowed_node_is_named_by_the_health_check_and_flagged_as_a_straggler(l
         (tmp_path / name).mkdir()
     with lab.slowed(victim, CPU_PERCENT):
         health = run_playbook('playbooks/health.yml', str(tmp_path / 'health'), launch_vars(
-            tmp_path / 'health', nproc=1, trainops_health_bytes='1M', trainops_health_iters=5,
+            tmp_path / 'health', nproc=1, trainops_health_bytes='16M', trainops_health_iters=5,
             trainops_health_warmup=1), inventory=lab.inventory, timeout=1200)
         job = run_playbook('playbooks/launch.yml', str(tmp_path / 'job'), launch_vars(
             tmp_path / 'job', nproc=1, trainops_progress_interval=2,
