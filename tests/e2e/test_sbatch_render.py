@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -161,7 +162,8 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
     fake, calls = fake_playbook(tmp_path)
     assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake)).returncode == 0
     script, _variables = rendered(tmp_path)
-    proc = start_script(script, calls, TMPDIR=str(tmp_path))
+    short = tempfile.mkdtemp(prefix='t', dir='/tmp')  # a TMPDIR short enough for the job's SSH sockets
+    proc = start_script(script, calls, TMPDIR=short)
     proc.send_signal(signal.SIGTERM)  # scancel, scontrol requeue
     out = proc.communicate(timeout=30)[0]
     assert proc.returncode == 143, out
@@ -173,8 +175,9 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
     launch_ssh, stop_ssh = (tmp_path / 'calls.txt.ssh').read_text().splitlines()
     assert os.path.dirname(launch_ssh) == os.path.dirname(stop_ssh) and launch_ssh != stop_ssh, (launch_ssh, stop_ssh)
     assert os.path.basename(os.path.dirname(launch_ssh)).startswith('trainops-ssh-41.')
-    assert os.path.dirname(os.path.dirname(launch_ssh)) == str(tmp_path)
+    assert os.path.dirname(os.path.dirname(launch_ssh)) == short
     assert not os.path.exists(os.path.dirname(launch_ssh)), 'the job removes its SSH directory'
+    os.rmdir(short)
 
 
 def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(tmp_path):
@@ -183,7 +186,7 @@ def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(t
     assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30).returncode == 0
     script, _variables = rendered(tmp_path)
     assert '#SBATCH --signal=B:USR1@30' in script.read_text()
-    proc = start_script(script, calls)
+    proc = start_script(script, calls, TMPDIR=str(tmp_path))  # pytest's: too long for SSH socket paths
     proc.send_signal(signal.SIGUSR1)  # --signal=B:USR1@30
     deadline = time.monotonic() + 30
     while not calls.read_text().rstrip().endswith('/playbooks/stop.yml'):
@@ -196,6 +199,8 @@ def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(t
     assert proc.returncode == -signal.SIGTERM, out
     assert 'reaches its time limit in 30 s (USR1)' in out and 'trainops: stop.yml exited with 0' in out
     assert 'waiting for the time limit' in out
+    launch_ssh = (tmp_path / 'calls.txt.ssh').read_text().splitlines()[0]
+    assert launch_ssh.startswith('/tmp/trainops-ssh-41.') and len(launch_ssh) + 41 <= 107, launch_ssh
 
 
 def test_with_requeue_a_restarted_attempt_resumes_the_run_the_last_one_recorded(tmp_path):
