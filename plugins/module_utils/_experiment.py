@@ -771,25 +771,37 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     )
 
 
-def link_next(path, next_run_id, check_mode=False):
-    """Record in the experiment at ``path`` (an attempt of a launch with retries) the run id of the attempt after it:
-    the manifest's ``next`` and a ``next`` line in ``summary.txt``. Returns True when it changed."""
-    manifest_path = os.path.join(path, MANIFEST_FILE)
-    text = _read_text(manifest_path)
+def _manifest_at(path):
+    """The manifest of the experiment at ``path`` as a dict, or None (missing, unreadable, not a JSON object)."""
+    text = _read_text(os.path.join(path, MANIFEST_FILE))
     try:
         manifest = json.loads(text) if text else None
     except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict):
-        raise ExperimentError('{0} holds no manifest to link the next attempt {1} into'.format(manifest_path, next_run_id))
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _rewrite(path, manifest, key, line, first=False):
+    """Write the experiment's changed ``manifest``, and ``line`` as summary.txt's ``key`` row (first or last)."""
+    _write_atomic(os.path.join(path, MANIFEST_FILE), json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
+    summary_path = os.path.join(path, SUMMARY_FILE)
+    rows = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith(key + ' ')]
+    row = '{0:<10} : {1}'.format(key, line)
+    _write_atomic(summary_path, '\n'.join([row] + rows if first else rows + [row]) + '\n')
+
+
+def link_next(path, next_run_id, check_mode=False):
+    """Record in the experiment at ``path`` (an attempt of a launch with retries) the run id of the attempt after it:
+    the manifest's ``next`` and a ``next`` line in ``summary.txt``. Returns True when it changed."""
+    manifest = _manifest_at(path)
+    if manifest is None:
+        raise ExperimentError('{0} holds no manifest to link the next attempt {1} into'.format(
+            os.path.join(path, MANIFEST_FILE), next_run_id))
     if manifest.get('next') == next_run_id:
         return False
     if not check_mode:
         manifest['next'] = next_run_id
-        _write_atomic(manifest_path, json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
-        summary_path = os.path.join(path, SUMMARY_FILE)
-        rows = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith('next ')]
-        _write_atomic(summary_path, '\n'.join(rows + ['{0:<10} : {1}'.format('next', next_run_id)]) + '\n')
+        _rewrite(path, manifest, 'next', next_run_id)
     return True
 
 
@@ -799,22 +811,14 @@ def mark_interrupted(path, when, pid):
     Only a manifest whose outcome is still ``running`` is changed (``interrupted``, ``interrupted_at``); the job may
     still run on the nodes, and ``playbooks/status.yml`` records its real end later. Returns True when it changed.
     """
-    manifest_path = os.path.join(path, MANIFEST_FILE)
-    text = _read_text(manifest_path)
-    try:
-        manifest = json.loads(text) if text else None
-    except ValueError:
-        return False
-    if not isinstance(manifest, dict) or manifest.get('outcome') != RUNNING:
+    manifest = _manifest_at(path)
+    if manifest is None or manifest.get('outcome') != RUNNING:
         return False
     stamp = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))
     line = ('interrupted: the controller (pid %d) went away at %s while waiting; the job may still run. '
             'playbooks/status.yml collects it and records its real end' % (pid, stamp))
     manifest.update(outcome=INTERRUPTED, outcome_detail=line, interrupted_at=stamp)
-    _write_atomic(manifest_path, json.dumps(manifest, sort_keys=True, indent=2, default=str) + '\n')
-    summary_path = os.path.join(path, SUMMARY_FILE)
-    lines = [row for row in (_read_text(summary_path) or '').splitlines() if not row.startswith('outcome ')]
-    _write_atomic(summary_path, '\n'.join(['{0:<10} : {1}'.format('outcome', line)] + lines) + '\n')
+    _rewrite(path, manifest, 'outcome', line, first=True)
     return True
 
 
