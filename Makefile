@@ -11,6 +11,8 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 PYTEST ?= $(BIN)/python -m pytest
 # -q for a target run alone; make test runs its suites side by side with one line per test (-v)
 PYTEST_REPORT ?= -q
+# the tests of e2e and lab-test that cost the most CPU time, listed at their end (tests/cpu_report.py)
+CPU_REPORT ?= 15
 
 .PHONY: help deps dev-deps demo test checks static unit functional workload e2e lab-test lab-test-1 lab-test-2 lint sanity syntax clean lab lab-down lab-status engine container-image \
         dist ee changelog
@@ -59,7 +61,7 @@ functional: dev-deps ## The torchrun module against real processes
 	$(PYTEST) -q --durations=5 tests/functional
 
 e2e: dev-deps ## Playbooks end to end through the ansible-runner entry
-	$(PYTEST) $(PYTEST_REPORT) --durations=10 tests/e2e
+	$(PYTEST) $(PYTEST_REPORT) --durations=10 --cpu-report=$(CPU_REPORT) tests/e2e
 
 N ?= 4
 SHAPE ?=
@@ -92,16 +94,16 @@ LAB_SHARDS ?= $(if $(filter 1 2 3,$(shell nproc)),1,2)
 
 lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
 ifeq ($(LAB_SHARDS),1)
-	$(PYTEST) $(PYTEST_REPORT) --durations=15 tests/lab
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) tests/lab
 else
 	PYTEST_REPORT="$(PYTEST_REPORT)" MAKE="$(MAKE)" bash hack/parallel.sh lab-test-1 lab-test-2
 endif
 
 lab-test-1: dev-deps engine ## The first shard of lab-test, on the lab
-	$(PYTEST) $(PYTEST_REPORT) --durations=15 $(addprefix --ignore=,$(LAB_SHARD_2)) tests/lab
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) $(addprefix --ignore=,$(LAB_SHARD_2)) tests/lab
 
 lab-test-2: dev-deps engine ## The second shard of lab-test, on a second lab beside the first (TRAINOPS_LAB=2)
-	TRAINOPS_LAB=2 $(PYTEST) $(PYTEST_REPORT) --durations=15 $(LAB_SHARD_2)
+	TRAINOPS_LAB=2 $(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) $(LAB_SHARD_2)
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done

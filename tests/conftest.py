@@ -14,3 +14,6 @@ if os.path.isdir(_COLLECTIONS) and _COLLECTIONS not in sys.path:
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+
+# --cpu-report=N: the tests that used the most CPU time (tests/cpu_report.py)
+pytest_plugins = ['cpu_report']
