@@ -42,7 +42,6 @@ RETRY = 'retry'
 STOP = 'stop'
 
 
-
 def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, launcher='ssh'):
     """The spare nodes of a launch (``trainops_spare_nodes``: the inventory group ``spare_group``, whose hosts are
     ``group_hosts``, None where the inventory has no such group) and what does not fit, checked before any node is
@@ -59,8 +58,8 @@ def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, la
         problems.append('trainops_min_nodes=%r: give a whole number of nodes, 0 (all the job\'s nodes are needed) or '
                         'more' % (min_nodes, ))
     elif least > len(nodes):
-        problems.append('trainops_min_nodes=%d: more than the job\'s %d node(s) (%s)' % (least, len(nodes),
-                                                                                     ', '.join(nodes)))
+        problems.append('trainops_min_nodes=%d: more than the job\'s %d node(s) (%s)'
+                        % (least, len(nodes), ', '.join(nodes)))
     if not spare_group:
         return dict(spares=spares, problems=problems)
     if not isinstance(spare_group, str):

@@ -141,7 +141,7 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp
     manifest = read_json(os.path.join(second['experiment_dir'], 'manifest.json'))
     assert manifest['replaced'] == [{'node': victim, 'by': spare, 'node_rank': victim_index - 1,
                                      'reason': 'unreachable'}], manifest['replaced']
-    ranks = dict((n['host'], n['node_rank'] if 'node_rank' in n else n['ranks'][0] // 2) for n in manifest['nodes'])
+    ranks = dict((n['host'], n['node_rank']) for n in manifest['nodes'])
     assert ranks[spare] == victim_index - 1 and victim not in ranks, ranks
     resumed = manifest['resumed_from']
     assert resumed['node'] != victim and len(resumed['sha256']) == 64, resumed

@@ -124,8 +124,8 @@ def test_without_a_spare_min_nodes_lets_the_job_go_on_with_fewer_nodes():
 def test_replace_uses_the_spares_in_order_and_drops_only_what_min_nodes_allows():
     plan = _retries.replace({'b': 'unreachable', 'd': 'unreachable', 'a': 'x'}, ['a', 'b', 'c', 'd'], ['s1'], 2)
     assert plan['nodes'] == ['s1', 'c'] and plan['excluded'] == ['a', 'b', 'd'] and plan['stop'] is None
-    assert [(r['node'], r['by'], r['node_rank']) for r in plan['replaced']] == [('a', 's1', 0), ('b', None, 1),
-                                                                              ('d', None, 3)]
+    assert [(r['node'], r['by'], r['node_rank']) for r in plan['replaced']] == [
+        ('a', 's1', 0), ('b', None, 1), ('d', None, 3)]
     assert _retries.replace({'a': 'x'}, ['a', 'b'], [], 0)['stop'].startswith('a x; no spare left')
 
 
