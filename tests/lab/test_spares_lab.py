@@ -74,10 +74,16 @@ def spare_inventory(lab, tmp_path):
     return path
 
 
+def node_root(lab):
+    """The lab's trainops_node_root (its inventory's; the collection's default without one)."""
+    with open(lab.inventory) as handle:
+        return (yaml.safe_load(handle)['trainops_nodes'].get('vars') or {}).get('trainops_node_root', '~/.trainops')
+
+
 def last_step(lab, node):
     """The last global step in the node's metrics of its newest run (0 before any)."""
-    out = lab.ssh(node, 'f=$(ls -t ~/.trainops/state/*/runs/*/outputs/rank_*_metrics.jsonl 2>/dev/null | head -1); '
-                        '[ -n "$f" ] && tail -n 1 "$f" || true', check=False).stdout
+    out = lab.ssh(node, 'f=$(ls -t %s/state/*/runs/*/outputs/rank_*_metrics.jsonl 2>/dev/null | head -1); '
+                        '[ -n "$f" ] && tail -n 1 "$f" || true' % node_root(lab), check=False).stdout
     steps = [int(s) for s in STEP_RE.findall(out)]
     return max(steps) if steps else 0
 
@@ -106,7 +112,7 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp
     extra = test_launch_lab.launch_vars(
         tmp_path, retries=1, trainops_nodes_group='job', trainops_spare_nodes='spares', trainops_progress_interval=2,
         trainops_unreachable_grace=15,
-        overrides=['training.max_steps=60', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
+        overrides=['training.epochs=50', 'training.max_steps=60', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
                    'debug.sleep_per_step_s=0.5', 'distributed.timeout_s=30'])
     launch = start_playbook('playbooks/launch.yml', str(tmp_path), extra, inventory=spare_inventory(lab, tmp_path))
     failed_at = None
