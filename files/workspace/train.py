@@ -13,15 +13,17 @@ Outputs, all under ``training.output_dir``:
 
 * ``rank_XX_metrics.jsonl`` - one JSON record per logged step, per rank.
 * ``rank_XX_env.json`` - once per rank: host, ranks, backend, versions, NCCL/RCCL/GLOO/... variables.
-* ``checkpoint.pt`` - written atomically by global rank 0 at every epoch end, at the end, every
-  ``training.checkpoint_interval`` steps and when the checkpoint signal arrives (below).
-* ``checkpoint.json`` - rank 0's record of the last ``checkpoint.pt``: ``global_step``, ``epoch``, ``reason``
+* ``checkpoint.pt`` - written atomically on every node (by its local rank 0: the same state everywhere, so the
+  checkpoint survives the loss of any node) at every epoch end, at the end, every
+  ``training.checkpoint_interval`` steps and when the checkpoint signal arrives (below). Nodes that share one
+  output directory (shared storage) write the same file safely: each writer renames its own temp file over it.
+* ``checkpoint.json`` - the node's (its local rank 0's) record of the last ``checkpoint.pt``: ``global_step``, ``epoch``, ``reason``
   (``epoch_end``, ``interval``, ``signal``, ``end``), ``signal``, ``path``, ``time``, and
   ``last_signal_checkpoint`` (the same keys, of the last checkpoint the signal caused; null when none).
 
 The checkpoint signal (``TRAINOPS_CHECKPOINT_SIGNAL``, default ``SIGUSR1``: what Slurm's ``--signal=USR1@90``
 sends every process of a job before its time limit) does not stop the run: every rank notes it, all ranks
-agree at the next step boundary (an all-reduce of the flag), rank 0 writes ``checkpoint.pt`` as at an epoch
+agree at the next step boundary (an all-reduce of the flag), every node writes ``checkpoint.pt`` as at an epoch
 end, and every rank logs ``[trainops] checkpoint at global step N on SIGUSR1 node=<host> rank=<r>/<world>``.
 Training then goes on until the end or the time limit.
 
@@ -556,17 +558,24 @@ def secret_env_presence() -> Dict[str, bool]:
 
 
 def write_json_atomic(path: str, data: Any) -> None:
-    """Write ``data`` as pretty JSON via a temp file and ``os.replace``."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
+    """Write ``data`` as pretty JSON via a temp file of this writer (:func:`temp_path`) and ``os.replace``."""
+    tmp = temp_path(path)
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2, sort_keys=True, default=str)
         handle.write("\n")
     os.replace(tmp, path)
 
 
+def temp_path(path: str) -> str:
+    """A temp file next to ``path`` that no other writer uses: the host name and the process id, since nodes that
+    share one output directory (shared storage) write the same checkpoint at the same step."""
+    return "%s.tmp.%s.%d" % (path, socket.gethostname(), os.getpid())
+
+
 def save_checkpoint(path: str, state: Dict[str, Any]) -> None:
-    """``torch.save`` to a temp file in the same directory, fsync, then atomically rename over ``path``."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
+    """``torch.save`` to a temp file of this writer in the same directory (:func:`temp_path`), fsync, then atomically
+    rename over ``path``: a reader sees the old or the new checkpoint, never a part of one."""
+    tmp = temp_path(path)
     with open(tmp, "wb") as handle:
         torch.save(state, handle)
         handle.flush()
@@ -777,7 +786,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     ckpt_path = os.path.join(out_dir, CHECKPOINT_NAME)
     checkpoint_signal = CheckpointSignal()
     checkpoint_signal.install()
-    last_signalled = None  # rank 0: the last checkpoint the signal caused, kept in checkpoint.json
+    last_signalled = None  # local rank 0: the last checkpoint the signal caused, kept in checkpoint.json
 
     torch.manual_seed(tcfg["seed"])
     model = build_model(cfg["model"]).to(device)
@@ -935,7 +944,9 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                 signalled = checkpoint_signal.agreed(device)
                 reason = ("end" if is_last else "epoch_end" if end_of_epoch else "interval" if periodic
                           else "signal" if signalled else None)
-                if rank == 0 and reason:
+                # every node's local rank 0 writes the same state (DDP keeps the replicas equal) into its node's
+                # output directory: any node left after a node is lost has the checkpoint to resume from
+                if local_rank == 0 and reason:
                     save_checkpoint(ckpt_path, {
                         "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(), "epoch": epoch, "global_step": global_step,

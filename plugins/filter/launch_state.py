@@ -20,6 +20,9 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launch_
 # the directories nodes share, the run a launch resumes (shares.yml, resume.yml)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
 
+# the spare nodes of a launch (nodes.yml; trainops_spare_nodes)
+from ansible_collections.trainops.multinode.plugins.module_utils import _retries
+
 
 def _preflights(name, value):
     if not isinstance(value, Mapping):
@@ -77,8 +80,15 @@ def resume_nodes(nodes, hostvars, run_id):
     return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id)
 
 
-def resume_checkpoint(nodes, hostvars, run_id, recorded=None):
-    return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded)
+def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
+    return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded, per_node)
+
+
+def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher='ssh'):
+    groups = _mapping('spare_pool', 'groups', groups)
+    found = groups.get(spare_group) if spare_group and spare_group in groups else None
+    return _retries.spare_pool(_nodes('spare_pool', nodes), spare_group, None if found is None else list(found),
+                               min_nodes, None if play_hosts is None else list(play_hosts), launcher)
 
 
 class FilterModule(object):
@@ -94,4 +104,5 @@ class FilterModule(object):
             'dir_share_lines': dir_share_lines,
             'resume_checkpoint': resume_checkpoint,
             'resume_nodes': resume_nodes,
+            'spare_pool': spare_pool,
         }

@@ -681,6 +681,25 @@ def read_checkpoint(path):
     return fields
 
 
+def read_checkpoints(path):
+    """Every node's record of its last checkpoint (files/workspace/train.py writes it on every node), by node:
+    ``{node: {global_step, epoch, reason, signal, path}}`` of the ``outputs/<node>/checkpoint.json`` that read as one
+    (a retry resumes from one of them: module_utils/_launch_dirs.resume_checkpoint)."""
+    found = {}
+    for node, node_dir in node_output_dirs(path):
+        record_path = os.path.join(node_dir, CHECKPOINT_RECORD)
+        if not os.path.isfile(record_path) or os.path.islink(record_path):
+            continue
+        try:
+            with open(record_path) as handle:
+                fields = _checkpoint_fields(json.load(handle))
+        except (OSError, ValueError):
+            continue
+        if fields is not None:
+            found[node] = fields
+    return found
+
+
 def checkpoint_line(checkpoint):
     """``global step 12 (SIGUSR1) on lab-node01: /srv/.../checkpoint.pt`` for the summary and the outcome."""
     if not checkpoint:
@@ -851,6 +870,9 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     summary = summarize(read_metrics(path), _stragglers.threshold(straggler_threshold))
     table = summary_table(summary)
     checkpoint = read_checkpoint(path)
+    checkpoints = read_checkpoints(path)
+    if checkpoints:
+        manifest = dict(manifest or {}, checkpoints=checkpoints)
     if checkpoint is not None:
         manifest = dict(manifest or {}, checkpoint=checkpoint)
         table.append('{0:<10} : {1}'.format('checkpoint', checkpoint_line(checkpoint)))

@@ -88,28 +88,36 @@ def share_lines(root_shares, workspace_shares):
 
 def resume_nodes(nodes, hostvars, run_id):
     """Which of ``nodes`` have the run ``run_id`` (fact ``__trainops_resume_has_run``) and its checkpoint
-    (``__trainops_resume_has_checkpoint``), in order: ``with_run``, ``with_checkpoint``, ``without_run``, and
-    ``msg``, what the launch says it resumes."""
+    (``__trainops_resume_has_checkpoint``), in order: ``with_run``, ``with_checkpoint``, ``without_run``,
+    ``without_checkpoint`` (they get a copy from the first of ``with_checkpoint``, resume.yml), and ``msg``, what the
+    launch says it resumes."""
     def having(fact):
         return [node for node in nodes if host_vars(hostvars, node).get(fact)]
 
     with_run = having('__trainops_resume_has_run')
     with_checkpoint = having('__trainops_resume_has_checkpoint')
     without_run = [node for node in nodes if node not in with_run]
+    without_checkpoint = [node for node in nodes if node not in with_checkpoint]
     msg = 'Resuming run %s: its checkpoint is on %s%s.' % (
         _str(run_id), ', '.join(with_checkpoint) if with_checkpoint else 'no node (the script starts from scratch)',
         '; not on %s, which did not take part in it' % ', '.join(without_run) if without_run else '')
-    return dict(with_run=with_run, with_checkpoint=with_checkpoint, without_run=without_run, msg=msg)
+    if with_checkpoint and without_checkpoint:
+        msg += ' %s get(s) a copy from %s.' % (', '.join(without_checkpoint), with_checkpoint[0])
+    return dict(with_run=with_run, with_checkpoint=with_checkpoint, without_run=without_run,
+                without_checkpoint=without_checkpoint, msg=msg)
 
 
-def resume_checkpoint(nodes, hostvars, run_id, recorded=None):
+def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``, and from the first of ``nodes``
     whose stat of the run's ``checkpoint.pt`` found it (resume.yml registers ``__trainops_resume_found``: the run, then
-    its checkpoint) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from
+    its checkpoint) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from that
+    node's own ``checkpoint.json`` in ``per_node`` (the resumed run's manifest's ``checkpoints``), else from
     ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's ``checkpoint.json``), where it names the same
-    path. Without a node that has the checkpoint, ``node`` and ``path`` are None (the script starts from scratch)."""
+    file (the same node, or the same path below the run's directory: every node writes the same checkpoint);
+    ``copied_to``: the nodes the checkpoint was copied to from ``node`` (resume.yml's ``__trainops_resume_copied``).
+    Without a node that has the checkpoint, ``node`` and ``path`` are None (the script starts from scratch)."""
     found = dict(run_id=_str(run_id), node=None, path=None, sha256=None, size=None, mtime=None, global_step=None,
-                 epoch=None)
+                 epoch=None, copied_to=[])
     for node in nodes:
         results = dig(host_vars(hostvars, node), '__trainops_resume_found', 'results') or []
         stat = dig(results[1], 'stat') if len(results) > 1 and isinstance(results[1], dict) else None
@@ -117,8 +125,22 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None):
             found.update(node=node, path=stat.get('path'), sha256=stat.get('checksum'), size=stat.get('size'),
                          mtime=stat.get('mtime'))
             break
-    if found['path'] and isinstance(recorded, dict):
-        same = recorded.get('path') in (None, found['path']) or recorded.get('node') == found['node']
+    if not found['path']:
+        return found
+    found['copied_to'] = [node for node in nodes
+                          if dig(host_vars(hostvars, node), '__trainops_resume_copied', 'stat', 'isreg')]
+    own = (per_node or {}).get(found['node']) if isinstance(per_node, dict) else None
+    if isinstance(own, dict) and own.get('global_step') is not None:
+        found.update(global_step=own.get('global_step'), epoch=own.get('epoch'))
+    elif isinstance(recorded, dict):
+        same = (recorded.get('path') in (None, found['path']) or recorded.get('node') == found['node']
+                or _below_run(recorded.get('path')) == _below_run(found['path']))
         if same:
             found.update(global_step=recorded.get('global_step'), epoch=recorded.get('epoch'))
     return found
+
+
+def _below_run(path):
+    """``<run id>/outputs/checkpoint.pt`` of ``.../runs/<run id>/outputs/checkpoint.pt`` (None without ``/runs/``)."""
+    text = _str(path) if path else ''
+    return text.rsplit('/runs/', 1)[1] if '/runs/' in text else None

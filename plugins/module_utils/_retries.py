@@ -19,11 +19,18 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
    retried; ``stopped`` by the user, ``timed_out`` are not);
 3. a launch that failed before the job ran (``launch_errors``: bad input, a node that cannot start);
 4. no retries left (``trainops_retries``);
-5. a node that left the play (unreachable): a retry needs every node (spare nodes: not yet);
-6. every rank failed on its own before its first step: the script fails the same way on every start (bad input, a
+5. every rank failed on its own before its first step: the script fails the same way on every start (bad input, a
    script error);
-7. the same node(s) failing the same way (exit code, signal, stall, unreachable) as in the attempt before;
-8. else: retry.
+6. a node judged bad - it left the play (unreachable), or it is the culprit of the same failure (exit code, signal,
+   stall, unreachable) as in the attempt before - is left out of the next attempt (:func:`replace`): the first unused
+   spare node (``trainops_spare_nodes``) takes its place with the same node rank (node rank 0 too: the master moves),
+   or without a spare the job goes on with the nodes left where ``trainops_min_nodes`` (above 0) allows it; else it
+   stops, naming what is missing. Without spare nodes and ``trainops_min_nodes`` (the default), the same failure twice
+   stops with ``the same node failing twice the same way``;
+7. else: retry.
+
+The next attempt's node set, where it differs, comes with a retry (:func:`decide`: ``nodes``, ``spares``,
+``replaced``, ``excluded``); every row records its attempt's ``nodes`` and ``replaced``.
 """
 
 from __future__ import annotations
@@ -34,7 +41,50 @@ from ansible_collections.trainops.multinode.plugins.module_utils._stragglers imp
 RETRY = 'retry'
 STOP = 'stop'
 
-SPARES_NOTE = 'a retry needs every node (spare nodes: not yet)'
+
+def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, launcher='ssh'):
+    """The spare nodes of a launch (``trainops_spare_nodes``: the inventory group ``spare_group``, whose hosts are
+    ``group_hosts``, None where the inventory has no such group) and what does not fit, checked before any node is
+    touched (roles/job/tasks/nodes.yml): ``{'spares': [...], 'problems': [one line per value to fix]}``. ``nodes``:
+    the job's nodes; ``min_nodes``: ``trainops_min_nodes``; ``play_hosts``: the play's hosts (the spares must be in the
+    play: playbooks/launch.yml adds the group to its hosts)."""
+    problems, spares = [], []
+    nodes = list(nodes or ())
+    try:
+        least = int(min_nodes if min_nodes not in (None, '') else 0)
+    except (TypeError, ValueError):
+        least = None
+    if least is None or least < 0 or isinstance(min_nodes, bool):
+        problems.append('trainops_min_nodes=%r: give a whole number of nodes, 0 (all the job\'s nodes are needed) or '
+                        'more' % (min_nodes, ))
+    elif least > len(nodes):
+        problems.append('trainops_min_nodes=%d: more than the job\'s %d node(s) (%s)'
+                        % (least, len(nodes), ', '.join(nodes)))
+    if not spare_group:
+        return dict(spares=spares, problems=problems)
+    if not isinstance(spare_group, str):
+        problems.append('trainops_spare_nodes=%r: give the name of an inventory group' % (spare_group, ))
+        return dict(spares=spares, problems=problems)
+    if group_hosts is None:
+        problems.append('trainops_spare_nodes=%s: no such group in the inventory' % spare_group)
+        return dict(spares=spares, problems=problems)
+    for host in group_hosts:
+        if host not in spares:
+            spares.append(host)
+    both = [host for host in spares if host in nodes]
+    if both:
+        problems.append('trainops_spare_nodes=%s: %s also a node of the job; a spare must not be one'
+                        % (spare_group, ', '.join(both) + (' is' if len(both) == 1 else ' are')))
+    if not spares:
+        problems.append('trainops_spare_nodes=%s: the group has no hosts' % spare_group)
+    outside = [host for host in spares if play_hosts is not None and host not in play_hosts]
+    if outside:
+        problems.append('trainops_spare_nodes=%s: %s not in the play (playbooks/launch.yml adds the group to its '
+                        'hosts where it is given with -e, not in the inventory)' % (spare_group, ', '.join(outside)))
+    if launcher != 'ssh':
+        problems.append('trainops_spare_nodes=%s: spare nodes need launcher=ssh (a Slurm step runs on its '
+                        'allocation), not %s' % (spare_group, launcher))
+    return dict(spares=[host for host in spares if host not in nodes], problems=problems)
 
 
 def node_cause(node, outcome, results, missing_nodes=()):
@@ -67,11 +117,13 @@ def _failure_words(pairs):
     return ', '.join('%s %s' % (node, cause) for node, cause in pairs)
 
 
-def row(number, run_id, experiment_dir, verdict, start_step, end_step, previous=None, failed_how=None):
+def row(number, run_id, experiment_dir, verdict, start_step, end_step, previous=None, failed_how=None, nodes=None,
+        replaced=None):
     """One attempt's row: ``attempt``, ``run_id``, ``experiment_dir``, ``outcome``, ``outcome_detail``, ``start_step``
     (the checkpoint's global step it resumed from; 0 from scratch), ``end_step`` (the last step its metrics reached,
     None without metrics), ``steps_lost`` (the previous attempt's end step minus this start step; None for the first
-    attempt or where a step is unknown) and ``failure`` (:func:`failure`)."""
+    attempt or where a step is unknown), ``failure`` (:func:`failure`), ``nodes`` (its nodes in rank order; None where
+    the launch did not say) and ``replaced`` (the nodes it ran without, :func:`replace`'s, [] for none)."""
     start_step = whole(start_step) or 0
     end_step = whole(end_step)
     lost = None
@@ -83,13 +135,51 @@ def row(number, run_id, experiment_dir, verdict, start_step, end_step, previous=
     verdict = verdict or {}
     return dict(attempt=int(number), run_id=run_id, experiment_dir=experiment_dir, outcome=verdict.get('outcome'),
                 outcome_detail=verdict.get('outcome_detail'), start_step=start_step, end_step=end_step,
-                steps_lost=lost, failure=list(failed_how or []))
+                steps_lost=lost, failure=list(failed_how or []), nodes=list(nodes) if nodes is not None else None,
+                replaced=[dict(r) for r in replaced or []])
 
 
-def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_errors=None):
+def replace(bad, nodes, spares=(), min_nodes=0, spare_group=''):
+    """Leave the nodes judged ``bad`` (``{node: why}``) out of the next attempt: each, in rank order, is replaced by the
+    first unused of ``spares`` with its node rank; without a spare left it is dropped, where ``min_nodes`` (above 0)
+    allows the nodes left. ``{'nodes' (the next attempt's, in rank order), 'spares' (those left), 'replaced'
+    ([{node, by, node_rank, reason}]; by None: dropped), 'excluded', 'stop' (None, or why no next attempt can run)}``."""
+    nodes, pool = list(nodes or ()), list(spares or ())
+    order, replaced = list(nodes), []
+    for node in [n for n in nodes if n in bad]:
+        rank = nodes.index(node)
+        by = pool.pop(0) if pool else None
+        if by is not None:
+            order[order.index(node)] = by
+        else:
+            order.remove(node)
+        replaced.append(dict(node=node, by=by, node_rank=rank, reason=bad[node]))
+    dropped = [r['node'] for r in replaced if r['by'] is None]
+    stop = None
+    if dropped and not (int(min_nodes or 0) > 0 and len(order) >= int(min_nodes)):
+        stop = '%s; no spare left (trainops_spare_nodes=%s) and trainops_min_nodes=%d%s' % (
+            ', '.join('%s %s' % (r['node'], r['reason']) for r in replaced if r['by'] is None), spare_group or "''",
+            int(min_nodes or 0), ' (%d node(s) left)' % len(order) if int(min_nodes or 0) > 0 else '')
+    return dict(nodes=order, spares=pool, replaced=replaced, excluded=[r['node'] for r in replaced], stop=stop)
+
+
+def _replaced_words(replaced, why=False):
+    """``node1 by node2 as node rank 1`` (``why``: ``node1 unreachable: replaced by node2 as node rank 1``)."""
+    if why:
+        return ', '.join('%s %s: %s' % (r['node'], r['reason'], 'replaced by %s as node rank %d' % (r['by'], r['node_rank'])
+                                        if r['by'] else 'left out') for r in replaced)
+    return ', '.join('%s by %s as node rank %d' % (r['node'], r['by'], r['node_rank']) if r['by']
+                     else '%s left out' % r['node'] for r in replaced)
+
+
+def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_errors=None, nodes=None, spares=(),
+           min_nodes=0, spare_group=''):
     """Whether the attempt ``current`` (a :func:`row`) is retried: ``{'decision': 'retry' | 'stop' | None,
-    'reason'}`` (None: it succeeded). ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
-    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes that left the play."""
+    'reason'}`` (None: it succeeded); a retry on another node set adds :func:`replace`'s ``nodes``, ``spares``,
+    ``replaced`` and ``excluded``. ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
+    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes that left the play;
+    ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
+    the group ``spare_group``); ``min_nodes``: trainops_min_nodes."""
     outcome = current.get('outcome')
     if outcome == 'succeeded':
         return dict(decision=None, reason='succeeded')
@@ -101,29 +191,43 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     left = int(retries) - (int(current['attempt']) - 1)
     if left <= 0:
         return dict(decision=STOP, reason='no retries left (trainops_retries=%d)' % int(retries))
-    gone = sorted(set(missing_nodes or ()))
-    if gone:
-        return dict(decision=STOP, reason='%s unreachable; %s' % (', '.join(gone), SPARES_NOTE))
     verdict = verdict or {}
+    gone = sorted(set(missing_nodes or ()))
     own = set(verdict.get('failed_nodes') or []) | set(verdict.get('also_failed') or [])
     everyone = set(verdict.get('nodes') or own)
     end_step = current.get('end_step')
-    if (outcome == 'failed' and own and own >= everyone and not verdict.get('stopped_nodes')
+    if (not gone and outcome == 'failed' and own and own >= everyone and not verdict.get('stopped_nodes')
             and (end_step is None or end_step <= current.get('start_step', 0))):
         return dict(decision=STOP, reason='every rank failed before its first step (%s): a retry would fail the same '
                     'way (bad input or a script error; see the logs)' % _failure_words(current.get('failure') or []))
+    bad = dict((node, 'unreachable') for node in gone)
+    repeated = None
     if previous:
         before = previous[-1]
         if current.get('failure') and [list(pair) for pair in before.get('failure') or []] == current['failure']:
-            return dict(decision=STOP, reason='the same node failing twice the same way (%s in attempts %d and %d)'
-                        % (_failure_words(current['failure']), before['attempt'], current['attempt']))
+            repeated = 'the same node failing twice the same way (%s in attempts %d and %d)' % (
+                _failure_words(current['failure']), before['attempt'], current['attempt'])
+            for node, cause in current['failure']:
+                bad.setdefault(node, 'failed twice the same way (%s)' % cause)
+    if bad:
+        if repeated and not gone and not spare_group and not int(min_nodes or 0):
+            return dict(decision=STOP, reason=repeated)
+        nodes = list(nodes if nodes is not None else sorted(everyone | set(gone)))
+        plan = replace(bad, nodes, spares, min_nodes, spare_group)
+        if plan['stop']:
+            return dict(decision=STOP, reason=plan['stop'])
+        return dict(decision=RETRY, reason='%s is retried (%d of %d retries left) on %s: %s' % (
+            outcome, left, int(retries), ', '.join(plan['nodes']), _replaced_words(plan['replaced'], why=True)),
+            nodes=plan['nodes'], spares=plan['spares'], replaced=plan['replaced'], excluded=plan['excluded'])
     return dict(decision=RETRY, reason='%s is retried (%d of %d retries left)' % (outcome, left, int(retries)))
 
 
 def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=None):
     """What the collect of one attempt adds to its manifest, from the launch's ``attempt`` (``number``, ``first``,
     ``previous``, ``retries``, ``rows``: the attempts before, ``resumed_from``: the checkpoint it resumed, or None)
-    and the judged ``verdict``, the nodes' ``results``, the metrics ``summary``: ``{attempt, first, previous,
+    and, with spare nodes or trainops_min_nodes, ``nodes`` (this attempt's, in rank order), ``replaced`` (the nodes it
+    runs without), ``spares`` (the spare nodes not used yet), ``spare_group`` and ``min_nodes``) and the judged
+    ``verdict``, the nodes' ``results``, the metrics ``summary``: ``{attempt, first, previous,
     attempts (every row, this one last, each with its decision and reason), retry (this one's decision and reason)}``."""
     previous_rows = [dict(r) for r in attempt.get('rows') or []]
     resumed = attempt.get('resumed_from') or {}
@@ -136,9 +240,12 @@ def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=N
     verdict = dict(verdict or {}, nodes=sorted(results or {}))
     current = row(attempt['number'], attempt.get('run_id'), attempt.get('experiment_dir'), verdict, start_step,
                   (summary or {}).get('steps'), previous_rows[-1] if previous_rows else None,
-                  failure(verdict, results, missing_nodes))
-    retry = decide(current, previous_rows, attempt.get('retries') or 0, verdict, missing_nodes, launch_errors)
-    current.update(retry)
+                  failure(verdict, results, missing_nodes), attempt.get('nodes'), attempt.get('replaced'))
+    retry = decide(current, previous_rows, attempt.get('retries') or 0, verdict, missing_nodes, launch_errors,
+                   attempt.get('nodes'), attempt.get('spares') or (), attempt.get('min_nodes') or 0,
+                   attempt.get('spare_group') or '')
+    # the row keeps its own node set: a retry's next one (nodes, replaced, ...) is the retry's
+    current.update(decision=retry['decision'], reason=retry['reason'])
     return dict(attempt=int(attempt['number']), first=attempt.get('first'), previous=attempt.get('previous'),
                 attempts=previous_rows + [current], retry=retry)
 
@@ -154,6 +261,10 @@ def lines(rows, retries):
     for one in rows:
         text = '%s %s, steps %s -> %s' % (
             one.get('run_id'), one.get('outcome'), _step(one.get('start_step')), _step(one.get('end_step')))
+        if one.get('nodes'):
+            text += ', on %s' % ','.join(one['nodes'])
+        if one.get('replaced'):
+            text += ' (%s)' % _replaced_words(one['replaced'])
         if one.get('steps_lost') is not None:
             text += ', %d step(s) lost' % one['steps_lost']
         if one.get('decision'):

@@ -121,6 +121,10 @@ options:
         (the retries the launch allows), C(rows) (the rows of the attempts before it, as RV(attempts) returned them)
         and C(resumed_from) (the checkpoint it resumed from - C(global_step), C(path), C(sha256), ...; V(null) from
         scratch).
+      - With spare nodes (C(trainops_spare_nodes)) or C(trainops_min_nodes), also C(nodes) (the attempt's nodes in rank
+        order), C(replaced) (the nodes it runs without), C(spares) (the spare nodes not used yet), C(spare_group) and
+        C(min_nodes); a retry that leaves a node out then returns the next attempt's C(nodes), C(spares),
+        C(replaced) and C(excluded) in RV(retry).
       - Adds C(attempt), C(first), C(previous), C(attempts) (every attempt's run id, outcome, start step, end step,
         steps lost and decision) and C(retry) to the manifest, and the attempts to the table when C(retries) is above
         0 or this is a later attempt. Only used with O(results).

@@ -525,6 +525,72 @@ def test_two_nodes_each_print_progress(tmp_path):
     assert min(step) >= 0.05, step
 
 
+def _two_nodes(tmp_path, outs, overrides, nproc=1):
+    """Two torchrun agents (--nnodes 2) on this host, node rank i writing into outs[i]; their outputs."""
+    port = free_port()
+    procs = [subprocess.Popen(torchrun_cmd(outs[node_rank], overrides, nproc=nproc, nnodes=2, node_rank=node_rank,
+                                           port=port),
+                              env=child_env(), cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True) for node_rank in range(2)]
+    try:
+        texts = [proc.communicate(timeout=RUN_TIMEOUT)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+    assert [p.returncode for p in procs] == [0, 0], texts
+    return texts
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_every_node_writes_the_checkpoint_and_a_resume_on_another_world_size_goes_on(tmp_path):
+    """The checkpoint survives the node that wrote it: each node's local rank 0 writes the same checkpoint.pt and
+    checkpoint.json into its own output directory. Resuming it on one node (world size 3 instead of 2, as a retry on
+    fewer nodes or with a spare would) continues the global step, the data sharded over the new world size."""
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    _two_nodes(tmp_path, outs, TINY + ["training.max_steps=12", "training.checkpoint_interval=5"])
+    saved = [load_ckpt(out / "checkpoint.pt") for out in outs]
+    assert [c["global_step"] for c in saved] == [12, 12] and saved[0]["world_size"] == 2
+    for name, tensor in saved[0]["model"].items():
+        assert train.torch.equal(tensor, saved[1]["model"][name]), name
+    records = []
+    for out in outs:
+        with open(str(out / "checkpoint.json")) as handle:
+            records.append(json.load(handle))
+        assert not [n for n in os.listdir(str(out)) if ".tmp." in n]
+    assert [(r["global_step"], r["reason"], r["path"]) for r in records] == [
+        (12, "end", str(out / "checkpoint.pt")) for out in outs]
+
+    # node0 is lost: node1's copy resumes on 3 ranks of one node
+    shutil.rmtree(str(outs[0]))
+    rc, output = _resume(outs[1], 3)
+    assert rc == 0, output
+    resumed = [r for r in read_metrics(outs[1], 2) if r["world_size"] == 3]
+    assert resumed and resumed[0]["global_step"] == 13 and resumed[-1]["global_step"] == 20, resumed
+    assert load_ckpt(outs[1] / "checkpoint.pt")["world_size"] == 3
+
+
+def _resume(out, nproc):
+    proc = subprocess.run(torchrun_cmd(out, TINY + ["training.max_steps=20", "training.resume=true"], nproc=nproc),
+                          env=child_env(), cwd=str(out.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=RUN_TIMEOUT, check=False)
+    return proc.returncode, proc.stdout
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_nodes_sharing_one_output_directory_write_one_checkpoint_safely(tmp_path):
+    """Shared storage: both nodes write checkpoint.pt into the same directory at the same steps, each through a temp
+    file of its own renamed over it; one whole checkpoint is left, and no temp file."""
+    out = tmp_path / "shared"
+    _two_nodes(tmp_path, [out, out], TINY + ["training.max_steps=10", "training.checkpoint_interval=1"])
+    assert load_ckpt(out / "checkpoint.pt")["global_step"] == 10
+    assert not [n for n in os.listdir(str(out)) if ".tmp." in n]
+    assert train.temp_path("/x/checkpoint.pt") == "/x/checkpoint.pt.tmp.%s.%d" % (socket.gethostname(), os.getpid())
+
+
 @pytest.mark.real
 def test_single_process_without_torchrun(tmp_path):
     out = tmp_path / "out"

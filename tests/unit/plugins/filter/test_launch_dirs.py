@@ -118,9 +118,13 @@ def test_the_filters_give_what_the_old_jinja_gave(seed):
     resumed = resume_nodes(play_hosts, hostvars, run_id)
     lists = dict((name, old(name, ansible_play_hosts=play_hosts, hostvars=hostvars))
                  for name in ('with_run', 'with_checkpoint', 'without_run'))
-    assert resumed == dict(lists, msg=old('resume_msg', trainops_resume_from=run_id,
-                                          __trainops_with_checkpoint=lists['with_checkpoint'],
-                                          __trainops_without_run=lists['without_run']))
+    said = old('resume_msg', trainops_resume_from=run_id, __trainops_with_checkpoint=lists['with_checkpoint'],
+               __trainops_without_run=lists['without_run'])
+    # new since: the nodes without the checkpoint, which get a copy (resume.yml), and the message saying so
+    lacking = [n for n in play_hosts if n not in lists['with_checkpoint']]
+    if lists['with_checkpoint'] and lacking:
+        said += ' %s get(s) a copy from %s.' % (', '.join(lacking), lists['with_checkpoint'][0])
+    assert resumed == dict(lists, msg=said, without_checkpoint=lacking)
 
 
 def test_nodes_under_one_root_share_it_and_one_host_name_shares_a_state_directory():
@@ -149,8 +153,9 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
     hostvars = {'a': {'__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
                 'b': {'__trainops_resume_has_run': True}, 'c': {}}
     assert resume_nodes(['a', 'b', 'c'], hostvars, 'r1') == {
-        'with_run': ['a', 'b'], 'with_checkpoint': ['a'], 'without_run': ['c'],
-        'msg': 'Resuming run r1: its checkpoint is on a; not on c, which did not take part in it.'}
+        'with_run': ['a', 'b'], 'with_checkpoint': ['a'], 'without_run': ['c'], 'without_checkpoint': ['b', 'c'],
+        'msg': 'Resuming run r1: its checkpoint is on a; not on c, which did not take part in it. b, c get(s) a copy '
+               'from a.'}
     assert resume_nodes(['b'], hostvars, 'r1')['msg'] == (
         'Resuming run r1: its checkpoint is on no node (the script starts from scratch).')
     assert resume_nodes(['c'], hostvars, 'r1')['with_run'] == []
@@ -187,7 +192,8 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     hostvars['node1'] = dict(hostvars['node0'], inventory_hostname='node1')   # one root, one host name
 
     find = task('shares.yml', 'Find the nodes that share their node root or workspace')
-    variables = dict(__trainops_nodes=nodes, hostvars=hostvars)
+    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, __trainops_spare_pool={'spares': []},
+                     ansible_play_hosts=nodes)
     variables.update((name, render(value, **variables)) for name, value in find['vars'].items())
     facts = dict((name, render(value, **variables)) for name, value in find['ansible.builtin.set_fact'].items())
     expected = old_shares(nodes, hostvars)
@@ -197,16 +203,19 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     show = task('shares.yml', 'Show the directories nodes share')
     assert render(show['ansible.builtin.debug']['msg'], **facts) == old('lines', **facts)
     with pytest.raises(AnsibleError, match='node node0 has no preflight result'):
-        render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={})
+        render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={}, ansible_play_hosts=nodes)
 
     for node in nodes:
         hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
+    find = task('resume.yml', 'Find the nodes that have the run and its checkpoint')
     check = task('resume.yml', 'Fail unless a node has the run, and say what it resumes')
-    variables = dict(ansible_play_hosts=nodes, hostvars=hostvars, trainops_resume_run_id='r1')
-    variables['__trainops_resume'] = render(check['vars']['__trainops_resume'], **variables)
+    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, trainops_resume_run_id='r1')
+    variables['__trainops_resume'] = render(find['ansible.builtin.set_fact']['__trainops_resume'], **variables)
     assert render('{{ %s }}' % check['ansible.builtin.assert']['that'], **variables) is True
     assert render(check['ansible.builtin.assert']['success_msg'], **variables) == old(
-        'resume_msg', trainops_resume_from='r1', __trainops_with_checkpoint=['node0'], __trainops_without_run=['node2'])
+        'resume_msg', trainops_resume_from='r1', __trainops_with_checkpoint=['node0'],
+        __trainops_without_run=['node2']) + ' node1, node2 get(s) a copy from node0.'
+    assert variables['__trainops_resume']['without_checkpoint'] == ['node1', 'node2']
 
 
 def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_the_resumed_run():
@@ -218,8 +227,27 @@ def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_
     recorded = {'global_step': 8, 'epoch': 0, 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt'}
     assert resume_checkpoint(['node0', 'node1', 'node2'], hostvars, 'r1', recorded) == {
         'run_id': 'r1', 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt', 'sha256': 'ab' * 32, 'size': 10,
-        'mtime': 1.5, 'global_step': 8, 'epoch': 0}
+        'mtime': 1.5, 'global_step': 8, 'epoch': 0, 'copied_to': []}
     # no record of its step (another controller's run), or no node with the checkpoint
     assert resume_checkpoint(['node1'], hostvars, 'r1', None)['global_step'] is None
     none = resume_checkpoint(['node0', 'node2'], hostvars, 'r1', recorded)
     assert none['path'] is None and none['node'] is None and none['global_step'] is None
+
+
+def test_a_checkpoint_copied_to_a_spare_names_the_node_it_came_from_and_that_node_s_own_step():
+    """Every node writes the checkpoint (files/workspace/train.py); a spare that replaced the master has none and gets
+    a copy from the first node that has it (resume.yml registers __trainops_resume_copied)."""
+    def found(path=None):
+        stat = {'exists': True, 'isreg': True, 'path': path, 'checksum': 'cd' * 32, 'size': 10, 'mtime': 2.0} if path \
+            else {'exists': False}
+        return {'__trainops_resume_found': {'results': [{'stat': {'isdir': bool(path)}}, {'stat': stat}]}}
+    hostvars = {'spare': dict(found(), __trainops_resume_copied={'stat': {'isreg': True, 'checksum': 'cd' * 32}}),
+                'node1': found('/n1/runs/r1/outputs/checkpoint.pt')}
+    rank_zero = {'global_step': 12, 'epoch': 0, 'node': 'node0', 'path': '/n0/runs/r1/outputs/checkpoint.pt'}
+    got = resume_checkpoint(['spare', 'node1'], hostvars, 'r1', rank_zero, {'node1': {'global_step': 8, 'epoch': 0}})
+    assert (got['node'], got['path'], got['sha256'], got['global_step'], got['copied_to']) == (
+        'node1', '/n1/runs/r1/outputs/checkpoint.pt', 'cd' * 32, 8, ['spare'])
+    # without node1's own record: rank 0's, the same file below the run's directory
+    assert resume_checkpoint(['spare', 'node1'], hostvars, 'r1', rank_zero)['global_step'] == 12
+    assert resume_checkpoint(['spare', 'node1'], hostvars, 'r1', dict(rank_zero, path='/n0/other.pt'))[
+        'global_step'] is None

@@ -23,10 +23,10 @@ def _verdict(outcome='failed', failed=('node0',), also=(), stopped=('node1',), d
 RESULTS = {'node0': {'exit_code': 1, 'node_rank': 0}, 'node1': {'exit_code': -15, 'stop': {'reason': 'peer'}}}
 
 
-def _record(verdict, results=None, steps=9, number=1, rows=(), retries=2, resumed=None, missing=()):
+def _record(verdict, results=None, steps=9, number=1, rows=(), retries=2, resumed=None, missing=(), **node_set):
     attempt = dict(number=number, first='run1', previous=None if number == 1 else 'run%d' % (number - 1),
                    retries=retries, rows=list(rows), resumed_from=resumed, run_id='run%d' % number,
-                   experiment_dir='/e/run%d' % number)
+                   experiment_dir='/e/run%d' % number, **node_set)
     return _retries.record(attempt, verdict, RESULTS if results is None else results, {'steps': steps}, missing)
 
 
@@ -58,7 +58,106 @@ def test_no_retries_left_stops_with_the_knob():
 def test_a_node_that_left_the_play_stops_the_retries_naming_it():
     retry = _record(_verdict('unreachable', failed=('lab-node02',), stopped=()), missing=['lab-node02'])['retry']
     assert retry == {'decision': 'stop',
-                     'reason': 'lab-node02 unreachable; a retry needs every node (spare nodes: not yet)'}
+                     'reason': "lab-node02 unreachable; no spare left (trainops_spare_nodes='') and trainops_min_nodes=0"}
+
+
+# --- spare nodes and trainops_min_nodes (rule 6) --------------------------------------------------------------------
+
+KILLED = {'node0': {'exit_code': -15, 'stop': {'reason': 'peer'}}, 'node1': {'signal': 'SIGKILL', 'exit_code': None}}
+
+
+def _twice(node='node1', results=None, **node_set):
+    """node's ranks killed the same way in attempts 1 and 2: the second attempt's record."""
+    other = 'node0' if node != 'node0' else 'node1'
+    results = results or {node: {'signal': 'SIGKILL', 'exit_code': None}, other: {'exit_code': -15}}
+    verdict = _verdict(failed=(node,), stopped=(other,))
+    first = _record(verdict, results=results, steps=9, **node_set)['attempts'][0]
+    return _record(verdict, results=results, steps=10, number=2, rows=[first],
+                   resumed={'path': 'p', 'global_step': 8}, **node_set)
+
+
+def test_a_node_failing_twice_the_same_way_is_replaced_by_the_first_spare_with_its_node_rank():
+    second = _twice(nodes=['node0', 'node1'], spares=['node2', 'node3'], spare_group='spares')
+    retry = second['retry']
+    assert retry['decision'] == 'retry' and retry['nodes'] == ['node0', 'node2'] and retry['spares'] == ['node3']
+    assert retry['replaced'] == [{'node': 'node1', 'by': 'node2', 'node_rank': 1,
+                                  'reason': 'failed twice the same way (signal SIGKILL)'}]
+    assert retry['excluded'] == ['node1']
+    assert retry['reason'] == ('failed is retried (1 of 2 retries left) on node0, node2: node1 failed twice the same '
+                               'way (signal SIGKILL): replaced by node2 as node rank 1')
+    assert second['attempts'][1]['nodes'] == ['node0', 'node1']
+
+
+def test_the_master_failing_twice_moves_node_rank_0_to_the_spare():
+    retry = _twice('node0', nodes=['node0', 'node1'], spares=['node2'], spare_group='spares')['retry']
+    assert retry['nodes'] == ['node2', 'node1'] and retry['replaced'][0]['node_rank'] == 0 and retry['spares'] == []
+
+
+def test_an_unreachable_node_is_replaced_and_without_a_spare_the_reason_names_what_is_missing():
+    verdict = _verdict('unreachable', failed=('node1',), stopped=())
+    retry = _record(verdict, missing=['node1'], nodes=['node0', 'node1', 'node2'], spares=['node9'],
+                    spare_group='spares')['retry']
+    assert retry['nodes'] == ['node0', 'node9', 'node2'] and retry['replaced'][0]['reason'] == 'unreachable'
+    retry = _record(verdict, missing=['node1'], nodes=['node0', 'node1', 'node2'], spares=[],
+                    spare_group='spares')['retry']
+    assert retry == {'decision': 'stop',
+                     'reason': 'node1 unreachable; no spare left (trainops_spare_nodes=spares) and trainops_min_nodes=0'}
+
+
+def test_without_a_spare_min_nodes_lets_the_job_go_on_with_fewer_nodes():
+    verdict = _verdict('unreachable', failed=('node0',), stopped=())
+    retry = _record(verdict, missing=['node0'], nodes=['node0', 'node1', 'node2'], min_nodes=2)['retry']
+    assert retry['decision'] == 'retry' and retry['nodes'] == ['node1', 'node2']
+    assert retry['replaced'] == [{'node': 'node0', 'by': None, 'node_rank': 0, 'reason': 'unreachable'}]
+    assert retry['reason'].endswith('on node1, node2: node0 unreachable: left out')
+    retry = _record(verdict, missing=['node0'], nodes=['node0', 'node1'], min_nodes=2)['retry']
+    assert retry == {'decision': 'stop', 'reason': "node0 unreachable; no spare left (trainops_spare_nodes='') and "
+                                                   "trainops_min_nodes=2 (1 node(s) left)"}
+    # the same failure twice without spares and min nodes: the reason it always had
+    assert _twice(nodes=['node0', 'node1'])['retry']['reason'] == (
+        'the same node failing twice the same way (node1 signal SIGKILL in attempts 1 and 2)')
+    assert _twice(nodes=['node0', 'node1'], spare_group='spares')['retry']['reason'] == (
+        "node1 failed twice the same way (signal SIGKILL); no spare left (trainops_spare_nodes=spares) and "
+        "trainops_min_nodes=0")
+
+
+def test_replace_uses_the_spares_in_order_and_drops_only_what_min_nodes_allows():
+    plan = _retries.replace({'b': 'unreachable', 'd': 'unreachable', 'a': 'x'}, ['a', 'b', 'c', 'd'], ['s1'], 2)
+    assert plan['nodes'] == ['s1', 'c'] and plan['excluded'] == ['a', 'b', 'd'] and plan['stop'] is None
+    assert [(r['node'], r['by'], r['node_rank']) for r in plan['replaced']] == [
+        ('a', 's1', 0), ('b', None, 1), ('d', None, 3)]
+    assert _retries.replace({'a': 'x'}, ['a', 'b'], [], 0)['stop'].startswith('a x; no spare left')
+
+
+def test_the_summary_shows_each_attempt_s_node_set_and_who_replaced_whom():
+    second = _twice(nodes=['node0', 'node1'], spares=['node2'], spare_group='spares')
+    third = _record(_verdict('succeeded', failed=(), stopped=()), number=3, rows=second['attempts'], steps=24,
+                    resumed={'path': 'p', 'global_step': 8}, nodes=['node0', 'node2'],
+                    replaced=second['retry']['replaced'])
+    lines = _retries.lines(third['attempts'], 2)
+    assert lines[1].startswith('attempt 1  : run1 failed, steps 0 -> 9, on node0,node1; retry:')
+    assert lines[3] == 'attempt 3  : run3 succeeded, steps 8 -> 24, on node0,node2 (node1 by node2 as node rank 1), ' \
+                       '2 step(s) lost'
+
+
+@pytest.mark.parametrize('args, problem', [
+    ((['a', 'b'], '', None, 3), "trainops_min_nodes=3: more than the job's 2 node(s) (a, b)"),
+    ((['a', 'b'], '', None, 'x'), "trainops_min_nodes='x': give a whole number"),
+    ((['a', 'b'], '', None, -1), 'trainops_min_nodes=-1: give a whole number'),
+    ((['a', 'b'], 'spares', None), 'trainops_spare_nodes=spares: no such group in the inventory'),
+    ((['a', 'b'], 'spares', ['b', 'c'], 0, ['a', 'b', 'c']), 'trainops_spare_nodes=spares: b is also a node of the job'),
+    ((['a', 'b'], 'spares', [], 0, ['a', 'b']), 'trainops_spare_nodes=spares: the group has no hosts'),
+    ((['a', 'b'], 'spares', ['c'], 0, ['a', 'b']), 'trainops_spare_nodes=spares: c not in the play'),
+    ((['a', 'b'], 'spares', ['c'], 0, ['a', 'b', 'c'], 'srun'), 'trainops_spare_nodes=spares: spare nodes need launcher=ssh'),
+])
+def test_the_spare_nodes_and_min_nodes_are_checked_naming_the_value(args, problem):
+    problems = _retries.spare_pool(*args)['problems']
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+def test_the_spare_pool_is_the_group_in_inventory_order():
+    assert _retries.spare_pool(['a'], 'spares', ['d', 'c'], 1, ['a', 'c', 'd']) == {'spares': ['d', 'c'], 'problems': []}
+    assert _retries.spare_pool(['a'], '', None) == {'spares': [], 'problems': []}
 
 
 def test_an_unreachable_node_back_in_the_play_is_retried():

@@ -1,0 +1,157 @@
+"""Spare nodes on the lab (docs/failures.md "Spare nodes"; the lead runs it): a job on every lab node but the last,
+which is the spare (group ``spares``, ``-e trainops_spare_nodes=spares``), with one retry. Mid-run one node is lost:
+its job processes killed and its SSH refused (iptables in its namespace, as tests/lab/test_failure_judgment.py cuts
+SSH). The retry resumes on the spare, with the lost node's node rank, from the latest checkpoint, and succeeds:
+
+- a node that is not the master (node rank 1);
+- the master (node rank 0): the rendezvous moves to the spare, which gets the checkpoint copied from a node that has
+  it (every node writes it: files/workspace/train.py).
+
+The lab fixture's default is 4 nodes (TRAINOPS_LAB_NODES): 3 nodes + 1 spare. TRAINOPS_SPARES_LAB_NODES=5 runs a
+4-node job + 1 spare (the lab is rebuilt with 5 nodes). Each test prints the attempts table and the time from the
+failure to the resumed job's first step (from the metrics' timestamps; the lab's nodes share this machine's clock),
+for the lead to paste:
+
+    sudo -E .venv/bin/python -m pytest -v -s tests/lab/test_spares_lab.py
+"""
+import glob
+import json
+import os
+import re
+import time
+
+import pytest
+import yaml
+
+from playbook_runner import start_playbook, wait_playbook, wait_until
+import test_launch_lab
+from lab_processes import end_leftover_jobs, job_processes, node_processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+TOTAL = int(os.environ.get('TRAINOPS_SPARES_LAB_NODES', '4'))
+INTERVAL = 5
+STEP_RE = re.compile(r'"global_step": (\d+)')
+
+
+@pytest.fixture(scope='module')
+def lab(lab_session_lock, restore_lab, lab_nodes):  # pylint: disable=unused-argument
+    return lab_nodes(TOTAL)
+
+
+class ssh_refused:  # pylint: disable=invalid-name
+    """Every TCP packet to the node's port 22 answered with a reset, on every interface: its open ControlMaster
+    connection dies at once and new ones fail; the node is unreachable."""
+
+    RULE = ['INPUT', '-p', 'tcp', '--dport', '22', '-j', 'REJECT', '--reject-with', 'tcp-reset']
+
+    def __init__(self, lab, node):
+        self.lab, self.node = lab, node
+
+    def __enter__(self):
+        self.lab.netns_exec(self.node, ['iptables', '-I'] + self.RULE)
+        return self
+
+    def __exit__(self, *exc):
+        self.lab.netns_exec(self.node, ['iptables', '-D'] + self.RULE, check=False)
+
+
+def spare_inventory(lab, tmp_path):
+    """The lab's inventory with its nodes in two groups: ``job`` (all but the last) and ``spares`` (the last). Each
+    host gets its own training address as trainops_master_addr (the lab's is one group-wide value, the first node's):
+    the master's address must follow node rank 0 to a spare."""
+    with open(lab.inventory) as handle:
+        group = yaml.safe_load(handle)['trainops_nodes']
+    hosts = dict((name, dict(group['hosts'][name] or {}, trainops_master_addr=lab.node(name)['address']))
+                 for name in lab.names)
+    job, spares = lab.names[:-1], lab.names[-1:]
+    inventory = {'all': {'vars': group['vars'], 'children': {
+        'job': {'hosts': dict((name, hosts[name]) for name in job)},
+        'spares': {'hosts': dict((name, hosts[name]) for name in spares)}}}}
+    path = str(tmp_path / 'spares.yml')
+    with open(path, 'w') as handle:
+        yaml.safe_dump(inventory, handle)
+    return path
+
+
+def node_root(lab):
+    """The lab's trainops_node_root (its inventory's; the collection's default without one)."""
+    with open(lab.inventory) as handle:
+        return (yaml.safe_load(handle)['trainops_nodes'].get('vars') or {}).get('trainops_node_root', '~/.trainops')
+
+
+def last_step(lab, node):
+    """The last global step in the node's metrics of its newest run (0 before any)."""
+    out = lab.ssh(node, 'f=$(ls -t %s/state/*/runs/*/outputs/rank_*_metrics.jsonl 2>/dev/null | head -1); '
+                        '[ -n "$f" ] && tail -n 1 "$f" || true' % node_root(lab), check=False).stdout
+    steps = [int(s) for s in STEP_RE.findall(out)]
+    return max(steps) if steps else 0
+
+
+def first_step_time(experiment_dir, after_step):
+    """The earliest wall-clock time of a metrics record past ``after_step`` in the experiment's outputs."""
+    times = []
+    for metrics in glob.glob(os.path.join(experiment_dir, 'outputs', '*', 'rank_*_metrics.jsonl')):
+        with open(metrics) as handle:
+            for line in handle:
+                if line.strip().endswith('}'):
+                    record = json.loads(line)
+                    if record['global_step'] > after_step:
+                        times.append(record['time'])
+    return min(times) if times else None
+
+
+def read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+@pytest.mark.parametrize('victim_index', [2, 1], ids=['node-rank-1', 'master'])
+def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp_path, victim_index):
+    victim, spare = lab.names[victim_index - 1], lab.names[-1]
+    extra = test_launch_lab.launch_vars(
+        tmp_path, retries=1, trainops_nodes_group='job', trainops_spare_nodes='spares', trainops_progress_interval=2,
+        trainops_unreachable_grace=15,
+        overrides=['training.epochs=50', 'training.max_steps=60', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
+                   'debug.sleep_per_step_s=0.5', 'distributed.timeout_s=30'])
+    launch = start_playbook('playbooks/launch.yml', str(tmp_path), extra, inventory=spare_inventory(lab, tmp_path))
+    failed_at = None
+    try:
+        wait_until(lambda: last_step(lab, victim) >= 2 * INTERVAL + 1, 300, interval=1,
+                   what='%s past its second checkpoint' % victim)
+        with ssh_refused(lab, lab.node(victim)):
+            for pid, _cmd in node_processes(lab, lab.node(victim)):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            failed_at = time.time()
+            proc = wait_playbook(launch, timeout=900)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+        end_leftover_jobs(lab)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    last = proc.summary['artifact_data']['trainops_experiment']
+    attempts = last['attempts']
+    summary = open(os.path.join(attempts[-1]['experiment_dir'], 'summary.txt')).read()
+    table = [line for line in summary.splitlines() if line.startswith('attempt')]
+    first, second = attempts
+    resumed_at = first_step_time(second['experiment_dir'], second['start_step'])
+    print('\n'.join(table))
+    print('from the failure (%s lost) to the resumed job\'s first step on %s: %.1f s' % (
+        victim, ', '.join(second['nodes']), resumed_at - failed_at))
+    assert [(a['attempt'], a['decision']) for a in attempts] == [(1, 'retry'), (2, None)], table
+    assert second['outcome'] == 'succeeded' and second['end_step'] == 60, table
+    assert 0 < second['start_step'] and second['steps_lost'] <= INTERVAL + 2, table
+    manifest = read_json(os.path.join(second['experiment_dir'], 'manifest.json'))
+    assert manifest['replaced'] == [{'node': victim, 'by': spare, 'node_rank': victim_index - 1,
+                                     'reason': 'unreachable'}], manifest['replaced']
+    ranks = dict((n['host'], n['node_rank']) for n in manifest['nodes'])
+    assert ranks[spare] == victim_index - 1 and victim not in ranks, ranks
+    resumed = manifest['resumed_from']
+    assert resumed['node'] != victim and len(resumed['sha256']) == 64, resumed
+    assert resumed['copied_to'] == [spare], resumed
+    if victim_index == 1:
+        assert manifest['master']['host'] == spare and manifest['master']['addr'] == lab.node(spare)['address']
+    assert not job_processes(lab)
