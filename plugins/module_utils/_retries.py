@@ -21,12 +21,13 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
 4. no retries left (``trainops_retries``);
 5. every rank failed on its own before its first step: the script fails the same way on every start (bad input, a
    script error);
-6. a node judged bad - it left the play (unreachable), or it is the culprit of the same failure (exit code, signal,
-   stall, unreachable) as in the attempt before - is left out of the next attempt (:func:`replace`): the first unused
-   spare node (``trainops_spare_nodes``) takes its place with the same node rank (node rank 0 too: the master moves),
-   or without a spare the job goes on with the nodes left where ``trainops_min_nodes`` (above 0) allows it; else it
-   stops, naming what is missing. Without spare nodes and ``trainops_min_nodes`` (the default), the same failure twice
-   stops with ``the same node failing twice the same way``;
+6. a node judged bad - unreachable at the end of the attempt (the collect could not reach it), or the culprit of the
+   same failure (exit code, signal, stall, unreachable) as in the attempt before - is left out of the next attempt
+   (:func:`replace`): the first unused spare node (``trainops_spare_nodes``) takes its place with the same node rank
+   (node rank 0 too: the master moves), or without a spare the job goes on with the nodes left where
+   ``trainops_min_nodes`` (above 0) allows it; else it stops, naming what is missing. Without spare nodes and
+   ``trainops_min_nodes`` (the default), the same failure twice stops with ``the same node failing twice the same
+   way``;
 7. else: retry.
 
 The next attempt's node set, where it differs, comes with a retry (:func:`decide`: ``nodes``, ``spares``,
@@ -177,7 +178,8 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     """Whether the attempt ``current`` (a :func:`row`) is retried: ``{'decision': 'retry' | 'stop' | None,
     'reason'}`` (None: it succeeded); a retry on another node set adds :func:`replace`'s ``nodes``, ``spares``,
     ``replaced`` and ``excluded``. ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
-    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes that left the play;
+    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes the collect could not
+    reach;
     ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
     the group ``spare_group``); ``min_nodes``: trainops_min_nodes."""
     outcome = current.get('outcome')
