@@ -492,23 +492,9 @@ def test_two_nodes_each_print_progress(tmp_path):
     """Two torchrun agents (--nnodes 2, 2 ranks each) on one host: both nodes' local rank 0 report. Node 1 is a
     straggler on purpose (debug.slow_node_rank): its ranks' compute_time_s is longer, while every rank's step_time_s
     is about the same (the fast ranks wait for the slow ones in the gradient all-reduce)."""
-    port = free_port()
-    procs, outs = [], []
-    for node_rank in range(2):
-        out = tmp_path / "out"
-        cmd = torchrun_cmd(out, TINY + ["debug.sleep_per_step_s=0.01", "debug.slow_node_rank=1", "debug.slow_step_s=0.05"],
-                           nproc=2, nnodes=2, node_rank=node_rank, port=port)
-        procs.append(subprocess.Popen(cmd, env=child_env(), cwd=str(tmp_path), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, universal_newlines=True))
-    try:
-        for proc in procs:
-            outs.append(proc.communicate(timeout=RUN_TIMEOUT)[0])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=30)
-    assert [p.returncode for p in procs] == [0, 0], outs
+    out = tmp_path / "out"
+    outs = _two_nodes(tmp_path, [out, out], TINY + ["debug.sleep_per_step_s=0.01", "debug.slow_node_rank=1",
+                                                    "debug.slow_step_s=0.05"], nproc=2)
     for node_rank, output in enumerate(outs):
         ranks = {m.group("rank") for m in map(PROGRESS_RE.match, output.splitlines()) if m}
         assert ranks == {str(2 * node_rank)}, output
