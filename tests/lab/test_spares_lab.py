@@ -140,7 +140,8 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp
         if launch.poll() is None:
             launch.kill()
         end_leftover_jobs(lab)
-    assert proc.returncode == 0, proc.stdout[-6000:]
+    # ansible-playbook exits 4 once a host was unreachable, whatever the retry did after (docs/failures.md)
+    assert proc.returncode in (0, 4), proc.stdout[-6000:]
     last = proc.summary['artifact_data']['trainops_experiment']
     attempts = last['attempts']
     summary = open(os.path.join(attempts[-1]['experiment_dir'], 'summary.txt')).read()
