@@ -176,6 +176,10 @@ class Node:
             "PrintMotd no",
             "X11Forwarding no",
             "Subsystem sftp internal-sftp",
+            # the lab's nodes share this machine's CPUs: a rank gets one intra-op thread (torchrun's choice for more
+            # than one rank a node), not a thread a core of the machine, whose spin-waits on the same cores as the
+            # other nodes' ranks cost more than they compute (tests/conftest.py sets the same for local nodes)
+            "SetEnv OMP_NUM_THREADS=1",
             "Match User root",
             "    AuthorizedKeysFile %s" % AUTHORIZED_KEYS,
             "",
