@@ -50,6 +50,12 @@ MODULE = 'trainops.multinode.torchrun'
 
 DEFAULT_PROGRESS_PATTERN = r'\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
 
+ASK_INTERVAL = 5.0
+"""Seconds between two questions to a node whose job runs (at most; ``progress_interval`` and ``poll_interval`` when
+either is longer): each question is a module run on the node, so the module watches the job there between them
+(``wait_for_change``) and answers at once when it ends. A peer's failure reaches the other nodes' waits within about
+this long; a node's own end, within the module's half-second watch."""
+
 MAX_QUERY_FAILURES = 3
 """Consecutive failed queries (the module failed on a reachable host) before the wait fails."""
 
@@ -247,10 +253,12 @@ class ActionModule(ActionBase):
         except AnsibleConnectionFailure as exc:
             return {'unreachable': True, 'msg': to_text(exc)}
 
-    def _query(self, args, task_vars):
+    def _query(self, args, task_vars, wait_for_change=0.0):
         # the node's step time from the last records of its metrics files (a few KiB), for the straggler flag
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines'],
                        'metrics_records': STEADY_STATE_WINDOW}
+        if wait_for_change > 0:
+            module_args['wait_for_change'] = wait_for_change
         for name in ('run_id', 'node_id'):
             if args.get(name):
                 module_args[name] = args[name]
@@ -366,7 +374,7 @@ class _Wait(object):
     # --- the loop ---------------------------------------------------------------------------------
     def run(self):
         while True:
-            res = self.action._query(self.args, self.task_vars)
+            res = self.action._query(self.args, self.task_vars, self.watch_time(self.action._clock()))
             now = self.action._clock()
             if res.get('unreachable'):
                 outcome = self.on_unreachable(res, now)
@@ -378,6 +386,17 @@ class _Wait(object):
             if outcome is not None:
                 return outcome
             self.action._sleep(self.delay(self.action._clock()))
+
+    def watch_time(self, now):
+        """How long the next question may watch the node's job there (0: answer at once): while the job runs, what
+        is left of ASK_INTERVAL (or of a shorter progress_interval) after the poll_interval the wait sleeps anyway,
+        never past the wait's timeout."""
+        if self.check_mode or self.node.job.get('status') != RUNNING:
+            return 0.0
+        watch = min(ASK_INTERVAL, self.args['progress_interval']) - self.args['poll_interval']
+        if self.args['timeout']:
+            watch = min(watch, self.started + self.args['timeout'] - now - self.args['poll_interval'])
+        return max(0.0, round(watch, 3))
 
     def delay(self, now):
         delay = self.args['poll_interval']

@@ -88,6 +88,8 @@ KILL_WAIT = 5.0
 SUPERVISOR_EXIT_WAIT = 10.0
 """Extra seconds (on top of CLEANUP_GRACE) to wait for the supervisor to write exit.json after a stop."""
 POLL = 0.2
+QUERY_WATCH_POLL = 0.5
+"""Seconds between two reads of a running run's state while a query waits for it to change (``wait_for_change``)."""
 
 # names are checked with fullmatch: ``$`` would let a trailing newline through
 RUN_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}')
@@ -551,13 +553,25 @@ class TorchrunNode(object):
         return self._empty_state(None, paths=self.paths('_'))
 
     # --- query --------------------------------------------------------------------------------
-    def query(self, run_id=None, log_lines=20):
+    def query(self, run_id=None, log_lines=20, wait_for_change=0.0):
+        """The run's state (the current run's without ``run_id``). With ``wait_for_change`` (seconds), a run that is
+        running is watched on the node for up to that long first, its state re-read every QUERY_WATCH_POLL seconds,
+        and the answer comes as soon as it is no longer running: a controller that asks every few seconds still
+        hears of the end at once, without the cost of a module run per poll."""
         self._check_readable()
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0)
         validate_run_id(run_id)
-        return self._result(self.state(run_id), False, log_lines)
+        deadline = self.system.monotonic() + max(0.0, wait_for_change or 0.0)
+        state = self.state(run_id)
+        while state['status'] == STATUS_RUNNING:
+            remaining = deadline - self.system.monotonic()
+            if remaining <= 0:
+                break
+            self.system.sleep(min(QUERY_WATCH_POLL, remaining))
+            state = self.state(run_id)
+        return self._result(state, False, log_lines)
 
     # --- start --------------------------------------------------------------------------------
     def start(self, params, check_mode=False, spawn=True):
@@ -873,7 +887,7 @@ def run_module(params, check_mode=False, system=None):
                          reason=params.get('stop_reason'), detail=params.get('stop_detail'),
                          signal_tree=params.get('signal') is not False)
     if state == 'query':
-        result = node.query(params.get('run_id'), log_lines=log_lines)
+        result = node.query(params.get('run_id'), log_lines=log_lines, wait_for_change=params.get('wait_for_change'))
         if (params.get('metrics_records') or 0) > 0:
             result['step_times'] = recent_step_times(result['job'], params['metrics_records'])
         return result

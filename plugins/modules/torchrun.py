@@ -235,6 +235,15 @@ options:
     type: int
     default: 0
     version_added: 0.2.0
+  wait_for_change:
+    description:
+      - With O(state=query), when the run is running, watch it on the node for up to this many seconds (its state
+        read again every half second) and answer as soon as it is no longer running, or when the time is up.
+      - M(trainops.multinode.torchrun_wait) asks this way, so that a node is asked every few seconds rather than every
+        poll, and still hears of a run's end at once. V(0) answers at once.
+    type: float
+    default: 0
+    version_added: 0.2.0
 notes:
   - The module returns as soon as the supervisor has recorded torchrun's pid (it waits at most 10 seconds for that).
     Use M(trainops.multinode.torchrun_wait) to wait for the job.
@@ -526,6 +535,7 @@ def main():
         stop_detail=dict(type='str'),
         log_lines=dict(type='int', default=20),
         metrics_records=dict(type='int', default=0),
+        wait_for_change=dict(type='float', default=0),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,

@@ -14,9 +14,13 @@ short_description: Wait for one node's torchrun job and fail fast when another n
 version_added: 0.1.0
 description:
   - Runs on the controller once per host of the job, as a normal task on all node hosts.
-  - Every O(poll_interval) seconds it runs M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query)
-    on the host, writes the host's status atomically to C(<sync_dir>/<inventory_hostname>.json) and reads the status
-    files of the other hosts.
+  - It runs M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query) on the host, writes the
+    host's status atomically to C(<sync_dir>/<inventory_hostname>.json), reads the status files of the other hosts,
+    and asks again after O(poll_interval) seconds.
+  - While the host's run is running, each question after the first watches it on the host for the rest of 5 seconds
+    (or of a shorter O(progress_interval)) after the O(poll_interval) (O(trainops.multinode.torchrun#module:wait_for_change))
+    and is answered as soon as the run ends. The host is asked every 5 seconds instead of every poll (a module run
+    each), and a peer's failure reaches this host's wait within about 5 seconds.
   - When the host's run exited with code 0 the task is ok. When it exited with another code, was killed by a signal,
     is lost or does not exist, the task fails with a message naming the host (and its node rank) and the last log lines.
   - A host that cannot be reached is not failed. Its status file says V(unreachable), its peers keep running, and the
@@ -82,7 +86,8 @@ options:
     required: true
   poll_interval:
     description:
-      - Seconds between two queries of the host's run.
+      - Seconds between an answer from the host and the next question (a running run is also watched on the host
+        between questions, see above).
     type: float
     default: 2.0
   progress_interval:

@@ -60,6 +60,9 @@ class Harness(object):
         if module_args['state'] == 'stopped':
             return {'changed': True, 'job': job('exited', 143), 'log_tail': ['terminated'], 'stopped_pids': [100, 101]}
         n = len([c for c in self.calls if c['state'] == 'query'])
+        # the module watches the job on the node for up to wait_for_change seconds (here, always all of them: a job
+        # that ends meanwhile is answered at once, which at the end of the watch is the latest it can be)
+        self.clock += module_args.get('wait_for_change', 0)
         return self.script(self, n, module_args)
 
     def run(self):
@@ -99,12 +102,33 @@ def test_success_after_polling(tmp_path):
     res = h.run()
     assert not res.get('failed')
     assert res['job']['status'] == 'exited'
-    assert res['waited_s'] == pytest.approx(6.0)
+    # asked at once, then every ASK_INTERVAL (5 s): the poll's 2 s of sleep and 3 s of watching the job on the node
+    assert res['waited_s'] == pytest.approx(15.0)
+    assert [c.get('wait_for_change') for c in h.calls] == [None, 3.0, 3.0, 3.0]
     assert res['peer_failures'] == [] and res['timed_out'] is False
     assert res['progress'] == 'epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5'
     assert all(c['state'] == 'query' and c['run_id'] == 'run1' and c['state_dir'] == '/state' for c in h.calls)
     assert h.own_status()['state'] == 'succeeded'
     assert h.own_status()['node_rank'] == 0
+
+
+@pytest.mark.parametrize('args, watches', [
+    # a progress line due every second: the node is asked every second, without watching
+    ({'poll_interval': 1, 'progress_interval': 1}, [None, None, None, None]),
+    # a poll longer than ASK_INTERVAL: asked every poll, as before
+    ({'poll_interval': 10}, [None, None, None, None]),
+    # the wait's timeout (20 s) bounds the watch: asked at 0, 1 (+4 s), 6 (+4 s), 11 (+4 s); then 16 (+3 s), its end
+    ({'poll_interval': 1, 'timeout': 20}, [None, 4.0, 4.0, 4.0, 3.0]),
+])
+def test_a_running_node_is_watched_between_questions_within_the_progress_poll_and_timeout(tmp_path, args, watches):
+    def script(h, n, module_args):
+        if n < len(watches):
+            return {'job': job('running'), 'log_tail': [PROGRESS]}
+        return {'job': job('exited', 0), 'log_tail': ['done']}
+    h = Harness(tmp_path, args=args, script=script)
+    res = h.run()
+    assert [c.get('wait_for_change') for c in h.calls if c['state'] == 'query'][:len(watches)] == watches, h.calls
+    assert not res.get('failed') or res.get('timed_out'), res
 
 
 @pytest.mark.parametrize('status, exit_code, signal, expect', [

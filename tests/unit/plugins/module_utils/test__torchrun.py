@@ -749,6 +749,30 @@ def test_query_metrics_records_without_metrics_gives_null(tmp_path, fake, node):
     assert tr.recent_step_times({'run_dir': None, 'env': None}, 5) is None
 
 
+def test_query_waiting_for_change_answers_when_the_run_ends_or_its_time_is_up(tmp_path, fake, node):
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601)
+    # still running after the 3 s it may watch: answered then, having looked every QUERY_WATCH_POLL
+    started = fake.clock
+    result = tr.run_module(dict(state='query', **at(node), wait_for_change=3), system=fake)
+    assert result['job']['status'] == 'running' and fake.clock - started == pytest.approx(3.0)
+    assert fake.sleeps == [tr.QUERY_WATCH_POLL] * 6
+    # the run ends 1.2 s into a watch of 30 s: answered at the next look, with its end
+    started, watched = fake.clock, fake.sleep
+
+    def sleep(seconds):
+        watched(seconds)
+        if fake.clock - started >= 1.2 and 601 in fake.procs:
+            fake._die(601)  # torchrun exits; its supervisor records the exit and goes
+    fake.sleep = sleep
+    result = tr.run_module(dict(state='query', **at(node), wait_for_change=30), system=fake)
+    assert result['job']['status'] == 'exited' and result['job']['exit_code'] == 143
+    assert fake.clock - started == pytest.approx(1.5)
+    # a run that is not running is answered at once, whatever the watch
+    fake.sleeps[:] = []
+    assert tr.run_module(dict(state='query', **at(node), wait_for_change=30), system=fake)['job']['status'] == 'exited'
+    assert fake.sleeps == []
+
+
 def test_query_exited(tmp_path, fake, node):
     make_run(node, fake, 'run1', exit_rec={'exit_code': 137, 'signal': 'SIGKILL', 'ended_at': '2025-01-01T03:00:00Z'}, alive=False)
     job = query(node, fake, run_id='run1')['job']
