@@ -509,28 +509,18 @@ def stopped_by_the_user(allocation, path):
     return manifest
 
 
-def test_srun_stop_cancels_the_step(allocation, tmp_path):
+def test_srun_status_and_stop_find_the_step_with_and_without_run_id_and_cancel_it(allocation, tmp_path):
+    # one running step serves status with the run id (squeue) and without it (the nodes' records), then stop without
+    # the run id (one long srun job less for CI than a job for each: the stop with a run id differs only in where
+    # the run id comes from, which status checks here and the SSH launcher's e2e tests check for stop)
     extravars, run_id, path = start_a_long_srun_job(allocation, tmp_path)
+    with open(os.path.join(path, 'manifest.json')) as handle:
+        launcher = json.load(handle)['launcher']
     status = allocation.run('playbooks/status.yml', tmp_path, dict(extravars, run_id=run_id))
     assert status.returncode == 0, status.stdout[-4000:]
     step = status.summary['artifact_data']['trainops_slurm_step']
     assert step['state'] == 'RUNNING' and step['source'] == 'squeue' and step['job_id'] == allocation.job, step
     assert {job['status'] for job in status.summary['artifact_data']['trainops_status'].values()} == {'running'}
-    stop = allocation.run('playbooks/stop.yml', tmp_path, dict(extravars, run_id=run_id))
-    assert stop.returncode == 0, stop.stdout[-6000:]
-    assert 'scancel' not in stop.failure_text
-    manifest = stopped_by_the_user(allocation, path)
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
-    # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel
-    assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
-    name = manifest['launcher']['step_name']
-    assert wait_until(lambda: allocation.steps().get(name, (None, ''))[1] == 'CANCELLED', 60), allocation.steps()
-
-
-def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(allocation, tmp_path):
-    extravars, dummy, path = start_a_long_srun_job(allocation, tmp_path)
-    with open(os.path.join(path, 'manifest.json')) as handle:
-        launcher = json.load(handle)['launcher']
     # neither run_id nor the experiments directory: the nodes' records name the run and its step
     bare = {key: value for key, value in extravars.items() if key != 'trainops_experiments_dir'}
     status = allocation.run('playbooks/status.yml', tmp_path, dict(bare, collect=False))
@@ -539,8 +529,11 @@ def test_srun_stop_without_run_id_finds_the_step_on_the_nodes_and_cancels_it(all
     assert step['state'] == 'RUNNING' and (step['job_id'], step['step_id']) == (launcher['job_id'], launcher['step_id']), step
     stop = allocation.run('playbooks/stop.yml', tmp_path, extravars)
     assert stop.returncode == 0, stop.stdout[-6000:]
+    assert 'scancel' not in stop.failure_text
     manifest = stopped_by_the_user(allocation, path)
-    # the SSH stop (pids signalled) would have left torchrun's SIGTERM exit: the supervisors ended on the step's TERM
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
+    # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel (the SSH
+    # stop, pids signalled, would have left torchrun's SIGTERM exit)
     assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
     # stop_srun.yml recorded the stop (its detail names the scancel), not the SSH stop
     assert all('(scancel %s)' % launcher['step'] in r['stop']['detail'] for r in manifest['results'].values()), \

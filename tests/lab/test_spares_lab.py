@@ -1,11 +1,10 @@
 """Spare nodes on the lab (docs/failures.md "Spare nodes"; the lead runs it): a job on every lab node but the last,
 which is the spare (group ``spares``, ``-e trainops_spare_nodes=spares``), with one retry. Mid-run one node is lost:
 its job processes killed and its SSH refused (iptables in its namespace, as tests/lab/test_failure_judgment.py cuts
-SSH). The retry resumes on the spare, with the lost node's node rank, from the latest checkpoint, and succeeds:
-
-- a node that is not the master (node rank 1);
-- the master (node rank 0): the rendezvous moves to the spare, which gets the checkpoint copied from a node that has
-  it (every node writes it: files/workspace/train.py).
+SSH). The node lost is the master (node rank 0): the retry resumes on the spare, with node rank 0, from the latest
+checkpoint, and succeeds; the rendezvous moves to the spare, which gets the checkpoint copied from a node that has it
+(every node writes it: files/workspace/train.py). (A node of another rank lost is the same path without the master's
+move; its replacement is unit-tested in _retries.py's tests, and one lost node on the lab costs CI about 3 CPU-minutes.)
 
 A 4-node job (one rank a node) + 1 spare: the lab is brought to 5 nodes (TRAINOPS_SPARES_LAB_NODES=4 runs 3 + 1,
 for a quicker look). Each test prints the attempts table and the time from the
@@ -114,13 +113,12 @@ def read_json(path):
         return json.load(handle)
 
 
-@pytest.mark.parametrize('victim_index', [2, 1], ids=['node-rank-1', 'master'])
-def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp_path, victim_index):
-    victim, spare = lab.names[victim_index - 1], lab.names[-1]
+def test_the_lost_master_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp_path):
+    victim, spare = lab.names[0], lab.names[-1]
     extra = test_launch_lab.launch_vars(
         tmp_path, retries=1, nproc=1, trainops_nodes_group='job', trainops_spare_nodes='spares', trainops_progress_interval=2,
         trainops_unreachable_grace=15,
-        overrides=['training.epochs=50', 'training.max_steps=60', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
+        overrides=['training.epochs=50', 'training.max_steps=40', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
                    'debug.sleep_per_step_s=0.5', 'distributed.timeout_s=30'])
     earlier = runs(lab, victim)  # an earlier test's runs on the victim are not this launch's
     launch = start_playbook('playbooks/launch.yml', str(tmp_path), extra, inventory=spare_inventory(lab, tmp_path))
@@ -155,16 +153,15 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_job_resumes_there(lab, tmp
     print('from the failure (%s lost) to the resumed job\'s first step on %s: %.1f s' % (
         victim, ', '.join(second['nodes']), resumed_at - failed_at))
     assert [(a['attempt'], a['decision']) for a in attempts] == [(1, 'retry'), (2, None)], table
-    assert second['outcome'] == 'succeeded' and second['end_step'] == 60, table
+    assert second['outcome'] == 'succeeded' and second['end_step'] == 40, table
     assert 0 < second['start_step'] and second['steps_lost'] <= INTERVAL, table
     manifest = read_json(os.path.join(second['experiment_dir'], 'manifest.json'))
-    assert manifest['replaced'] == [{'node': victim, 'by': spare, 'node_rank': victim_index - 1,
-                                     'reason': 'unreachable'}], manifest['replaced']
+    assert manifest['replaced'] == [{'node': victim, 'by': spare, 'node_rank': 0, 'reason': 'unreachable'}], \
+        manifest['replaced']
     ranks = dict((n['host'], n['node_rank']) for n in manifest['nodes'])
-    assert ranks[spare] == victim_index - 1 and victim not in ranks, ranks
+    assert ranks[spare] == 0 and victim not in ranks, ranks
     resumed = manifest['resumed_from']
     assert resumed['node'] != victim and len(resumed['sha256']) == 64, resumed
     assert resumed['copied_to'] == [spare], resumed
-    if victim_index == 1:
-        assert manifest['master']['host'] == spare and manifest['master']['addr'] == lab.node(spare)['address']
+    assert manifest['master']['host'] == spare and manifest['master']['addr'] == lab.node(spare)['address']
     assert not job_processes(lab)

@@ -308,8 +308,7 @@ def test_shared_home_is_written_once(mesh_lab, tmp_path):
     assert files[0] == files[1] == files[2] and files[0][KEY_NAME].startswith('600 root '), files
     known = lab.ssh(lab.nodes[2], 'cat %s/known_hosts' % HOME_SSH).stdout.splitlines()
     assert sorted(line.split()[0].split(',')[0] for line in known) == sorted(lab.names), known
-    rc, out, recap = playbook(lab, extravars)
-    assert rc == 0 and all(r['changed'] == 0 for r in recap.values()), out[-5000:]
+    # (a second run on a shared home changing nothing is tests/lab/test_cluster_shapes.py's, as the training user)
     # an unrestricted line of the mesh key (as an older version of the role wrote it) is replaced, once
     public = (tmp_path / 'keys' / (KEY_NAME + '.pub')).read_text().split()
     options, rest = mesh_key_line(lab, public[1])
