@@ -4,7 +4,8 @@ shipped as an image archive (the air-gapped path; no registry). Root only; holds
 for the whole module (fixtures in container_support.py). The tests run in file order and build on
 each other's state: converge, skip/load per node, the container's namespaces, recreation, check mode, a job
 trained inside the containers (its status and stop), clean; the last one takes the lab's engines down and checks
-nothing is left. A second run changing nothing is Molecule's idempotence step (molecule/container).
+nothing is left. These tests keep the promises of molecule/container too (converge, verify, the same settings again
+changing nothing), which CI therefore leaves out (tests/lab/test_molecule.py, KEPT_BY_LAB_TESTS).
 """
 import json
 import os
@@ -140,7 +141,7 @@ def test_container_shares_the_nodes_network_ipc_and_pids(container_lab):
 
 def test_new_settings_recreate_and_check_mode_changes_nothing(container_lab):
     """Other settings recreate the container; --check reports that change without making it, and once they are
-    applied reports nothing to change. (The same settings twice: Molecule's container scenario, idempotence.)"""
+    applied reports nothing to change (the same settings twice: the role's idempotence)."""
     before = {host: container_lab.inspect(host)['Id'] for host in container_lab.names}
     extra = container_lab.role_vars(trainops_container_env={'TRAINOPS_PROBE': 'on'})
     check = container_lab.playbook('playbooks/container.yml', extra, check=True)

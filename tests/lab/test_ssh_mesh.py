@@ -267,7 +267,7 @@ def test_every_node_reaches_every_node_with_host_keys_checked(mesh_lab, tmp_path
                       '%s true' % shlex.quote(first['address']), check=False)
     assert forward.returncode != 0 and 'remote port forwarding failed' in forward.stderr, forward
 
-    # (a second run changing nothing is molecule/ssh_mesh's idempotence step)
+    # (a second run changing nothing: test_cluster_shapes.py's, and the repair run below on the nodes it need not repair)
 
     # host-key checking is on: give node 1 node 2's key for node 3, and node 1 -> node 3 fails
     first, second, third = lab.nodes
