@@ -51,10 +51,10 @@ MODULE = 'trainops.multinode.torchrun'
 DEFAULT_PROGRESS_PATTERN = r'\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
 
 ASK_INTERVAL = 5.0
-"""Seconds between two questions to a node whose job runs (at most; ``progress_interval`` and ``poll_interval`` when
-either is longer): each question is a module run on the node, so the module watches the job there between them
-(``wait_for_change``) and answers at once when it ends. A peer's failure reaches the other nodes' waits within about
-this long; a node's own end, within the module's half-second watch."""
+"""Seconds between two questions to a node whose job runs (``progress_interval`` when that is shorter,
+``poll_interval`` when that is longer): each question is a module run on the node, so the module watches the job
+there between them (``wait_for_change``) and answers at once when it ends. A peer's failure reaches the other nodes'
+waits within about this long; a node's own end, within the module's half-second watch."""
 
 MAX_QUERY_FAILURES = 3
 """Consecutive failed queries (the module failed on a reachable host) before the wait fails."""
