@@ -37,8 +37,11 @@ def load(path):
 
 def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
     # with torch profiling, whose default in a sweep is the first rank of every node (one trace each per point)
+    # a tiny point with one thread a rank trains in under a second: 50 ms more a step (about 3 s a point) and a
+    # progress line every second, so that each point's labelled progress line shows
     proc = lab.run('playbooks/sweep.yml', {'sweep': {'channels': [28, 42], 'threads': [256, 512]}, 'config': TINY,
-                                           'nproc': 1, 'profile': 'torch'}, timeout=900)
+                                           'nproc': 1, 'profile': 'torch', 'trainops_progress_interval': 1,
+                                           'overrides': ['debug.sleep_per_step_s=0.05']}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
     out = proc.stdout
     # one preflight and one sync for the whole sweep; every point starts, waits and collects
