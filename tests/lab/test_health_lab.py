@@ -31,9 +31,11 @@ def test_a_slowed_node_is_named_by_the_health_check_and_flagged_as_a_straggler(l
         health = run_playbook('playbooks/health.yml', str(tmp_path / 'health'), launch_vars(
             tmp_path / 'health', nproc=1, trainops_health_bytes='16M', trainops_health_iters=5,
             trainops_health_warmup=1), inventory=lab.inventory, timeout=1200)
+        # the default model, not the tiny one: a step must compute for longer than the quota's share of a period
+        # (15 ms of 100) for the cap to slow it; a tiny step (under 1 ms with one thread a rank) never reaches it
         job = run_playbook('playbooks/launch.yml', str(tmp_path / 'job'), launch_vars(
-            tmp_path / 'job', nproc=1, trainops_progress_interval=2,
-            overrides=['training.max_steps=24']), inventory=lab.inventory, timeout=900)
+            tmp_path / 'job', nproc=1, trainops_progress_interval=2, config='config/default.yaml',
+            overrides=['training.max_steps=24', 'training.log_interval=2']), inventory=lab.inventory, timeout=900)
 
     # the health check: all nodes, then the 3 pairs (no floor given); the 2 pairs with the victim are slow
     assert health.returncode != 0, 'a suspect node fails the check'
