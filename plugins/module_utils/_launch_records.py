@@ -16,14 +16,15 @@ name to a mapping of its variables) and returns plain data:
 * :func:`host_facts`: ``{host: value}`` of a fact, where it is set (the nodes that failed, and why);
 * :func:`not_started`: ``{node: why}`` for the nodes where the job does not run after the start;
 * :func:`step_nodes`: the Slurm step's per-node commands (launcher=srun);
-* :func:`node_records`: the per-node records of the experiment manifest.
+* :func:`node_records`: the per-node records of the experiment manifest;
+* :func:`chosen_run` and :func:`run_nodes`: the run playbooks/status.yml and stop.yml act on, and its nodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _torchrun
 
 UNREACHABLE_AT_START = 'could not be reached during the start'
 """Why the job does not run on a node that left the play during the start (launcher=ssh)."""
@@ -155,3 +156,58 @@ def node_record(node, node_vars, node_rank, run_id, nproc_per_node):
 def node_records(nodes, hostvars, ranks, run_id, nproc_per_node=1):
     """The manifest's ``nodes``: :func:`node_record` of every node, in ``nodes``' order."""
     return [node_record(node, host_vars(hostvars, node), int(ranks[node]), run_id, nproc_per_node) for node in nodes]
+
+
+def valid_run_id(run_id):
+    """``run_id`` when the torchrun module accepts it (a directory name, never a path: the nodes' answers are not
+    trusted), else None."""
+    try:
+        return _torchrun.validate_run_id(run_id)
+    except _torchrun.TorchrunError:
+        return None
+
+
+def chosen_run(jobs, selected=''):
+    """The run status and stop act on: ``selected`` when given, else the latest started of the nodes' answers.
+
+    ``jobs`` is ``{host: its job}`` as the torchrun module's query answered (``{}`` where it has none). Without a
+    selected run each node answers its own latest run, and a node left out of the last attempt of a launch with
+    retries answers an older one than the spare node that took its place: the latest start wins, then play order.
+    Returns the run id, or None (no node has a run, or the run ids are not valid).
+    """
+    if selected:
+        return valid_run_id(str(selected))
+    answered = [(str(dig(job, 'started_at') or ''), -index, valid_run_id(dig(job, 'run_id')))
+                for index, job in enumerate((jobs or {}).values())]
+    answered = [entry for entry in answered if entry[2]]
+    return max(answered)[2] if answered else None
+
+
+def _answered_in_rank_order(jobs, run_id):
+    answered = [(host, job) for host, job in (jobs or {}).items() if run_id and dig(job, 'run_id') == run_id]
+    ranked = [(dig(job, 'node_rank') if isinstance(dig(job, 'node_rank'), int) else len(answered), index, host)
+              for index, (host, job) in enumerate(answered)]
+    return [host for dummy, dummy, host in sorted(ranked)]
+
+
+def run_nodes(jobs, play_hosts, run_id, manifest=None):
+    """The nodes of the run ``run_id``, and those of them the play does not have.
+
+    The run's nodes are its manifest's (the controller's own record, in rank order: a spare node that took a node's
+    place is one, the node it replaced is not), where the controller has it; else the hosts whose answer in ``jobs``
+    is that run, in the order of the node ranks they answered (then play order). ``play_hosts`` are the play's hosts (``ansible_play_hosts_all``).
+
+    Returns ``{run_id, nodes, ranks: {node: node rank}, missing: [the run's nodes not in the play], recorded: whether
+    the manifest named them}``.
+    """
+    recorded = [str(dig(node, 'host')) for node in dig(manifest, 'nodes', default=None) or []
+                if dig(node, 'host') is not None]
+    nodes = recorded or _answered_in_rank_order(jobs, run_id)
+    play_hosts = set(play_hosts)
+    return {
+        'run_id': run_id,
+        'nodes': nodes,
+        'ranks': dict((node, rank) for rank, node in enumerate(nodes)),
+        'missing': [node for node in nodes if node not in play_hosts],
+        'recorded': bool(recorded),
+    }

@@ -2,11 +2,12 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """End-to-end: spare nodes (trainops_spare_nodes, docs/failures.md "Spare nodes") on the embedded local default with a
-third logical node, node2, in the inventory group ``spares``: one rank per node, 24 short steps, a checkpoint every 4.
+third logical node, node2, in the inventory group ``spares``: one rank per node, 64 short steps, a checkpoint every 4.
 
 The master node0, whose rank is killed twice the same way, is left out of the third attempt and the spare takes its
 node rank 0 and the rendezvous; the job resumes from the checkpoint, which the spare gets copied from node1 through
-the controller (every node writes the checkpoint: files/workspace/train.py), and succeeds. (One launch of three
+the controller (every node writes the checkpoint: files/workspace/train.py), and succeeds. While it runs, status.yml
+finds it on the spare, and stop.yml refuses to stop it without the spare group (the spare would go on running). (One launch of three
 attempts, for CI's time: a node of another rank replaced is the lab's, tests/lab/test_spares_lab.py, with a node lost
 for real.)"""
 
@@ -26,7 +27,10 @@ from test_retries_local import INTERVAL, TINY, _json, _rank_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real, pytest.mark.slow]
 
-OVERRIDES = ['training.max_steps=24', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
+# long enough for the third attempt, on the spare, to run while status.yml and stop.yml look at it (sleeps are cheap):
+# all of config/tiny.yaml's two epochs
+MAX_STEPS = 64
+OVERRIDES = ['training.max_steps=%d' % MAX_STEPS, 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
              'debug.sleep_per_step_s=0.2', 'distributed.timeout_s=30']
 
 
@@ -68,6 +72,24 @@ def _kill_twice(lab, node):
             os.kill(pid, signal.SIGKILL)
 
 
+def _status_and_stop_find_the_spare(lab):
+    """While the third attempt runs on the spare node2 (node rank 0) and node1: status.yml given the spare group
+    shows the run on both, with their node ranks; stop.yml without it stops nothing and names node2 and the value to give."""
+    run = wait_until(lambda: next(iter(_runs_steps(lab, 'node2')), None), 150, what='the third attempt on node2')
+    run_id = os.path.basename(run)
+    status = lab.run('playbooks/status.yml', {'trainops_spare_nodes': 'spares', 'collect': False},
+                     inventory=spare_inventory(lab))
+    assert status.returncode == 0, status.stdout[-3000:]
+    states = status.summary['artifact_data']['trainops_status']
+    assert dict((host, (job['run_id'], job['node_rank'])) for host, job in states.items()) == {
+        'node2': (run_id, 0), 'node1': (run_id, 1)}, states
+    refused = lab.run('playbooks/stop.yml', {}, inventory=spare_inventory(lab))
+    assert refused.returncode != 0, refused.stdout[-3000:]
+    assert ('Nothing stopped or collected: run %s runs on node2 (its nodes: node2, node1), not a host of this play. '
+            'Give the spare nodes\' group the launch was given: -e trainops_spare_nodes=<group>.' % run_id
+            in refused.failure_text), refused.failure_text
+
+
 def _launch_and_kill_twice(lab, node):
     done = {}
     launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
@@ -76,6 +98,7 @@ def _launch_and_kill_twice(lab, node):
     launch.start()
     try:
         _kill_twice(lab, node)
+        _status_and_stop_find_the_spare(lab)
     finally:
         launch.join(300)
     proc = done['proc']
@@ -90,7 +113,7 @@ def _launch_and_kill_twice(lab, node):
     third = attempts[2]
     # resumed from the latest checkpoint: no more steps lost than the checkpoint interval
     assert third['start_step'] >= INTERVAL and third['start_step'] % INTERVAL == 0, attempts
-    assert 0 <= third['steps_lost'] <= INTERVAL and third['end_step'] == 24, attempts
+    assert 0 <= third['steps_lost'] <= INTERVAL and third['end_step'] == MAX_STEPS, attempts
     manifests = [_json(os.path.join(a['experiment_dir'], 'manifest.json')) for a in attempts]
     assert not lab.leftovers()
     return attempts, manifests
