@@ -50,7 +50,7 @@ MODULE = 'trainops.multinode.torchrun'
 
 DEFAULT_PROGRESS_PATTERN = r'\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
 
-ASK_INTERVAL = 5.0
+ASK_INTERVAL = 10.0
 """Seconds between two questions to a node whose job runs (``progress_interval`` when that is shorter,
 ``poll_interval`` when that is longer): each question is a module run on the node, so the module watches the job
 there between them (``wait_for_change``) and answers at once when it ends. A peer's failure reaches the other nodes'

@@ -17,10 +17,10 @@ description:
   - It runs M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query) on the host, writes the
     host's status atomically to C(<sync_dir>/<inventory_hostname>.json), reads the status files of the other hosts,
     and asks again after O(poll_interval) seconds.
-  - While the host's run is running, each question after the first watches it on the host for the rest of 5 seconds
+  - While the host's run is running, each question after the first watches it on the host for the rest of 10 seconds
     (or of a shorter O(progress_interval)) after the O(poll_interval) (O(trainops.multinode.torchrun#module:wait_for_change))
-    and is answered as soon as the run ends. The host is asked every 5 seconds instead of every poll (a module run
-    each), and a peer's failure reaches this host's wait within about 5 seconds.
+    and is answered as soon as the run ends. The host is asked every 10 seconds instead of every poll (a module run
+    each), and a peer's failure reaches this host's wait within about 10 seconds.
   - When the host's run exited with code 0 the task is ok. When it exited with another code, was killed by a signal,
     is lost or does not exist, the task fails with a message naming the host (and its node rank) and the last log lines.
   - A host that cannot be reached is not failed. Its status file says V(unreachable), its peers keep running, and the

@@ -41,7 +41,7 @@ class Shape:
 
     def run(self, playbook, extra=None, env=None, verbose=0, timeout=420):
         extravars = {'trainops_node_root': self.node_root, 'trainops_experiments_dir': self.experiments,
-                     'master_port': self.port, 'trainops_progress_interval': 5}
+                     'master_port': self.port, 'trainops_progress_interval': 10}
         extravars.update(extra or {})
         return run_playbook(playbook, self.root, extravars, timeout=timeout, env=env, verbose=verbose)
 

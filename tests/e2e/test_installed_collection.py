@@ -168,7 +168,7 @@ def test_installed_launch_by_fqcn_from_an_empty_directory_without_rsync(installe
     workdir.mkdir()
     nodes = os.path.join(installed.home, '.cache', 'trainops')   # the local inventory's node root, under HOME
     # the document's command as written, on a port of its own (other tests may run beside it)
-    command = LAUNCH_LOCAL.rstrip('\n') + ' -e master_port=%d -e trainops_progress_interval=5\n' % free_port()
+    command = LAUNCH_LOCAL.rstrip('\n') + ' -e master_port=%d\n' % free_port()
     env = dict(installed.env, PATH=path_without(str(tmp_path / 'bin'), 'rsync'))
     try:
         proc = shell(command, workdir, env, timeout=420)

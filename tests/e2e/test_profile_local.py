@@ -38,7 +38,7 @@ os.execv(argv[start], argv[start:])
 
 def run(lab, playbook, extra, env=None, timeout=600):
     extravars = {'trainops_node_root': lab.nodes + '/{{ inventory_hostname }}', 'trainops_experiments_dir': lab.experiments,
-                 'master_port': lab.port, 'trainops_progress_interval': 5, 'config': TINY}
+                 'master_port': lab.port, 'trainops_progress_interval': 10, 'config': TINY}
     extravars.update(extra)
     return run_playbook(playbook, lab.root, extravars, timeout=timeout, env=env)
 
@@ -111,17 +111,12 @@ def test_nsys_wraps_every_selected_rank_with_its_own_output_name(lab, tmp_path):
     assert manifest['outcome'] == 'succeeded'
 
 
-def test_rocprofv3_wraps_the_first_rank_of_every_node(lab, tmp_path):
-    proc = run(lab, 'playbooks/launch.yml', {'profile': 'rocprof'}, env=stand_in_path(tmp_path))
-    path, manifest = experiment(proc)
-    assert profiles(path) == ['node0/node0_rank0.rocprof-standin.json', 'node1/node1_rank2.rocprof-standin.json']
-    for node, name in zip(manifest['nodes'], ('node0_rank0', 'node1_rank2')):
-        with open(os.path.join(path, 'profiles', name[:5], name + '.rocprof-standin.json')) as handle:
-            argv = json.load(handle)['argv']
-        assert argv[0] == str(tmp_path / 'bin' / 'rocprofv3')
-        assert [os.path.basename(argv[0])] + argv[1:7] == ['rocprofv3', '--runtime-trace', '-d', node['run_dir'] + '/profiles', '-o', name, '--']
-        assert os.path.basename(argv[7]).startswith('python') and argv[8] == '-u'
-        assert argv[9:] == script_argv(node)
+def assert_rocprofv3_argv(argv, node, name, stand_in):
+    """rocprofv3 wraps the rank: its runtime trace into the run's profiles/, named after the node and rank."""
+    assert argv[0] == stand_in
+    assert [os.path.basename(argv[0])] + argv[1:7] == ['rocprofv3', '--runtime-trace', '-d', node['run_dir'] + '/profiles', '-o', name, '--']
+    assert os.path.basename(argv[7]).startswith('python') and argv[8] == '-u'
+    assert argv[9:] == script_argv(node)
 
 
 HOSTILE = '''#!%s
@@ -142,7 +137,7 @@ os.symlink(os.path.join(outside, 'secret.json'), os.path.join(run_dir, 'outputs'
 os.symlink(os.path.join(outside, 'secret.json'), os.path.join(profiles, 'leak.json'))
 os.symlink(outside, os.path.join(profiles, 'linkdir'))
 with open(os.path.join(profiles, argv[argv.index('-o') + 1] + '.rocprof-standin.json'), 'w') as handle:
-    json.dump({'rank': os.environ.get('RANK')}, handle)
+    json.dump({'argv': argv, 'rank': os.environ.get('RANK')}, handle)
 if node == 'node0':
     (experiment,) = glob.glob(os.path.join(os.environ['TRAINOPS_E2E_EXPERIMENTS'], '*'))
     os.makedirs(os.path.join(experiment, 'profiles'), exist_ok=True)
@@ -176,7 +171,9 @@ sys.exit(out.returncode)
 def test_what_a_node_returns_stays_in_its_own_place_in_the_experiment(lab, tmp_path):
     """A node that returns a '../' profile path, links out of its run directory and a link planted in the
     experiment fail the collect naming the node, and nothing lands outside the experiment; the two nodes' outputs of
-    the same name are both kept, each in outputs/<node>/."""
+    the same name are both kept, each in outputs/<node>/. The job runs under profile=rocprof (its first rank a node,
+    wrapped by a stand-in rocprofv3 that turns hostile): the profile node1 returns honestly is rocprofv3's, named
+    after its node and rank."""
     env = stand_in_path(tmp_path)
     (tmp_path / 'bin' / 'rocprofv3').write_text(HOSTILE)
     liar = tmp_path / 'liar-python'
@@ -213,6 +210,11 @@ def test_what_a_node_returns_stays_in_its_own_place_in_the_experiment(lab, tmp_p
         for name in dirs + files:
             assert not os.path.islink(os.path.join(base, name)) or os.path.join(base, name) == path + '/profiles/node0'
     assert profiles(path) == ['node1/node1_rank2.rocprof-standin.json']
+    with open(os.path.join(path, 'profiles', 'node1', 'node1_rank2.rocprof-standin.json')) as handle:
+        seen = json.load(handle)
+    assert seen['rank'] == '2'
+    assert_rocprofv3_argv(seen['argv'], next(n for n in manifest['nodes'] if n['host'] == 'node1'), 'node1_rank2',
+                          str(tmp_path / 'bin' / 'rocprofv3'))
     # two nodes writing the same output name keep both, each in its node's directory
     for node in ('node0', 'node1'):
         with open(os.path.join(path, 'outputs', node, 'same.json')) as handle:

@@ -35,7 +35,7 @@ def shaped(lab_session_lock, user_reaches_python, restore_lab, lab_nodes):  # py
 def launch_vars(tmp_path, **extra):
     values = {'config': 'config/tiny.yaml', 'channels': 42, 'master_port': free_port(),
               'trainops_experiments_dir': str(tmp_path / 'experiments'), 'trainops_poll_interval': 1,
-              'trainops_progress_interval': 5}
+              'trainops_progress_interval': 10}
     values.update(extra)
     return values
 

@@ -172,7 +172,7 @@ def container_launch_vars(tmp_path, **extra):
         'trainops_experiments_dir': str(tmp_path / 'experiments'),
         'master_port': free_port(),
         'trainops_poll_interval': 1,
-        'trainops_progress_interval': 5,
+        'trainops_progress_interval': 10,
     }
     values.update(extra)
     return values

@@ -52,7 +52,7 @@ def launch_vars(tmp_path, code, **extra):
         'trainops_workspace_dir': WORKSPACE,
         'trainops_experiments_dir': str(tmp_path / 'experiments'),
         'master_port': free_port(),
-        'trainops_progress_interval': 5,
+        'trainops_progress_interval': 10,
         'trainops_poll_interval': 1,
         'config': 'config/tiny.yaml',
         'trainops_sync_workspace': False,

@@ -199,7 +199,7 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
     slurm.jobs.append(share)
     wait_until(lambda: slurm.job_state(share) == 'RUNNING', 60, what='the job sharing lab-node02')
     extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
-                 'trainops_progress_interval': 5, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
+                 'trainops_progress_interval': 10, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
     argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=slurm.source)
     started = time.monotonic()
     try:
@@ -404,7 +404,7 @@ def allocation(slurm):  # pylint: disable=redefined-outer-name
 
 def srun_vars(tmp_path, **extra):
     extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
-                 'trainops_progress_interval': 5, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml',
+                 'trainops_progress_interval': 10, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml',
                  'launcher': 'srun', 'nproc': 2}
     extravars.update(extra)
     return extravars

@@ -102,9 +102,9 @@ def test_success_after_polling(tmp_path):
     res = h.run()
     assert not res.get('failed')
     assert res['job']['status'] == 'exited'
-    # asked at once, then every ASK_INTERVAL (5 s): the poll's 2 s of sleep and 3 s of watching the job on the node
-    assert res['waited_s'] == pytest.approx(15.0)
-    assert [c.get('wait_for_change') for c in h.calls] == [None, 3.0, 3.0, 3.0]
+    # asked at once, then every ASK_INTERVAL (10 s): the poll's 2 s of sleep and 8 s of watching the job on the node
+    assert res['waited_s'] == pytest.approx(30.0)
+    assert [c.get('wait_for_change') for c in h.calls] == [None, 8.0, 8.0, 8.0]
     assert res['peer_failures'] == [] and res['timed_out'] is False
     assert res['progress'] == 'epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5'
     assert all(c['state'] == 'query' and c['run_id'] == 'run1' and c['state_dir'] == '/state' for c in h.calls)
@@ -117,8 +117,9 @@ def test_success_after_polling(tmp_path):
     ({'poll_interval': 1, 'progress_interval': 1}, [None, None, None, None]),
     # a poll longer than ASK_INTERVAL: asked every poll, as before
     ({'poll_interval': 10}, [None, None, None, None]),
-    # the wait's timeout (20 s) bounds the watch: asked at 0, 1 (+4 s), 6 (+4 s), 11 (+4 s); then 16 (+3 s), its end
-    ({'poll_interval': 1, 'timeout': 20}, [None, 4.0, 4.0, 4.0, 3.0]),
+    # the wait's timeout (20 s) bounds the watch: asked at 0, 1 (+9 s), 11 (+8 s, to its end less the poll), then at
+    # its end without watching
+    ({'poll_interval': 1, 'timeout': 20}, [None, 9.0, 8.0, None]),
 ])
 def test_a_running_node_is_watched_between_questions_within_the_progress_poll_and_timeout(tmp_path, args, watches):
     def script(h, n, module_args):
@@ -256,7 +257,8 @@ def test_invalid_args(tmp_path):
 
 def test_unreachable_within_the_grace_keeps_waiting_and_shows_it(tmp_path):
     def script(h, n, args):
-        if 3 <= n <= 12:
+        # four questions unreachable, about 40 s (each asked ASK_INTERVAL after the one before): within the grace
+        if 3 <= n <= 6:
             return {'unreachable': True, 'msg': 'ssh: connect to host 10.78.0.12 port 22: Connection timed out'}
         if n < 16:
             return {'job': job('running', node_rank=1), 'log_tail': [PROGRESS]}
