@@ -43,7 +43,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import STEADY_STATE_WINDOW, mark_interrupted
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
-    FAILED_STATES, RUNNING, peer_words, verdict, verdict_state)
+    ENDED_STATUSES, FAILED_STATES, RUNNING, STATUS_EXITED, STATUS_LOST, STATUS_RUNNING, peer_words, verdict,
+    verdict_state)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stragglers
 
 MODULE = 'trainops.multinode.torchrun'
@@ -391,7 +392,7 @@ class _Wait(object):
         """How long the next question may watch the node's job there (0: answer at once): while the job runs, what
         is left of ASK_INTERVAL (or of a shorter progress_interval) after the poll_interval the wait sleeps anyway,
         never past the wait's timeout."""
-        if self.check_mode or self.node.job.get('status') != RUNNING:
+        if self.check_mode or self.node.job.get('status') != STATUS_RUNNING:
             return 0.0
         watch = min(ASK_INTERVAL, self.args['progress_interval']) - self.args['poll_interval']
         if self.args['timeout']:
@@ -445,10 +446,10 @@ class _Wait(object):
     def on_answer(self, now):
         job = self.node.job
         status = job.get('status')
-        if status == 'exited' and job.get('exit_code') == 0 and not job.get('signal'):
+        if status == STATUS_EXITED and job.get('exit_code') == 0 and not job.get('signal'):
             self.publish('succeeded')
             return self.finish(False, '%s: run %s finished successfully' % (self.label, self.run_id), 'succeeded')
-        if status in ('exited', 'lost', 'absent'):
+        if status in ENDED_STATUSES:
             return self.ended_badly(status)
         self.publish('running')
         if self.check_mode:
@@ -463,9 +464,9 @@ class _Wait(object):
             if stopped is not None:
                 return stopped
         self.publish('failed')
-        if status == 'exited':
+        if status == STATUS_EXITED:
             what = 'exited with code %s%s' % (job.get('exit_code'), ' (%s)' % job['signal'] if job.get('signal') else '')
-        elif status == 'lost':
+        elif status == STATUS_LOST:
             what = 'is lost (%s)' % (job.get('lost_reason') or 'its supervisor is gone without writing exit.json')
         else:
             what = 'does not exist in %s' % self.args['state_dir']

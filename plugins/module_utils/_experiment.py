@@ -20,7 +20,7 @@ import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
-    CAUSING_STOPS, INTERRUPTED, RUNNING, OutcomeError, decisive_outcome, stop_outcome, stop_words)
+    CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retries, _stragglers
 
 
@@ -554,7 +554,7 @@ def _how_it_ended(job):
     where = 'node rank %s: ' % rank if rank is not None else ''
     if job.get('signal'):
         return where + 'signal %s' % job['signal']
-    if job.get('status') == 'lost':
+    if job.get('status') == STATUS_LOST:
         return where + 'lost (%s)' % (job.get('lost_reason') or 'its supervisor is gone')
     if job.get('exit_code') is None:
         return where + 'status %s' % (job.get('status') or 'unknown')

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _torchrun
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _outcomes, _torchrun
 
 UNREACHABLE_AT_START = 'could not be reached during the start'
 """Why the job does not run on a node that left the play during the start (launcher=ssh)."""
@@ -93,7 +93,7 @@ def not_started(nodes, hostvars, play_hosts, launcher=None):
                 why[node] = UNREACHABLE
                 continue
             result = node_vars.get('__trainops_started') or {}
-            if (dig(result, 'job', 'status') or 'prepared') == 'prepared':
+            if (dig(result, 'job', 'status') or _outcomes.STATUS_PREPARED) == _outcomes.STATUS_PREPARED:
                 why[node] = truncate(dig(result, 'msg') or 'not started', 200)
         else:
             error = node_vars.get('__trainops_start_error')

@@ -6,9 +6,11 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""How a job ends: the one vocabulary of the wait's verdicts, the stop reasons and the experiment's outcomes.
+"""How a job ends: the one vocabulary of the nodes' run statuses, the wait's verdicts, the stop reasons and the
+experiment's outcomes.
 
-Three records say how a job ended, each with its own names, all defined here (docs/failures.md):
+Three records say how a job ended, each with its own names, all defined here (docs/failures.md), from what each node's
+run record says (its **status**: the ``torchrun`` module's ``job.status``, ``RUN_STATUSES``):
 
 - the wait's **verdict** on each node (``torchrun_wait``: its ``verdict.state``, and the ``state`` of the node's
   status file in ``<experiment>/.wait/`` that the other nodes' waits read);
@@ -207,6 +209,34 @@ def stop_words(name):
     """``by the user`` for a stop the judgment takes the outcome from (``user``, ``timeout``), else None."""
     row = STOP_REASONS[stop_reason(name)]
     return row.get('words') if row['judged_from'] == 'stop' else None
+
+
+# ---------------------------------------------------------------------------
+# run statuses: what a node's own run record says (the torchrun module's job.status)
+# ---------------------------------------------------------------------------
+
+STATUS_RUNNING = 'running'
+STATUS_EXITED = 'exited'
+STATUS_LOST = 'lost'
+STATUS_ABSENT = 'absent'
+STATUS_PREPARED = 'prepared'
+
+RUN_STATUSES = {
+    STATUS_RUNNING: 'its supervisor is alive',
+    STATUS_EXITED: "torchrun ended and the supervisor wrote exit.json (its exit code or signal)",
+    STATUS_LOST: 'the supervisor is gone without writing exit.json (killed, or the node rebooted)',
+    STATUS_ABSENT: 'there is no such run on the node',
+    STATUS_PREPARED: 'state=prepared wrote it and its launcher has not started its supervisor yet (a Slurm step)',
+}
+"""A node's run statuses (the torchrun module's ``job.status``; module_utils/_torchrun.py decides them)."""
+
+ENDED_STATUSES = (STATUS_EXITED, STATUS_LOST, STATUS_ABSENT)
+"""The statuses of a run that no longer runs on the node; the wait judges them (``succeeded`` or ``failed``)."""
+
+
+def run_status(name):
+    """``name`` when it is a run status, else OutcomeError naming it."""
+    return _known(RUN_STATUSES, name, 'a run status')
 
 
 def _known(table, name, what):

@@ -43,8 +43,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
     host_identity,
     node_state_dir,
 )
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import STATUS_RUNNING
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
-    STATUS_RUNNING,
     TorchrunError,
     TorchrunNode,
 )

@@ -36,7 +36,7 @@ The next attempt's node set, where it differs, comes with a retry (:func:`decide
 
 from __future__ import annotations
 
-from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES, STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
 RETRY = 'retry'
@@ -98,7 +98,7 @@ def node_cause(node, outcome, results, missing_nodes=()):
     job = (results or {}).get(node) or {}
     if job.get('signal'):
         return 'signal %s' % job['signal']
-    if job.get('status') == 'lost':
+    if job.get('status') == STATUS_LOST:
         return 'lost'
     if job.get('exit_code') is None:
         return 'status %s' % (job.get('status') or 'unknown')

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import time
 
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
 from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import (
     CHECKPOINT_SIGNAL_NAMES,
@@ -306,7 +307,7 @@ def ended_by_step(job):
     job = job or {}
     if (job.get('launcher') or {}).get('name') != 'srun' or job.get('stop') or job.get('exit_code') == 0:
         return False
-    return job.get('status') == 'lost' or bool(job.get('supervisor_signals'))
+    return job.get('status') == STATUS_LOST or bool(job.get('supervisor_signals'))
 
 
 def step_detail(job, cause):

@@ -63,7 +63,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     descendants,
     is_alive,
 )
-from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import OutcomeError, stop_reason
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
+    STATUS_ABSENT, STATUS_EXITED, STATUS_LOST, STATUS_PREPARED, STATUS_RUNNING, OutcomeError, stop_reason)
 from ansible_collections.trainops.multinode.plugins.module_utils._run_records import (
     RecordRefused,
     others_run,
@@ -72,12 +73,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._run_records im
     verify_run,
 )
 
-STATUS_RUNNING = 'running'
-STATUS_EXITED = 'exited'
-STATUS_LOST = 'lost'
-STATUS_ABSENT = 'absent'
-# written by state=prepared, waiting for its launcher (plugins/module_utils/_launchers.py) to run its supervisor
-STATUS_PREPARED = 'prepared'
+# a run's statuses (job.status) are the vocabulary's, module_utils/_outcomes.py
 
 START_WAIT = 10.0
 """Seconds the module waits for the supervisor to record torchrun's pid."""

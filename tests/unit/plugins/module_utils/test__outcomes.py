@@ -47,7 +47,12 @@ OUTCOMES = {'succeeded': True, 'failed': True, 'stalled': True, 'unreachable': T
 UNKNOWN = ['bogus', 'Failed', 'timed out', 1, ['failed'], {'state': 'failed'}]
 
 
+RUN_STATUSES = ['running', 'exited', 'lost', 'absent', 'prepared']
+
+
 def test_the_tables_are_the_vocabulary():
+    assert list(oc.RUN_STATUSES) == RUN_STATUSES
+    assert oc.ENDED_STATUSES == ('exited', 'lost', 'absent')
     assert list(oc.VERDICTS) == list(VERDICTS)
     assert list(oc.STOP_REASONS) == list(STOP_REASONS)
     assert list(oc.OUTCOMES) == list(OUTCOMES)
@@ -131,6 +136,15 @@ def test_the_torchrun_module_takes_every_reason_but_replaced():
 
 def documented_values(text):
     return set(re.findall(r'V\(([a-z_]+)\)', text))
+
+
+def test_the_torchrun_module_documents_the_run_statuses():
+    from ansible_collections.trainops.multinode.plugins.modules import torchrun
+    described = ' '.join(yaml.safe_load(torchrun.RETURN)['job']['contains']['status']['description'])
+    assert documented_values(described) == set(oc.RUN_STATUSES)
+    assert oc.run_status('lost') == 'lost'
+    with pytest.raises(oc.OutcomeError, match="'failed' is not a run status"):
+        oc.run_status('failed')
 
 
 def test_torchrun_wait_documents_the_verdicts():
