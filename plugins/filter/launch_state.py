@@ -20,8 +20,9 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launch_
 # the directories nodes share, the run a launch resumes (shares.yml, resume.yml)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
 
-# the spare nodes of a launch (nodes.yml; trainops_spare_nodes)
+# the spare nodes of a launch (nodes.yml; trainops_spare_nodes), and the health check before an attempt
 from ansible_collections.trainops.multinode.plugins.module_utils import _retries
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _health_command
 
 
 def _preflights(name, value):
@@ -91,6 +92,18 @@ def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launche
                                min_nodes, None if play_hosts is None else list(play_hosts), launcher)
 
 
+def health_check_command(nodes, run_name, playbook):
+    return _health_command.health_command(_nodes('health_check_command', nodes), str(run_name), str(playbook))
+
+
+def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
+    if report is not None and not isinstance(report, Mapping):
+        raise AnsibleFilterError('health_gate: the input must be the health check\'s report (health.json) or null, '
+                                 'not %s' % type(report).__name__)
+    return _retries.health_gate(report, _nodes('health_gate', nodes), _nodes('health_gate', spares or []),
+                                min_nodes, str(spare_group or ''))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -105,4 +118,6 @@ class FilterModule(object):
             'resume_checkpoint': resume_checkpoint,
             'resume_nodes': resume_nodes,
             'spare_pool': spare_pool,
+            'health_check_command': health_check_command,
+            'health_gate': health_gate,
         }

@@ -36,6 +36,8 @@ The next attempt's node set, where it differs, comes with a retry (:func:`decide
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES, STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
@@ -162,6 +164,36 @@ def replace(bad, nodes, spares=(), min_nodes=0, spare_group=''):
             ', '.join('%s %s' % (r['node'], r['reason']) for r in replaced if r['by'] is None), spare_group or "''",
             int(min_nodes or 0), ' (%d node(s) left)' % len(order) if int(min_nodes or 0) > 0 else '')
     return dict(nodes=order, spares=pool, replaced=replaced, excluded=[r['node'] for r in replaced], stop=stop)
+
+
+HEALTH_CHECK_FAILED = 'failed the health check'
+"""Why a node the health check before an attempt named suspect is left out of it (``trainops_health_check``)."""
+
+
+def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
+    """The attempt's node set after the health check of its nodes and of the spare nodes not used yet
+    (``trainops_health_check``, roles/job/tasks/health_gate.yml): ``report`` is the check's health.json (None: it wrote
+    none). A suspect node of the attempt is judged bad and left out (:func:`replace`: a healthy spare takes its node
+    rank, or the job goes on with the nodes left where ``min_nodes`` allows); a suspect spare is a spare no more. A
+    suspect that is no node of either (a link between two, ``all nodes``, the search itself), or no report, starts
+    nothing. Returns :func:`replace`'s dict, with ``verdict`` (the report's) and ``unfit_spares``."""
+    nodes, spares = list(nodes or ()), list(spares or ())
+    if not isinstance(report, Mapping) or not isinstance(report.get('suspects'), list):
+        return dict(nodes=nodes, spares=spares, replaced=[], excluded=[], unfit_spares=[], verdict=None,
+                    stop='the health check wrote no report (see its output above)')
+    named, unplaced = {}, []
+    for suspect in report['suspects']:
+        node, reason = (suspect or {}).get('node'), (suspect or {}).get('reason')
+        if node in nodes or node in spares:
+            named[node] = '; '.join(r for r in (named.get(node), reason) if r)
+        else:
+            unplaced.append('%s (%s)' % (node, reason))
+    bad = dict((node, '%s (%s)' % (HEALTH_CHECK_FAILED, named[node])) for node in nodes if node in named)
+    plan = replace(bad, nodes, [s for s in spares if s not in named], min_nodes, spare_group)
+    plan.update(verdict=report.get('verdict'), unfit_spares=[s for s in spares if s in named])
+    if unplaced:
+        plan['stop'] = 'the health check names no node to leave out: %s' % '; '.join(unplaced)
+    return plan
 
 
 def _replaced_words(replaced, why=False):

@@ -26,11 +26,13 @@ from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
 
 def test_registered():
     assert sorted(FilterModule().filters()) == [
-        'dir_share_lines', 'dir_shares', 'host_facts', 'node_problems', 'node_records', 'not_started', 'reach_table',
-        'resume_checkpoint', 'resume_nodes', 'spare_pool', 'step_nodes']
+        'dir_share_lines', 'dir_shares', 'health_check_command', 'health_gate', 'host_facts', 'node_problems',
+        'node_records', 'not_started', 'reach_table', 'resume_checkpoint', 'resume_nodes', 'spare_pool', 'step_nodes']
 
 
 def test_argument_checks():
+    with pytest.raises(AnsibleFilterError, match="health_gate: the input must be the health check's report"):
+        FilterModule().filters()['health_gate']('suspect: n1', ['n0', 'n1'])
     with pytest.raises(AnsibleFilterError, match='launcher must be ssh or srun'):
         not_started(['a'], {}, ['a'], launcher='pdsh')
     with pytest.raises(AnsibleFilterError, match='git_reference must be controller or first_node'):

@@ -265,3 +265,47 @@ def test_without_retries_the_table_is_as_before(tmp_path):
 def test_link_next_needs_a_manifest(tmp_path):
     with pytest.raises(_experiment.ExperimentError, match='holds no manifest'):
         _experiment.link_next(str(tmp_path), 'run2')
+
+
+# --- the health check before an attempt (trainops_health_check) ---------------------------------------------------
+
+def report(*suspects):
+    return {'verdict': 'suspect: ...' if suspects else 'healthy',
+            'suspects': [{'node': node, 'reason': reason} for node, reason in suspects]}
+
+
+def test_a_healthy_check_keeps_the_attempts_nodes():
+    gate = _retries.health_gate(report(), ['n0', 'n1'], ['s0'])
+    assert (gate['nodes'], gate['spares'], gate['replaced'], gate['stop'], gate['verdict']) == (
+        ['n0', 'n1'], ['s0'], [], None, 'healthy')
+
+
+def test_a_suspect_node_is_left_out_for_the_first_healthy_spare_and_a_suspect_spare_is_no_spare():
+    gate = _retries.health_gate(report(('n1', '2 of its 2 pair(s) failed'), ('s0', 'mlx5_0 port 1 DOWN')),
+                                ['n0', 'n1', 'n2'], ['s0', 's1'])
+    assert gate['nodes'] == ['n0', 's1', 'n2'] and gate['spares'] == [] and gate['stop'] is None
+    assert gate['replaced'] == [{'node': 'n1', 'by': 's1', 'node_rank': 1,
+                                 'reason': 'failed the health check (2 of its 2 pair(s) failed)'}]
+    assert gate['excluded'] == ['n1'] and gate['unfit_spares'] == ['s0']
+
+
+def test_without_a_spare_min_nodes_decides_and_else_nothing_starts():
+    suspect = report(('n0', 'its facts could not be read'))
+    fewer = _retries.health_gate(suspect, ['n0', 'n1', 'n2'], [], min_nodes=2, spare_group='spares')
+    assert fewer['nodes'] == ['n1', 'n2'] and fewer['stop'] is None and fewer['replaced'][0]['by'] is None
+    stopped = _retries.health_gate(suspect, ['n0', 'n1'], [], min_nodes=0, spare_group='spares')
+    assert stopped['stop'] == ('n0 failed the health check (its facts could not be read); no spare left '
+                               '(trainops_spare_nodes=spares) and trainops_min_nodes=0')
+
+
+NO_NODE = 'the health check names no node to leave out: '
+
+
+@pytest.mark.parametrize('checked, stop', [
+    (report(('n0<->n1', 'the pair slow: 1.2 GB/s')), NO_NODE + 'n0<->n1 (the pair slow: 1.2 GB/s)'),
+    (report(('all nodes', 'the all-reduce of all 2 nodes failed')), NO_NODE + 'all nodes (the all-reduce of all 2 nodes failed)'),
+    (None, 'the health check wrote no report (see its output above)'),
+    ({'verdict': 'healthy'}, 'the health check wrote no report (see its output above)'),
+])
+def test_a_suspect_that_is_no_node_or_no_report_starts_nothing(checked, stop):
+    assert _retries.health_gate(checked, ['n0', 'n1'], ['s0'])['stop'] == stop
