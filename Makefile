@@ -42,8 +42,14 @@ demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e ch
 # the lab's tests are the critical path: e2e and the static checks run at a lower priority and take the CPU
 # the lab leaves (checks, whose tests time process starts and stops, and the image build the lab waits for, at the
 # normal one)
+# With one lab shard (under 4 cores) the lab ran its last quarter of an hour alone once e2e had ended, on one core of
+# two: its tests in LAB_LATE then run on a second lab (TRAINOPS_LAB=2) after e2e, beside the rest of the first.
 test: dev-deps engine ## The whole test suite, side by side: lab (first in line for the CPU), unit/workload/functional, static checks, end-to-end, the container image
+ifeq ($(LAB_SHARDS),1)
+	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test-early checks container-image --nice 10 static e2e-then-lab-late
+else
 	PYTEST_REPORT=-v MAKE="$(MAKE)" bash hack/parallel.sh lab-test checks container-image --nice 10 static e2e
+endif
 
 checks: dev-deps ## The tests that need no lab: unit, workload, functional
 	$(MAKE) --no-print-directory unit workload functional
@@ -104,6 +110,18 @@ lab-test-1: dev-deps engine ## The first shard of lab-test, on the lab
 
 lab-test-2: dev-deps engine ## The second shard of lab-test, on a second lab beside the first (TRAINOPS_LAB=2)
 	TRAINOPS_LAB=2 $(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) $(LAB_SHARD_2)
+
+# make test under 4 cores: the lab's tests but LAB_LATE from the start; then, once e2e has ended, LAB_LATE on a
+# second lab (its jobs need no Slurm and no container engine, and take about 6 of the lab's 42 minutes)
+LAB_LATE := $(addprefix tests/lab/,test_spares_lab.py test_ssh_mesh.py test_sweep_lab.py test_setup_lab.py)
+
+lab-test-early: dev-deps engine ## lab-test without LAB_LATE (make test under 4 cores)
+	$(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) $(addprefix --ignore=,$(LAB_LATE)) tests/lab
+
+e2e-then-lab-late: dev-deps engine ## e2e, then LAB_LATE on a second lab (TRAINOPS_LAB=2): both run, either failing fails
+	@$(MAKE) --no-print-directory e2e; e2e=$$?; \
+	TRAINOPS_LAB=2 $(PYTEST) $(PYTEST_REPORT) --durations=15 --cpu-report=$(CPU_REPORT) $(LAB_LATE); late=$$?; \
+	echo "e2e-then-lab-late: e2e exited $$e2e, the late lab tests $$late"; [ $$e2e -eq 0 ] && [ $$late -eq 0 ]
 
 syntax: dev-deps ## ansible-playbook --syntax-check of every playbook
 	@for p in playbooks/*.yml; do echo "syntax-check $$p"; $(BIN)/ansible-playbook --syntax-check "$$p" >/dev/null; done
