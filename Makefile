@@ -42,6 +42,9 @@ demo: deps ## Train 2 nodes x 2 CPU ranks on the local default (launch.yml -e ch
 # the lab's tests are the critical path: e2e and the static checks run at a lower priority and take the CPU
 # the lab leaves (checks, whose tests time process starts and stops, and the image build the lab waits for, at the
 # normal one)
+# one lab shard under 4 cores, two from 4 on (lab-test, below); set before `test`, whose recipe depends on it
+LAB_SHARDS ?= $(if $(filter 1 2 3,$(shell nproc)),1,2)
+
 # With one lab shard (under 4 cores) the lab ran its last quarter of an hour alone once e2e had ended, on one core of
 # two: its tests in LAB_LATE then run on a second lab (TRAINOPS_LAB=2) after e2e, beside the rest of the first.
 test: dev-deps engine ## The whole test suite, side by side: lab (first in line for the CPU), unit/workload/functional, static checks, end-to-end, the container image
@@ -96,7 +99,6 @@ container-image: dev-deps engine ## The registry-free test image archive, once (
 # make test's container-image has not finished it yet: the lab tests start at once.
 LAB_SHARD_2 := $(addprefix tests/lab/,test_launch_lab.py test_failure_judgment.py test_code_sync.py test_sweep_lab.py \
                test_setup_lab.py test_container.py)
-LAB_SHARDS ?= $(if $(filter 1 2 3,$(shell nproc)),1,2)
 
 lab-test: dev-deps engine ## Multi-host tests on the lab (root): launch across nodes, fault injection, containers, Molecule, Slurm
 ifeq ($(LAB_SHARDS),1)

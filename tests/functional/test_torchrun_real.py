@@ -55,6 +55,11 @@ WORKER = textwrap.dedent('''
 
     record("worker%s.pid" % rank, os.getpid())
     if mode == "fail" and rank == "1":
+        # the test counts both workers' pids: on a loaded machine rank 0 may start after rank 1 has failed, and
+        # torchrun would end it before it recorded itself; so fail only once rank 0 has (within a minute)
+        deadline = time.time() + 60
+        while not os.path.exists(os.path.join(out, "worker0.pid")) and time.time() < deadline:
+            time.sleep(0.05)
         print("[trainops] node=test rank=1/2 epoch=0 step=1/40 loss=9.9 samples_per_s=1.0", flush=True)
         sys.exit(3)
     if mode == "fail-node1" and node == "1":

@@ -28,9 +28,13 @@ def test_a_slowed_node_is_named_by_the_health_check_and_flagged_as_a_straggler(l
     for name in ('health', 'job'):
         (tmp_path / name).mkdir()
     with lab.slowed(victim, CPU_PERCENT):
+        # a pair is slow under 0.7 of the pairs' upper quartile (the default is 0.5; with 3 pairs the quartile is the best
+        # pair): the lab's nodes share CI's 2 cores with the other suites, and under that load one CI run measured the
+        # victim's pairs at 0.164 and 0.271 GB/s against 0.525 for the healthy pair, the second just above half of it,
+        # so that only one was judged slow and the verdict named a link. The best pair is never under 0.7 of itself.
         health = run_playbook('playbooks/health.yml', str(tmp_path / 'health'), launch_vars(
             tmp_path / 'health', nproc=1, trainops_health_bytes='16M', trainops_health_iters=5,
-            trainops_health_warmup=1), inventory=lab.inventory, timeout=1200)
+            trainops_health_warmup=1, trainops_health_slow_ratio=0.7), inventory=lab.inventory, timeout=1200)
         # the default model, not the tiny one: a step must compute for longer than the quota's share of a period
         # (15 ms of 100) for the cap to slow it; a tiny step (under 1 ms with one thread a rank) never reaches it
         job = run_playbook('playbooks/launch.yml', str(tmp_path / 'job'), launch_vars(
