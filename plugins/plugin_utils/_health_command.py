@@ -12,9 +12,9 @@ The check runs as an ansible-playbook of its own, not as tasks of the launch's p
 (the script, the launcher, the timeouts) for its short all-reduces, and what a task sets stays set for the rest of a
 play. The same inventory sources, extra vars, user, key, connection and privilege options reach it as the launch
 got them (``ansible.context.CLIARGS``, read in the controller's worker), then its own extra vars, which come last and
-win (``HEALTH_KNOBS``): the nodes (``trainops_health_nodes``), the run name, and the short knobs a launch may have
-given that would make the check's all-reduce something else (its script, waiting for it, the launcher, a profiler). A
-password asked at a prompt cannot be passed on; such a launch is told to give the password by file.
+win: the nodes (``trainops_health_nodes``) and the run name. (The check itself sets its script, launcher, waiting and
+profile after it has mapped the command line's knobs: roles/job/tasks/health.yml.) A password asked at a prompt
+cannot be passed on; such a launch is told to give the password by file.
 """
 
 from __future__ import annotations
@@ -37,9 +37,6 @@ VALUE_OPTIONS = (('remote_user', '--user'), ('private_key_file', '--private-key'
                  ('scp_extra_args', '--scp-extra-args'), ('connection_password_file', '--connection-password-file'),
                  ('module_path', '--module-path'), ('forks', '--forks'))
 """The launch's options passed on as they were given (``CLIARGS`` key, option)."""
-
-HEALTH_KNOBS = {'script': 'allreduce_bench.py', 'wait': True, 'launcher': 'ssh', 'profile': ''}
-"""The short knobs of the launch's command line the check sets back to its own (roles/job/tasks/health.yml)."""
 
 BECOME_OPTIONS = (('become_method', '--become-method'), ('become_user', '--become-user'),
                   ('become_password_file', '--become-password-file'))
@@ -94,6 +91,6 @@ def health_command(nodes, run_name, playbook, cliargs=None, argv0=None):
     (playbooks/health.yml, or its FQCN in an installed collection), naming its experiments ``run_name``."""
     cliargs = context.CLIARGS if cliargs is None else cliargs
     options, problems = passed_on(cliargs)
-    own = dict(HEALTH_KNOBS, trainops_health_nodes=list(nodes), run_name=run_name)
+    own = dict(trainops_health_nodes=list(nodes), run_name=run_name)
     argv = [ansible_playbook(argv0), playbook] + options + ['--extra-vars', json.dumps(own, sort_keys=True)]
     return dict(argv=argv, chdir=os.getcwd(), problems=problems)

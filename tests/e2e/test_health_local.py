@@ -18,8 +18,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_health_on_two_healthy_local_nodes(lab):
+    # a launch's script, wait and profile on the command line (as the check before an attempt gets them) change
+    # nothing: every measurement is the all-reduce benchmark, waited for, unprofiled
     proc = lab.run('playbooks/health.yml', {'nproc': 1, 'trainops_health_bytes': '64K', 'trainops_health_iters': 3,
-                                            'trainops_health_warmup': 1, 'trainops_health_timeout': 30}, timeout=300)
+                                            'trainops_health_warmup': 1, 'trainops_health_timeout': 30,
+                                            'script': 'train.py', 'wait': False, 'profile': 'torch'}, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     published = proc.summary['artifact_data']['trainops_health']
     assert published['verdict'] == 'healthy'
@@ -42,6 +45,10 @@ def test_health_on_two_healthy_local_nodes(lab):
     # the measurement ran with the check's timeouts, not a training job's
     assert (manifest['parameters']['rdzv_timeout'], manifest['parameters']['stall_timeout']) == (30, 60), manifest['parameters']
     assert {node['env']['TRAINOPS_COLLECTIVE_TIMEOUT_S'] for node in manifest['nodes']} == {'30'}
+    assert manifest['parameters']['script'] == 'allreduce_bench.py', manifest['parameters']
+    for node in manifest['nodes']:
+        assert any(arg.endswith('allreduce_bench.py') for arg in node['argv']), node['argv']
+        assert not any(arg.endswith('profile_rank.py') for arg in node['argv']), node['argv']
     # the tables and the verdict are printed (ansible-runner keeps the playbook's output in its artifacts)
     outputs = glob.glob(os.path.join(lab.root, 'artifacts', '*', 'stdout'))
     assert len(outputs) == 1
