@@ -8,7 +8,7 @@ from __future__ import annotations
 
 class ModuleDocFragment(object):
     # The node-facts options shared by trainops.multinode.node_facts and trainops.multinode.preflight,
-    # and their attributes (read-only fact modules).
+    # and their attributes (read-only fact modules; trainops.multinode._attributes has the ones all modules share).
     DOCUMENTATION = r"""
 options:
   master_addr:
@@ -37,10 +37,6 @@ options:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
   facts:
     support: full
-  platform:
-    platforms: posix
 """

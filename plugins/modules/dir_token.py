@@ -22,15 +22,12 @@ description:
     to create it all read the same one.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: full
     details:
       - In check mode nothing is created; a missing token is returned as V(null).
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   path:
     description:

@@ -22,16 +22,13 @@ description:
   - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: full
     details:
       - With O(state=created), returns the path that would be created and creates nothing.
       - With O(state=reported), computes and returns the summary and writes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   state:
     description:

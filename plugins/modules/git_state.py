@@ -33,15 +33,12 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: full
     details:
       - The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   path:
     description:

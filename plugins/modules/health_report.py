@@ -22,20 +22,17 @@ description:
   - The logic is C(plugins/module_utils/_health.py).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   path:
     description: The directory C(health.json) is written to (created when missing).
     type: path
     required: true
   nodes:
-    description: All nodes, in rank order.
+    description: Every node the check measured, in rank order; the report names each one healthy or suspect.
     type: list
     elements: str
     required: true

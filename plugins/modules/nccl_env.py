@@ -45,6 +45,7 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
   - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
@@ -57,10 +58,6 @@ attributes:
     support: full
     details:
       - It changes nothing, so check mode returns the same result.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   facts:
     description:

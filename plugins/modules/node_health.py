@@ -25,13 +25,10 @@ description:
   - Reads files only; changes nothing.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   ignore:
     description:

@@ -32,6 +32,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - trainops.multinode._attributes
   - trainops.multinode._node_network
 options:
   python:

@@ -34,6 +34,7 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
   - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
@@ -46,10 +47,6 @@ attributes:
     support: full
     details:
       - rsync runs with C(--dry-run) (the local copy only lists the items) and reports what it would change.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   src:
     description:

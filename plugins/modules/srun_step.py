@@ -47,16 +47,13 @@ description:
   - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: full
     details:
       - With O(state=started) returns the srun command line and starts nothing; with O(state=signalled) and
         O(state=cancelled) signals and cancels nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   state:
     description:

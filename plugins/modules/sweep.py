@@ -29,13 +29,10 @@ description:
   - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 requirements:
   - matplotlib (on the controller)
 options:

@@ -36,16 +36,14 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
   - trainops.multinode._torchrun
 attributes:
   check_mode:
     support: full
     details:
       - With O(state=started) and O(state=stopped) the module reports what it would do and changes nothing.
-  diff_mode:
-    support: none
   platform:
-    platforms: posix
     details:
       - Needs Linux C(/proc) and C(prctl(PR_SET_CHILD_SUBREAPER)).
 options:

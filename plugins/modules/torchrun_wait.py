@@ -50,6 +50,7 @@ author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - trainops.multinode._attributes
   - ansible.builtin.action_common_attributes.flow
   - trainops.multinode._torchrun
 attributes:
@@ -63,10 +64,6 @@ attributes:
     support: partial
     details:
       - In check mode the run is queried once; nothing is waited for, written to O(sync_dir) or stopped.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   run_id:
     description:
