@@ -27,7 +27,7 @@ options:
     elements: dict
     required: true
   nodes:
-    description: All nodes, in rank order.
+    description: The nodes the check measures, in rank order; the groups it measures next are drawn from them.
     type: list
     elements: str
     required: true
