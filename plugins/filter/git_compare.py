@@ -82,17 +82,12 @@ _value:
     table: "  node        branch @ commit ..."
 """
 
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import compare
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def git_compare(reference, per_node, allow_dirty=False, reference_name='controller'):
-    if not isinstance(per_node, Mapping):
-        raise AnsibleFilterError('git_compare: per_node must be a mapping of node name to git state, not %s'
-                                 % type(per_node).__name__)
+    per_node = _filter_input.mapping('git_compare', per_node, 'per_node', kind='a mapping of node name to git state')
     ok, problems, table = compare(reference, dict(per_node), allow_dirty=bool(allow_dirty),
                                   reference_name=str(reference_name))
     return dict(ok=ok, problems=problems, table=table)

@@ -66,11 +66,10 @@ _value:
   sample: {channels: 32, min_channels: null, threads: 256}
 """
 
-from collections.abc import Mapping, Sequence
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def knob_values(values, use=None, given=None):
@@ -78,11 +77,8 @@ def knob_values(values, use=None, given=None):
         return _knobs.names(values)
     if use not in _knobs.USES:
         raise AnsibleFilterError('knob_values: use must be one of %s, not %r' % (', '.join(_knobs.USES), use))
-    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
-        raise AnsibleFilterError('knob_values: the input must be the list of the role variables\' values, not %s'
-                                 % type(values).__name__)
-    if given is not None and not isinstance(given, Mapping):
-        raise AnsibleFilterError('knob_values: given must be a mapping, not %s' % type(given).__name__)
+    values = _filter_input.sequence('knob_values', values, kind="the list of the role variables' values")
+    given = _filter_input.mapping('knob_values', given, 'given', optional=True)
     try:
         return _knobs.values(values, use, given)
     except ValueError as exc:

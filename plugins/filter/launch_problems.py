@@ -54,19 +54,15 @@ _value:
     - 'nproc=0: ranks per node (trainops_nproc_per_node) must be an integer from 1 to 256 (e.g. -e nproc=8)'
 """
 
-from collections.abc import Mapping
-
 from ansible import context
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems as _problems
 from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args import literal_secret_problems
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def launch_problems(params):
-    if not isinstance(params, Mapping):
-        raise AnsibleFilterError('launch_problems: the input must be a mapping of knob to value, not %s'
-                                 % type(params).__name__)
+    params = _filter_input.mapping('launch_problems', params, kind='a mapping of knob to value')
     return _problems(params) + literal_secret_problems(context.CLIARGS.get('extra_vars', ()))
 
 

@@ -10,8 +10,6 @@ filter file of the collection to find one by its name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
@@ -22,14 +20,11 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launch_
 
 # the spare nodes of a launch (nodes.yml; trainops_spare_nodes), and the health check before an attempt
 from ansible_collections.trainops.multinode.plugins.module_utils import _retries
-from ansible_collections.trainops.multinode.plugins.plugin_utils import _health_command
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input, _health_command
 
 
 def _preflights(name, value):
-    if not isinstance(value, Mapping):
-        raise AnsibleFilterError('%s: the input must be a mapping of node name to preflight result, not %s'
-                                 % (name, type(value).__name__))
-    return dict(value)
+    return dict(_filter_input.mapping(name, value, kind='a mapping of node name to preflight result'))
 
 
 def not_started(nodes, hostvars, play_hosts, launcher='ssh'):
@@ -53,16 +48,8 @@ def reach_table(preflights):
     return _launch_checks.reach_table(_preflights('reach_table', preflights))
 
 
-def _nodes(name, nodes):
-    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Sequence):
-        raise AnsibleFilterError('%s: the input must be the list of node names, not %s' % (name, type(nodes).__name__))
-    return [str(node) for node in nodes]
-
-
-def _mapping(name, what, value):
-    if not isinstance(value, Mapping):
-        raise AnsibleFilterError('%s: %s must be a mapping, not %s' % (name, what, type(value).__name__))
-    return value
+def _nodes(name, nodes, what='the input'):
+    return [str(node) for node in _filter_input.sequence(name, nodes, what, kind='the list of node names')]
 
 
 def dir_shares(nodes, hostvars):
@@ -73,8 +60,9 @@ def dir_shares(nodes, hostvars):
 
 
 def dir_share_lines(root_shares, workspace_shares):
-    return _launch_dirs.share_lines(_mapping('dir_share_lines', 'the input (the node root\'s shares)', root_shares),
-                                    _mapping('dir_share_lines', 'workspace_shares', workspace_shares))
+    return _launch_dirs.share_lines(
+        _filter_input.mapping('dir_share_lines', root_shares, "the input (the node root's shares)"),
+        _filter_input.mapping('dir_share_lines', workspace_shares, 'workspace_shares'))
 
 
 def resume_nodes(nodes, hostvars, run_id):
@@ -86,7 +74,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
 
 
 def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher='ssh'):
-    groups = _mapping('spare_pool', 'groups', groups)
+    groups = _filter_input.mapping('spare_pool', groups, 'groups')
     found = groups.get(spare_group) if spare_group and spare_group in groups else None
     return _retries.spare_pool(_nodes('spare_pool', nodes), spare_group, None if found is None else list(found),
                                min_nodes, None if play_hosts is None else list(play_hosts), launcher)
@@ -97,10 +85,8 @@ def health_check_command(nodes, run_name, playbook):
 
 
 def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
-    if report is not None and not isinstance(report, Mapping):
-        raise AnsibleFilterError('health_gate: the input must be the health check\'s report (health.json) or null, '
-                                 'not %s' % type(report).__name__)
-    return _retries.health_gate(report, _nodes('health_gate', nodes), _nodes('health_gate', spares or []),
+    report = _filter_input.mapping('health_gate', report, kind="the health check's report (health.json)", optional=True)
+    return _retries.health_gate(report, _nodes('health_gate', nodes, 'nodes'), _nodes('health_gate', spares or [], 'spares'),
                                 min_nodes, str(spare_group or ''))
 
 

@@ -49,17 +49,12 @@ _value:
     - 'trainops_node_id=a/b: ... (on node1)'
 """
 
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import merge_problems as _merge
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def merge_problems(by_node):
-    if not isinstance(by_node, Mapping):
-        raise AnsibleFilterError('merge_problems: the input must be a mapping of node name to its list of lines, not %s'
-                                 % type(by_node).__name__)
+    by_node = _filter_input.mapping('merge_problems', by_node, kind='a mapping of node name to its list of lines')
     return _merge(by_node)
 
 

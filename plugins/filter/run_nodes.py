@@ -82,9 +82,8 @@ import json
 import os
 from collections.abc import Mapping
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_records import chosen_run, run_nodes as _run_nodes
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def _manifest(experiments_dir, run_id):
@@ -99,8 +98,7 @@ def _manifest(experiments_dir, run_id):
 
 def run_nodes(jobs, selected='', experiments_dir='', play_hosts=()):
     """The run and its nodes (see DOCUMENTATION)."""
-    if not isinstance(jobs, Mapping):
-        raise AnsibleFilterError('run_nodes: the input must be every host\'s job record by host, not %r' % (jobs, ))
+    jobs = _filter_input.mapping('run_nodes', jobs, kind="every host's job record by host")
     jobs = dict((host, job if isinstance(job, Mapping) else {}) for host, job in jobs.items())
     run_id = chosen_run(jobs, selected)
     manifest = _manifest(experiments_dir, run_id) if run_id and experiments_dir else None

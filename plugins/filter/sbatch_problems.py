@@ -50,17 +50,12 @@ _value:
     - "trainops_sbatch_nodes=0: the nodes to allocate must be an integer of at least 1 (e.g. -e trainops_sbatch_nodes=4)"
 """
 
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils._sbatch import sbatch_problems as _problems
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def sbatch_problems(params):
-    if not isinstance(params, Mapping):
-        raise AnsibleFilterError('sbatch_problems: the input must be a mapping of variable to value, not %s'
-                                 % type(params).__name__)
+    params = _filter_input.mapping('sbatch_problems', params, kind='a mapping of variable to value')
     return _problems(params)
 
 

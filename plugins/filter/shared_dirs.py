@@ -49,17 +49,12 @@ _value:
     shared: true
 """
 
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def shared_dirs(tokens):
-    if not isinstance(tokens, Mapping):
-        raise AnsibleFilterError('shared_dirs: the input must be a mapping of node name to directory token, not %s'
-                                 % type(tokens).__name__)
+    tokens = _filter_input.mapping('shared_dirs', tokens, kind='a mapping of node name to directory token')
     return _launch_dirs.shared_dirs(tokens)
 
 

@@ -62,17 +62,12 @@ _value:
                  env: {}, overrides: []}
 """
 
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep import sweep_points as _points
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def sweep_points(params, sweep, fixed=None):
-    if not isinstance(params, Mapping):
-        raise AnsibleFilterError('sweep_points: the input must be a mapping of launch parameter to value, not %s'
-                                 % type(params).__name__)
+    params = _filter_input.mapping('sweep_points', params, kind='a mapping of launch parameter to value')
     return _points(dict(params), sweep, list(fixed or []))
 
 

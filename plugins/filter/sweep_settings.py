@@ -98,11 +98,11 @@ _value:
 """
 
 import os
-from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _sweep_settings
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 _ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles')
 
@@ -121,11 +121,8 @@ def sweep_settings(values, knobs=None, given=None, record=None, node=None, sweep
                    expected=None):
     if values == 'variables':
         return _sweep_settings.variables()
-    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
-        raise AnsibleFilterError('sweep_settings: the input must be the list of the settings\' values, not %s'
-                                 % type(values).__name__)
-    if record is not None and not isinstance(record, Mapping):
-        raise AnsibleFilterError('sweep_settings: record must be the sweep.json mapping, not %s' % type(record).__name__)
+    values = _filter_input.sequence('sweep_settings', values, kind="the list of the settings' values")
+    record = _filter_input.mapping('sweep_settings', record, 'record', kind='the sweep.json mapping', optional=True)
     try:
         if expected is not None:
             return _sweep_settings.effective_problems(values, knobs, dict(expected), str(sweep_dir or ''))
