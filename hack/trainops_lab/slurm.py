@@ -28,24 +28,27 @@ SLURM_GPU_TYPE = "labgpu"  # typed GRES, as real clusters name theirs (gpu:h100:
 SLURM_GPU_MAJOR = 195  # the NVIDIA driver's character-device major, as /dev/nvidia<N> has on a GPU node
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
+
+
+def _daemon_files(directory, daemon):
+    """A lab daemon's pid file and log: side by side in ``directory``, named after it."""
+    return directory / f"{daemon}.pid", directory / f"{daemon}.log"
+
+
 MUNGE_DIR = SLURM_DIR / "munge"
 MUNGE_KEY = MUNGE_DIR / "munge.key"
 MUNGE_SOCKET = MUNGE_DIR / "munge.socket"
-MUNGE_PIDFILE = MUNGE_DIR / "munged.pid"
-MUNGE_LOG = MUNGE_DIR / "munged.log"
+MUNGE_PIDFILE, MUNGE_LOG = _daemon_files(MUNGE_DIR, "munged")
 CTLD_STATE = SLURM_DIR / "ctld"
-CTLD_PIDFILE = SLURM_DIR / "slurmctld.pid"
-CTLD_LOG = SLURM_DIR / "slurmctld.log"
+CTLD_PIDFILE, CTLD_LOG = _daemon_files(SLURM_DIR, "slurmctld")
 # Accounting (sacct): slurmdbd on a MariaDB of the lab's own (its files under the state, TCP on loopback only)
 SLURMDBD_CONF = SLURM_DIR / "slurmdbd.conf"   # slurmdbd reads it next to SLURM_CONF
 SLURMDBD_PORT = 6819
-SLURMDBD_PIDFILE = SLURM_DIR / "slurmdbd.pid"
-SLURMDBD_LOG = SLURM_DIR / "slurmdbd.log"
+SLURMDBD_PIDFILE, SLURMDBD_LOG = _daemon_files(SLURM_DIR, "slurmdbd")
 DB_DIR = SLURM_DIR / "mariadb"
 DB_DATA = DB_DIR / "data"
 DB_SOCKET = DB_DIR / "mariadb.sock"
-DB_PIDFILE = DB_DIR / "mariadb.pid"
-DB_LOG = DB_DIR / "mariadb.log"
+DB_PIDFILE, DB_LOG = _daemon_files(DB_DIR, "mariadb")
 DB_PORT = 6820
 DB_NAME = "slurm_acct_db"
 # (program, apt package) that --slurm needs on the machine
@@ -106,6 +109,11 @@ def slurm_node_dir(name):
     return SLURM_DIR / name
 
 
+def slurmd_files(name):
+    """A slurmd's pid file and log, in its spool directory."""
+    return _daemon_files(slurm_node_dir(name), "slurmd")
+
+
 def slurm_env():
     """The environment Slurm's clients (sinfo, salloc, sbatch, scontrol) need to find the lab's cluster."""
     return dict(os.environ, SLURM_CONF=str(SLURM_CONF))
@@ -137,8 +145,8 @@ def render_slurm_conf(nodes, ctl_address):
         "SlurmctldLogFile=%s" % CTLD_LOG,
         # one slurmd per node on one filesystem: each its own spool, pid file and log (%n = its NodeName)
         "SlurmdSpoolDir=%s" % slurm_node_dir("%n"),
-        "SlurmdPidFile=%s" % (slurm_node_dir("%n") / "slurmd.pid"),
-        "SlurmdLogFile=%s" % (slurm_node_dir("%n") / "slurmd.log"),
+        "SlurmdPidFile=%s" % slurmd_files("%n")[0],
+        "SlurmdLogFile=%s" % slurmd_files("%n")[1],
         # all slurmds share one kernel and one cgroup tree: no cgroup plugins (docs/lab.md says why); tasks
         # are bound to CPUs as on a production cluster (task/affinity: sched_setaffinity, no cgroups)
         "ProctrackType=proctrack/linuxproc",
@@ -360,7 +368,7 @@ def slurm_answers():
 def slurmd_running(node, procs):
     """PID of the node's slurmd when it runs in the node's network namespace and sees the node's mounts
     (those of its sshd), else None."""
-    pid = daemon_pid(slurm_node_dir(node.name) / "slurmd.pid", str(SLURM_CONF), procs, netns_inode(node.ns))
+    pid = daemon_pid(slurmd_files(node.name)[0], str(SLURM_CONF), procs, netns_inode(node.ns))
     if pid is None or node.pid is None or not sees_planned_mounts(pid, node):
         return None
     return pid
@@ -370,7 +378,7 @@ def start_slurmd(node):
     """slurmd in the namespaces of the node's sshd: it has the node's hostname (= its NodeName), address,
     /tmp, /srv/trainops and /etc/hosts, as do the jobs it starts."""
     ensure_dir(slurm_node_dir(node.name), 0o755)
-    pidfile = slurm_node_dir(node.name) / "slurmd.pid"
+    pidfile = slurmd_files(node.name)[0]
     if pidfile.exists():
         pidfile.unlink()
     checkpoint("%s:slurmd" % node.name)
@@ -402,9 +410,8 @@ def ensure_slurmds(nodes, conf_changed, procs, deadline):
         starting.append((node, start_slurmd(node)))
         node.changes.append("slurmd restarted" if pid else "slurmd")
     for node, proc in starting:
-        pidfile = slurm_node_dir(node.name) / "slurmd.pid"
-        wait_for("%s: slurmd" % node.name, proc, lambda: read_pid(pidfile) == proc.pid,
-                 slurm_node_dir(node.name) / "slurmd.log", deadline)
+        pidfile, log = slurmd_files(node.name)
+        wait_for("%s: slurmd" % node.name, proc, lambda: read_pid(pidfile) == proc.pid, log, deadline)
 
 
 def slurm_node_states():

@@ -38,6 +38,12 @@ class OutcomeError(ValueError):
     """A name that is not in the vocabulary (a verdict, stop reason or outcome defined nowhere here)."""
 
 
+def _names_where(table, column, value=True):
+    """The names of ``table``'s rows, in its order, whose ``column`` is truthy (``value=True``) or falsy (a missing
+    column is falsy)."""
+    return tuple(name for name, row in table.items() if bool(row.get(column)) is value)
+
+
 # ---------------------------------------------------------------------------
 # outcomes: the experiment's manifest.json ``outcome``
 # ---------------------------------------------------------------------------
@@ -65,10 +71,10 @@ OUTCOMES = {
 which ``playbooks/status.yml`` collects once it has ended everywhere. ``retried``: a launch with retries left
 relaunches a job that ended so from its latest checkpoint (module_utils/_retries.py, docs/failures.md "Retries")."""
 
-JUDGED_OUTCOMES = tuple(name for name, row in OUTCOMES.items() if row['collected'])
+JUDGED_OUTCOMES = _names_where(OUTCOMES, 'collected')
 """The outcomes the judgment gives a collected job (``_experiment.judge_results``)."""
 
-RETRIED_OUTCOMES = tuple(name for name, row in OUTCOMES.items() if row['retried'])
+RETRIED_OUTCOMES = _names_where(OUTCOMES, 'retried')
 """The outcomes a retry may fix (``failed``, ``stalled``, ``unreachable``); the others end the retries."""
 
 
@@ -116,10 +122,10 @@ the job is stopped after the wait (roles/job/tasks/collect.yml; the first stop's
 ``peer_words``: how another node's wait names it (``stopped because node1 (rank 1) failed``);
 ``published_only``: a status file's state that is never a verdict."""
 
-VERDICT_STATES = tuple(name for name, row in VERDICTS.items() if not row.get('published_only'))
+VERDICT_STATES = _names_where(VERDICTS, 'published_only', False)
 """The names the wait's ``verdict.state`` takes."""
 
-FAILED_STATES = frozenset(name for name, row in VERDICTS.items() if row['ends_job'])
+FAILED_STATES = frozenset(_names_where(VERDICTS, 'ends_job'))
 """States in a node's status file that end the job on every node (``unreachable`` alone does not)."""
 
 
@@ -188,10 +194,10 @@ docstring, ``words``: how the outcome line says it for a stop the judgment takes
 user at ...``); ``asked``: the torchrun module's ``stop_reason`` takes it (``replaced`` only ``replace=true``
 records)."""
 
-ASKED_STOP_REASONS = tuple(name for name, row in STOP_REASONS.items() if row['asked'])
+ASKED_STOP_REASONS = _names_where(STOP_REASONS, 'asked')
 """The torchrun module's ``stop_reason`` choices."""
 
-CAUSING_STOPS = tuple(name for name, row in STOP_REASONS.items() if row['cause'])
+CAUSING_STOPS = _names_where(STOP_REASONS, 'cause')
 """Stop reasons that are a cause of their own; a ``peer`` stop is the consequence of another node's failure."""
 
 
