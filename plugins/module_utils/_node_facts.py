@@ -14,13 +14,14 @@ and only when they are installed; a tool that is missing, fails or times out nev
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import os
 import re
 
 # the program run with the ranks' interpreter (its source, with python -c): imported so that AnsiballZ packs it
-from ansible_collections.trainops.multinode.plugins.module_utils import _torch_probe
+from ansible_collections.trainops.multinode.plugins.module_utils import _kernel_network, _torch_probe
 from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
 
 
@@ -126,7 +127,7 @@ def _json(runner, argv):
     try:
         rc, out, err = runner.run(argv)
     except OSError as exc:
-        raise NodeFactsError('{0} could not run: {1}'.format(' '.join(argv), exc))
+        raise NodeFactsError('{0} could not run: {1}'.format(' '.join(argv), exc)) from exc
     if rc != 0:
         raise NodeFactsError('{0} failed (rc={1}): {2}'.format(' '.join(argv), rc, (err or out).strip()))
     try:
@@ -161,7 +162,11 @@ def _tool(runner, argv, warnings, quiet=False):
             warnings.append('{0} {1}{2}; its facts are left out'.format(' '.join(argv), reason,
                                                                         ': ' + detail if detail else ''))
         return None
-    return out or ''
+    return _ANSI_ESCAPE.sub('', out or '')
+
+
+# nvidia-smi 580 underlines the header row of ``topo -m`` with terminal escapes even when its output is a pipe
+_ANSI_ESCAPE = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 
 
 def _tool_json(runner, argv, warnings):
@@ -754,10 +759,24 @@ def pci_topology(root, gpu_pci_ids, rdma_devices):
 # network
 # ------------------------------------------------------------------------------------------------
 
+class _NoIpCommand(Exception):
+    """The node has no ``ip`` (iproute2): the kernel is asked directly (_kernel_network)."""
+
+
+def _ip_json(runner, argv):
+    """``_json`` of an ``ip`` command; _NoIpCommand when the node has no ``ip`` to run."""
+    try:
+        return _json(runner, argv)
+    except NodeFactsError as exc:
+        if isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.ENOENT:
+            raise _NoIpCommand()
+        raise
+
+
 def interfaces(runner):
     """Every interface with its MTU, state and addresses (CIDR), from ``ip -j addr show``."""
     result = []
-    for link in _json(runner, ['ip', '-j', 'addr', 'show']):
+    for link in _ip_json(runner, ['ip', '-j', 'addr', 'show']):
         addrs = ['{0}/{1}'.format(a['local'], a['prefixlen']) for a in link.get('addr_info', [])
                  if a.get('family') in ('inet', 'inet6') and 'local' in a]
         result.append(dict(ifname=link.get('ifname'), mtu=link.get('mtu'), operstate=link.get('operstate'),
@@ -783,10 +802,8 @@ def network_facts(runner, master_addr, socket_ifname='auto', check_ifname=True):
     except ValueError:
         raise NodeFactsError('master_addr {0!r} is not an IP address; give the master address the nodes use '
                              '(trainops_master_addr)'.format(master_addr))
-    ifaces = interfaces(runner)
+    ifaces, route, source = _interfaces_and_route(runner, master)
     by_name = dict((i['ifname'], i) for i in ifaces)
-    route = _json(runner, ['ip', '-j', 'route', 'get', str(master)])
-    route = route[0] if route else {}
     routed = route.get('dev')
     if route.get('type') == 'local' and not master.is_loopback:
         # the master's address is this host's own: use the interface that carries it, not lo
@@ -806,7 +823,22 @@ def network_facts(runner, master_addr, socket_ifname='auto', check_ifname=True):
     address = [c.split('/')[0] for c in iface['addresses'] if ipaddress.ip_interface(c).version == family]
     return dict(master_addr=str(master), routed_ifname=routed, route_src=route.get('prefsrc'), ifname=chosen,
                 address=address[0] if address else None, mtu=iface['mtu'], operstate=iface['operstate'],
-                overridden=chosen != routed, interfaces=ifaces)
+                overridden=chosen != routed, interfaces=ifaces, source=source)
+
+
+def _interfaces_and_route(runner, master):
+    """(interfaces, the route to ``master``, what told): ``ip -j``, or the kernel asked directly on a node without ip."""
+    try:
+        ifaces = interfaces(runner)
+        route = _ip_json(runner, ['ip', '-j', 'route', 'get', str(master)])
+        return ifaces, (route[0] if route else {}), 'ip'
+    except _NoIpCommand:
+        pass
+    ifaces = _kernel_network.interfaces()
+    try:
+        return ifaces, _kernel_network.route_get(master, ifaces), 'kernel (no ip command on the node)'
+    except _kernel_network.KernelNetworkError as exc:
+        raise NodeFactsError(str(exc))
 
 
 def default_route_ifnames(root='/'):

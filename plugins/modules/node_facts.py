@@ -380,6 +380,11 @@ ansible_facts:
               C(address), C(mtu), C(operstate), C(route_src), C(overridden), C(master_addr), C(interfaces)
               (every interface with C(ifname), C(mtu), C(operstate), C(addresses)) and C(default_ifnames) (the
               interfaces with a default route, from C(/proc/net/route) and C(/proc/net/ipv6_route)).
+            - C(source) says what told the interfaces and the route, V(ip) (C(ip -j addr show), C(ip -j route get)) or,
+              on a node without iproute2, V(kernel (no ip command on the node)). Then the interfaces come from
+              C(/sys/class/net), their primary IPv4 address by C(ioctl) and IPv6 ones from C(/proc/net/if_inet6), and the
+              route from the source address the kernel picks for a UDP socket connected to the master (secondary IPv4
+              addresses are not seen then).
           type: dict
           returned: always
           sample: {ifname: ens5, routed_ifname: ens5, address: 10.0.0.12, mtu: 9000, overridden: false}

@@ -635,3 +635,38 @@ def test_net_plugin_read_is_bounded_and_empty_files_are_not_plugins(tmp_path):
     assert nf.net_plugin_identity(root, 'usr/lib', 'missing.so') == dict(aws_ofi_nccl=False, version=None, names=[])
     lib = nf.library_facts(root, 'nvidia')
     assert lib['aws_ofi_nccl'] == '/usr/lib/libnccl-net-ofi.so'
+
+
+def test_h200_vm_one_gpu_as_the_lent_machine_showed_it(tree):
+    """A real H200 VM (Firecracker, open kernel module 580.159.04), recorded by hack/gpu_record_tree.py: what
+    nvidia-smi printed there is what the files give (1 GPU, NVIDIA H200, 00000000:00:06.0, driver 580.159.04,
+    no NVLink), with no tool run for one GPU."""
+    root = tree('h200_1gpu_vm')
+    runner = FakeRunner(tools=['nvidia-smi'], timeout=True)
+    warnings = []
+    gpu = nf.gpu_details(root, runner, warnings)
+    assert gpu == dict(vendor='nvidia', count=1, models=['NVIDIA H200'], pci_ids=['0000:00:06.0'],
+                       driver_version='580.159.04', interconnect=dict(type='none', source=None), sources=['procfs'])
+    assert runner.calls == [] and warnings == []
+    assert nf.gpu_facts(root)['pci_ids'] == [nf._normalize_bdf('00000000:00:06.0')]
+    # the GPU hangs off the root complex (no PCIe switch in the VM), NUMA node -1 read as unknown
+    expected = dict(path=['pci0000:00', '0000:00:06.0'], numa_node=None)
+    assert nf.pci_topology(root, gpu['pci_ids'], [])['gpus'] == {'0000:00:06.0': expected}
+    rdma = nf.rdma_facts(root, 'nvidia')
+    assert (rdma['devices'], rdma['transport']) == ([], 'none')
+    # ib_core and the dma-buf import are in the kernel, but there is no RDMA device for GPUDirect to use
+    assert rdma['gpudirect']['dma_buf'] is True and rdma['gpudirect']['available'] is False
+    assert nf.default_route_ifnames(root) == ['eth0']
+
+
+def test_topo_matrix_read_through_the_escapes_nvidia_smi_580_prints(tree):
+    """nvidia-smi 580 (the H200 VM) underlines topo -m's header row with terminal escapes even into a pipe; an 8-GPU
+    NVLink matrix printed that way is still NVLink."""
+    recorded = fixture_tree.command_output('h200_1gpu_vm', 'nvidia-smi_topo_-m.txt')
+    assert '\x1b[4mGPU0' in recorded
+    topo = fixture_tree.command_output('h100_8gpu_mlx5_ib', 'nvidia-smi_topo_-m.txt')
+    header = next(line for line in topo.splitlines() if line.split() and line.split()[0] == 'GPU0' and line[:1].isspace())
+    underlined = topo.replace(header, '\t\x1b[4m' + header.strip() + '\x1b[0m', 1)
+    runner = FakeRunner(tools=['nvidia-smi'], timeout=True, outputs={('nvidia-smi', 'topo', '-m'): ok(underlined)})
+    gpu = nf.gpu_details(tree('h100_8gpu_mlx5_ib'), runner, [])
+    assert gpu['interconnect'] == dict(type='nvlink', source='nvidia-smi topo -m')
