@@ -292,6 +292,16 @@ def rank_zero_output(path, name):
     return candidate if os.path.isfile(candidate) and not os.path.islink(candidate) else None
 
 
+def read_rank_zero_json(path, name):
+    """``(value, refused)``: :func:`rank_zero_output` ``name`` of the experiment at ``path`` (a JSON object, such as
+    ``allreduce.json``) read within bounds (module_utils/_node_files.py; None when there is none or it is refused),
+    and the lines naming the node and the file of what was refused."""
+    found = rank_zero_output(path, name)
+    if found is None:
+        return None, []
+    return _node_files.read_json_object(found, os.path.basename(os.path.dirname(found)), name)
+
+
 # ---------------------------------------------------------------------------
 # state=reported: the summary
 # ---------------------------------------------------------------------------
@@ -707,9 +717,7 @@ def read_checkpoint(path):
     epoch, reason, signal, path (on the node), last_signal_checkpoint}``, None when there is none or it does not
     read as one."""
     found = rank_zero_output(path, CHECKPOINT_RECORD)
-    if found is None:
-        return None
-    record, _refused = _node_files.read_json_object(found)  # read_checkpoints names it
+    record, _refused = read_rank_zero_json(path, CHECKPOINT_RECORD)  # read_checkpoints names what it refused
     fields = _checkpoint_fields(record)
     if fields is None:
         return None
