@@ -11,7 +11,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.multinode.plugins.filter import health_measurement, health_next
+from ansible_collections.trainops.multinode.plugins.filter import health_measurement, health_next, rank_zero_json
 
 
 def test_health_next_first_step_and_bound():
@@ -55,3 +55,15 @@ def test_a_hostile_allreduce_json_is_a_failed_measurement_naming_node_and_file(t
     entry = health_measurement.health_measurement(['a', 'b'], {'outcome': 'succeeded'}, experiment)
     assert not entry['ok'] and entry['busbw_gbps'] is None
     assert entry['error'] == 'b: allreduce.json refused: ' + why
+
+
+def test_rank_zero_json_reads_the_file_of_rank_0_s_node_within_bounds(tmp_path):
+    # playbooks/bench.yml publishes allreduce.json through it
+    experiment = write_results(tmp_path, 'b', json.dumps({'avg_busbw_gbps': 1.5}))
+    assert rank_zero_json.rank_zero_json(experiment, 'allreduce.json') == {'value': {'avg_busbw_gbps': 1.5}, 'refused': []}
+    write_results(tmp_path, 'b', '{"world_size": 1e400}')
+    assert rank_zero_json.rank_zero_json(experiment, 'allreduce.json') == {
+        'value': None, 'refused': ['b: allreduce.json refused: a number that is not finite (1e400)']}
+    assert rank_zero_json.rank_zero_json(experiment, 'none.json') == {'value': None, 'refused': []}
+    with pytest.raises(AnsibleFilterError, match='rank_zero_json: '):
+        rank_zero_json.rank_zero_json(experiment, '../manifest.json')
