@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -97,8 +98,8 @@ def _integer(text):
 
 def _float(text):
     value = float(text)
-    if value != value or value in (float('inf'), float('-inf')):
-        raise Refused('a number that is not finite (%s)' % ('NaN' if value != value else text[:40]))
+    if not math.isfinite(value):
+        raise Refused('a number that is not finite (%s)' % text[:40])
     if abs(value) > MAX_MAGNITUDE:
         raise Refused('a number beyond +-2**53 (%s)' % text[:40])
     return value
@@ -114,7 +115,7 @@ def loads(text):
     except Refused:
         raise
     except (ValueError, RecursionError) as exc:
-        raise Refused('not JSON (%s)' % str(exc).split(':')[0])
+        raise Refused('not JSON (%s)' % str(exc).split(':', maxsplit=1)[0])
 
 
 def _read(path, max_bytes):
@@ -208,9 +209,8 @@ def read_jsonl(path, node=None, name=None, max_bytes=MAX_JSONL_BYTES, max_line=M
     found['bad_lines'] = len(refused_lines)
     found['refused'][:0] = [refusal(node, shown, why, line=number) for number, why in refused_lines[:MAX_LINES_SHOWN]]
     if len(refused_lines) > MAX_LINES_SHOWN:
-        found['refused'].insert(MAX_LINES_SHOWN, refusal(
-            node, shown, '%d more record(s), the last on line %d' % (len(refused_lines) - MAX_LINES_SHOWN,
-                                                                   refused_lines[-1][0])))
+        more = '%d more record(s), the last on line %d' % (len(refused_lines) - MAX_LINES_SHOWN, refused_lines[-1][0])
+        found['refused'].insert(MAX_LINES_SHOWN, refusal(node, shown, more))
     if size > max_bytes:
         found['refused'].append(refusal(node, shown, '%d bytes: only the first %d were read' % (size, max_bytes)))
     return found

@@ -19,7 +19,7 @@ import uuid
 import pytest
 import yaml
 
-from playbook_runner import REPO, run_playbook
+from playbook_runner import REPO
 from test_launch_local import _git
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real, pytest.mark.slow]
