@@ -203,6 +203,22 @@ def _record_rank(record, file_rank, world_size, refused):
 MAX_RECORDS = 1000000
 """Metrics records read from all the experiment's files together (each file's own bounds: module_utils/_node_files)."""
 
+SUMMARY_FIELDS = ('rank', 'world_size', 'node', 'global_step', 'loss', 'samples_per_s', 'step_time_s', 'compute_time_s',
+                  'tflops')
+"""What the summary takes from a metrics record; the rest is not kept in memory."""
+
+MAX_HOST_NAME = 255
+
+
+def _kept(record):
+    """The fields of a metrics record the summary uses; a ``node`` that is no host name (not a string of at most
+    MAX_HOST_NAME characters) is left out."""
+    kept = dict((field, record[field]) for field in SUMMARY_FIELDS if field in record)
+    node = kept.get('node')
+    if node is not None and not (isinstance(node, str) and len(node) <= MAX_HOST_NAME):
+        del kept['node']
+    return kept
+
 
 def read_metrics(path, world_size=None):
     """Read every node's ``path/outputs/<node>/rank_*_metrics.jsonl`` (module_utils/_node_files.py's bounds).
@@ -247,7 +263,7 @@ def read_metrics(path, world_size=None):
                 rank = _record_rank(record, file_rank, world_size, refused)
                 if rank is None:
                     continue
-                node_ranks.setdefault(rank, []).append(record)
+                node_ranks.setdefault(rank, []).append(_kept(record))
             for _field, (count, why) in sorted(refused.items()):
                 bad_lines += count
                 refused_lines.append(_node_files.refusal(node, os.path.basename(filename), '%d record(s), the first: %s'
@@ -370,7 +386,8 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     - ``tflops_total``: the sum over ranks of each rank's most recent non-null ``tflops`` (6 significant digits);
       None when no rank reports any.
     - ``nodes``: the logical nodes whose ``outputs/<node>/`` held metrics (two nodes on one host are two);
-      ``hosts``: the distinct host names the records report; ``duplicate_ranks``: ranks more than one node reported.
+      ``hosts``: the distinct host names the ranks report (each rank's first); ``duplicate_ranks``: ranks more than
+      one node reported.
     - ``node_step_times``: per node, the median and p90 of ``step_time_s`` (and of ``compute_time_s``, where the
       records carry it) over its ranks' records of the same window (_stragglers.node_figure); ``stragglers``: the
       nodes more than ``straggler_threshold`` above the other nodes' median (_stragglers.stragglers).
@@ -398,10 +415,10 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     summary['missing_ranks'] = sorted(set(range(world_size)) - set(ranks))
 
     # the logical nodes are the experiment's outputs/<node>/ directories that held metrics (two on one host count
-    # two); the hosts are the host names the ranks report
+    # two); the hosts are the host names the ranks report (a rank's first: one host a rank at most)
     summary['nodes'] = sorted(set(metrics.get('rank_nodes', {}).values()))
-    summary['hosts'] = sorted(set(str(r['node']) for records in by_rank.values() for r in records
-                                  if r.get('node') is not None and r.get('node') != ''))
+    summary['hosts'] = sorted(set(next((r['node'] for r in records if r.get('node')), None)
+                                  for records in by_rank.values()) - {None})
 
     steps = [_stragglers.whole(r.get('global_step')) for records in by_rank.values() for r in records]
     steps = [s for s in steps if s is not None]

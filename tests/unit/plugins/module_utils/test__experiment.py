@@ -810,3 +810,11 @@ def test_the_experiment_s_metrics_records_are_bounded_together(experiment, monke
     assert sorted(metrics['by_rank']) == [0]
     assert metrics['refused'] == ["node0: rank_1_metrics.jsonl refused: not read: the experiment's files held 3 metrics "
                                   "records before it"]
+
+
+def test_only_what_the_summary_uses_is_kept_of_a_record_and_a_rank_names_one_host(experiment):
+    write_metrics(experiment, 0, [dict(record(0, 1, world_size=1, node='h' * 256), pad='x' * 5000),
+                                  record(0, 2, world_size=1, node='box'), record(0, 3, world_size=1, node='other')])
+    metrics = exp.read_metrics(str(experiment), 1)
+    assert set(metrics['by_rank'][0][0]) == set(exp.SUMMARY_FIELDS) - {'node', 'compute_time_s'}
+    assert exp.summarize(metrics)['hosts'] == ['box']
