@@ -365,7 +365,8 @@ summary:
       elements: str
       sample: [node0, node1]
     hosts:
-      description: Sorted list of the distinct C(node) values (host names) found in the records.
+      description: Sorted list of the distinct host names the ranks report, each rank's first C(node) of at most 255
+        characters.
       type: list
       elements: str
       sample: [gpu-a, gpu-b]
