@@ -26,9 +26,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.real, pytest.mark.slow]
 
 PIPE = "{{ lookup('ansible.builtin.pipe', 'touch $TRAINOPS_E2E_PWNED') }}"
 
-# one rank per node: files named with the lookup (one collected, one with a newline that the collect refuses and names),
-# a progress line with it, and metrics records that are absurd (world_size 1e12, a 400-digit step, nesting 200k deep,
-# a NaN) beside one good record; checkpoint.json nested 200k deep
+# one rank per node: files named with the lookup (one the collect plans, one with a newline that it refuses and names),
+# a progress line and the records' host name with it, and metrics records that are absurd (world_size 1e12, a 400-digit
+# step, nesting 200k deep (a line too long) and 100 deep, a NaN) beside one good record; checkpoint.json 200k deep
 HOSTILE = r'''
 import json, os
 out = os.environ["TRAINOPS_OUTPUT_DIR"]
@@ -45,6 +45,7 @@ with open(os.path.join(out, "rank_%%02d_metrics.jsonl" %% rank), "w") as handle:
     handle.write('{"rank": %%d, "world_size": 1e12, "global_step": 2}\n' %% rank)
     handle.write('{"rank": %%d, "world_size": %%d, "global_step": %%s}\n' %% (rank, world, "9" * 400))
     handle.write('{"rank": %%d, "x": %%s}\n' %% (rank, "[" * 200000 + "]" * 200000))
+    handle.write('{"rank": %%d, "x": %%s}\n' %% (rank, "[" * 100 + "]" * 100))
     handle.write('{"rank": %%d, "world_size": %%d, "global_step": 3, "loss": NaN}\n' %% (rank, world))
 with open(os.path.join(out, "checkpoint.json"), "w") as handle:
     handle.write('{"global_step": ' + "[" * 200000 + "]" * 200000 + "}")
@@ -121,7 +122,8 @@ def test_a_hostile_job_runs_no_command_on_the_lowest_core_and_is_still_judged(la
         name = '%s: rank_%02d_metrics.jsonl' % (node, rank)
         expected = [name + ' line 3 refused: a number beyond +-2**53 (400 digits)',
                     name + ' line 4 refused: a record longer than 65536 bytes',
-                    name + ' line 5 refused: a number that is not finite (NaN)',
+                    name + ' line 5 refused: nesting deeper than 32 levels',
+                    name + ' line 6 refused: a number that is not finite (NaN)',
                     name + " refused: 1 record(s), the first: world_size 1000000000000 is not the job's 2",
                     node + ': checkpoint.json refused: nesting deeper than 32 levels']
         for line in expected:
