@@ -15,7 +15,10 @@ description:
   - Used by the role C(trainops.multinode.job) (tasks health_measure.yml); its input may change with it.
   - The measurement is ok when the manifest's outcome is V(succeeded), the results were read and no element was wrong;
     its bus bandwidth is the results' C(avg_busbw_gbps), its time the last size's C(time_us).
-positional: manifest, results, experiment_dir
+  - The results are the C(outputs/<node>/allreduce.json) of the node of rank 0 in the run's experiment directory, which
+    the job wrote; they are read within bounds (size, nesting, numbers), and one that breaks them is the measurement's error,
+    naming the node and the file.
+positional: manifest, experiment_dir
 options:
   _input:
     description: The group's nodes, the master first.
@@ -26,19 +29,15 @@ options:
     description: The run's manifest.json (C(outcome), C(outcome_detail)).
     type: dict
     required: true
-  results:
-    description: The run's allreduce.json, V(null) when there is none.
-    type: raw
-    required: true
   experiment_dir:
-    description: The run's experiment directory.
+    description: The run's experiment directory, V(null) when there is none.
     type: str
 """
 
 EXAMPLES = r"""
 - name: Add the measurement
   ansible.builtin.set_fact:
-    measured: "{{ measured + [group | trainops.multinode.health_measurement(manifest, results, experiment_dir)] }}"
+    measured: "{{ measured + [group | trainops.multinode.health_measurement(manifest, experiment_dir)] }}"
 """
 
 RETURN = r"""
@@ -49,13 +48,15 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import read_rank_zero_json
 from ansible_collections.trainops.multinode.plugins.module_utils._health import measurement
 
 
-def health_measurement(nodes, manifest, results, experiment_dir=None):
-    if not isinstance(nodes, (list, tuple)):
+def health_measurement(nodes, manifest, experiment_dir=None):
+    if not isinstance(nodes, (list, tuple)) or not nodes:
         raise AnsibleFilterError('health_measurement: the input must be the list of the group\'s nodes, got %r' % (nodes,))
-    return measurement(nodes, manifest, results, experiment_dir)
+    results, refused = read_rank_zero_json(experiment_dir, 'allreduce.json') if experiment_dir else (None, [])
+    return measurement(nodes, manifest, results, experiment_dir, refused)
 
 
 class FilterModule(object):

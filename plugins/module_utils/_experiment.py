@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retries, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _retries, _stragglers
 
 
 LOG_DIR = 'logs'
@@ -136,33 +136,12 @@ def _mean(values):
     return sum(values) / len(values)
 
 
-def read_metrics_file(filename):
-    """Parse one JSON-lines metrics file.
-
-    Returns ``(records, bad_lines, truncated)``. A last line that does not parse is taken for a
-    record that was being written when the file was read (``truncated``) and skipped; any other
-    line that does not parse as a JSON object is counted in ``bad_lines`` and skipped.
-    """
-    with open(filename, 'rb') as fd:
-        raw = fd.read()
-    text = raw.decode('utf-8', errors='replace')
-    lines = [line for line in text.splitlines() if line.strip()]
-    records = []
-    bad_lines = 0
-    truncated = False
-    for index, line in enumerate(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            if index == len(lines) - 1:
-                truncated = True
-            else:
-                bad_lines += 1
-            continue
-        records.append(record)
-    return records, bad_lines, truncated
+def read_metrics_file(filename, node=None, name=None):
+    """Parse one JSON-lines metrics file within the bounds of _node_files.read_jsonl (the one rule for what a job
+    writes): ``dict(records, refused, bad_lines, truncated)``. A last line that does not parse is a record that was
+    being written when the file was read (``truncated``) and is skipped; any other line that is not a JSON object, or
+    breaks a bound, is refused (``refused`` names the node, the file and the line) and counted in ``bad_lines``."""
+    return _node_files.read_jsonl(filename, node=node, name=name or os.path.basename(filename))
 
 
 def node_output_dirs(path):
@@ -181,14 +160,76 @@ def node_output_dirs(path):
     return found
 
 
-def read_metrics(path):
-    """Read every node's ``path/outputs/<node>/rank_*_metrics.jsonl``.
+MAX_WORLD_SIZE = 65536
+"""The most ranks a record may claim when the job's own world size is not known (no manifest says it)."""
+
+
+def job_world_size(manifest):
+    """The job's own world size, as the launch wrote it in the manifest (``world_size``: nodes x ranks per node), or
+    None when the manifest does not say it."""
+    value = (manifest or {}).get('world_size') if isinstance(manifest, dict) else None
+    if isinstance(value, str) and value.isdigit() and len(value) < 10:
+        value = int(value)
+    value = _stragglers.whole(value)
+    return value if value is not None and 0 < value <= _node_files.MAX_MAGNITUDE else None
+
+
+def _record_rank(record, file_rank, world_size, refused):
+    """The rank of one record when it and its ``world_size`` fit the job's (``world_size``: the job's own, or None);
+    else None, counted in ``refused`` (``{field: [records, the first one's reason]}``). What a record claims never
+    sizes anything."""
+    limit = world_size or MAX_WORLD_SIZE
+    why = None
+    claimed = record.get('world_size')
+    rank = _stragglers.whole(record.get('rank'))
+    if rank is None:
+        rank = file_rank
+    if claimed is not None:
+        claimed = _stragglers.whole(claimed)
+        if world_size is not None and claimed != world_size:
+            why = 'world_size', 'world_size %s is not the job\'s %d' % ('n/a' if claimed is None else claimed, world_size)
+        elif claimed is None or not 0 < claimed <= limit:
+            why = 'world_size', 'world_size %s is not a number of ranks from 1 to %d' % (
+                'n/a' if claimed is None else claimed, limit)
+    if why is None and (rank is None or not 0 <= rank < limit):
+        why = 'rank', 'rank %s is not one of the job\'s %d ranks' % ('n/a' if rank is None else rank, limit)
+    if why is None:
+        return rank
+    counted = refused.setdefault(why[0], [0, why[1]])
+    counted[0] += 1
+    return None
+
+
+MAX_RECORDS = 1000000
+"""Metrics records read from all the experiment's files together (each file's own bounds: module_utils/_node_files)."""
+
+SUMMARY_FIELDS = ('rank', 'world_size', 'node', 'global_step', 'loss', 'samples_per_s', 'step_time_s', 'compute_time_s',
+                  'tflops')
+"""What the summary takes from a metrics record; the rest is not kept in memory."""
+
+MAX_HOST_NAME = 255
+
+
+def _kept(record):
+    """The fields of a metrics record the summary uses; a ``node`` that is no host name (not a string of at most
+    MAX_HOST_NAME characters) is left out."""
+    kept = dict((field, record[field]) for field in SUMMARY_FIELDS if field in record)
+    node = kept.get('node')
+    if node is not None and not (isinstance(node, str) and len(node) <= MAX_HOST_NAME):
+        del kept['node']
+    return kept
+
+
+def read_metrics(path, world_size=None):
+    """Read every node's ``path/outputs/<node>/rank_*_metrics.jsonl`` (module_utils/_node_files.py's bounds).
 
     Returns a dict with ``by_rank`` (rank -> list of records in file order), ``rank_nodes`` (rank -> the node whose
-    files gave its records), ``files`` (``<node>/<file name>``, sorted), ``bad_lines``, ``truncated_files`` and
+    files gave its records), ``files`` (``<node>/<file name>``, sorted), ``bad_lines``, ``truncated_files``,
     ``duplicate_ranks`` (rank -> every node that reported it, when more than one did: the first node's records are
-    kept, the others' are not merged into them). A record's rank is its ``rank`` field, or the number in its file
-    name when the field is missing.
+    kept, the others' are not merged into them), ``world_size`` (the job's own, as given) and ``refused`` (lines naming
+    the node and the file of what was not read). A record's rank is its ``rank`` field, or the number in its file name
+    when the field is missing; a record whose rank is not one of the job's ``world_size`` ranks, or whose
+    ``world_size`` is not the job's, is refused (without the job's world size: above MAX_WORLD_SIZE).
     """
     by_rank = {}
     rank_nodes = {}
@@ -196,27 +237,37 @@ def read_metrics(path):
     files = []
     bad_lines = 0
     truncated_files = []
+    refused_lines = []
+    read = 0
     for node, node_dir in node_output_dirs(path):
         node_ranks = {}
-        for filename in sorted(glob.glob(os.path.join(node_dir, METRICS_GLOB))):
+        for filename in sorted(glob.glob(os.path.join(glob.escape(node_dir), METRICS_GLOB))):
             if os.path.islink(filename):
                 continue
             shown = '{0}/{1}'.format(node, os.path.basename(filename))
             files.append(shown)
             match = _RANK_FROM_FILE.match(os.path.basename(filename))
-            file_rank = int(match.group(1)) if match else None
-            records, bad, truncated = read_metrics_file(filename)
-            bad_lines += bad
-            if truncated:
+            file_rank = int(match.group(1)) if match and len(match.group(1)) < 10 else None
+            if read >= MAX_RECORDS:
+                refused_lines.append(_node_files.refusal(node, os.path.basename(filename), 'not read: the experiment\'s '
+                                                         'files held %d metrics records before it' % read))
+                continue
+            found = read_metrics_file(filename, node)
+            read += len(found['records'])
+            bad_lines += found['bad_lines']
+            refused_lines += found['refused']
+            if found['truncated']:
                 truncated_files.append(shown)
-            for record in records:
-                rank = _stragglers.whole(record.get('rank'))
+            refused = {}
+            for record in found['records']:
+                rank = _record_rank(record, file_rank, world_size, refused)
                 if rank is None:
-                    rank = file_rank
-                if rank is None:
-                    bad_lines += 1
                     continue
-                node_ranks.setdefault(rank, []).append(record)
+                node_ranks.setdefault(rank, []).append(_kept(record))
+            for _field, (count, why) in sorted(refused.items()):
+                bad_lines += count
+                refused_lines.append(_node_files.refusal(node, os.path.basename(filename), '%d record(s), the first: %s'
+                                                         % (count, why)))
         for rank, records in node_ranks.items():
             if rank in rank_nodes:
                 duplicates.setdefault(rank, [rank_nodes[rank]]).append(node)
@@ -230,6 +281,8 @@ def read_metrics(path):
         bad_lines=bad_lines,
         truncated_files=truncated_files,
         duplicate_ranks=dict((str(rank), nodes) for rank, nodes in sorted(duplicates.items())),
+        world_size=world_size,
+        refused=refused_lines,
     )
 
 
@@ -253,6 +306,16 @@ def rank_zero_output(path, name):
         return None
     candidate = os.path.join(path, OUTPUT_DIR, owners[0], name)
     return candidate if os.path.isfile(candidate) and not os.path.islink(candidate) else None
+
+
+def read_rank_zero_json(path, name):
+    """``(value, refused)``: :func:`rank_zero_output` ``name`` of the experiment at ``path`` (a JSON object, such as
+    ``allreduce.json``) read within bounds (module_utils/_node_files.py; None when there is none or it is refused),
+    and the lines naming the node and the file of what was refused."""
+    found = rank_zero_output(path, name)
+    if found is None:
+        return None, []
+    return _node_files.read_json_object(found, os.path.basename(os.path.dirname(found)), name)
 
 
 # ---------------------------------------------------------------------------
@@ -312,8 +375,8 @@ def _significant(value, digits=6):
 def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     """Compute the experiment summary from :func:`read_metrics` output.
 
-    - ``world_size``: the largest ``world_size`` any record reports (the number of distinct ranks
-      seen when no record carries it).
+    - ``world_size``: the job's own (read_metrics' ``world_size``, from the manifest); without it the largest
+      ``world_size`` a record reports (the number of distinct ranks seen when no record carries it).
     - ``steps``: the largest ``global_step``; ``first_step`` the smallest.
     - ``first_loss`` / ``final_loss``: the mean ``loss`` over all ranks that logged a record at the
       smallest / largest ``global_step`` (null, NaN and infinite losses are left out).
@@ -323,7 +386,8 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     - ``tflops_total``: the sum over ranks of each rank's most recent non-null ``tflops`` (6 significant digits);
       None when no rank reports any.
     - ``nodes``: the logical nodes whose ``outputs/<node>/`` held metrics (two nodes on one host are two);
-      ``hosts``: the distinct host names the records report; ``duplicate_ranks``: ranks more than one node reported.
+      ``hosts``: the distinct host names the ranks report (each rank's first); ``duplicate_ranks``: ranks more than
+      one node reported.
     - ``node_step_times``: per node, the median and p90 of ``step_time_s`` (and of ``compute_time_s``, where the
       records carry it) over its ranks' records of the same window (_stragglers.node_figure); ``stragglers``: the
       nodes more than ``straggler_threshold`` above the other nodes' median (_stragglers.stragglers).
@@ -340,17 +404,21 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     summary['ranks_seen'] = ranks
     summary['records_per_rank'] = dict((str(rank), len(by_rank[rank])) for rank in ranks)
 
-    world_sizes = [_stragglers.whole(r.get('world_size')) for records in by_rank.values() for r in records]
-    world_sizes = [w for w in world_sizes if w is not None and w > 0]
-    world_size = max(world_sizes) if world_sizes else len(ranks)
+    # the job's own world size; without it the largest a record claims (read_metrics kept only claims up to
+    # MAX_WORLD_SIZE), else the ranks seen
+    world_size = metrics.get('world_size')
+    if not world_size:
+        world_sizes = [_stragglers.whole(r.get('world_size')) for records in by_rank.values() for r in records]
+        world_sizes = [w for w in world_sizes if w is not None and 0 < w <= MAX_WORLD_SIZE]
+        world_size = max(world_sizes) if world_sizes else len(ranks)
     summary['world_size'] = world_size
     summary['missing_ranks'] = sorted(set(range(world_size)) - set(ranks))
 
     # the logical nodes are the experiment's outputs/<node>/ directories that held metrics (two on one host count
-    # two); the hosts are the host names the ranks report
+    # two); the hosts are the host names the ranks report (a rank's first: one host a rank at most)
     summary['nodes'] = sorted(set(metrics.get('rank_nodes', {}).values()))
-    summary['hosts'] = sorted(set(str(r['node']) for records in by_rank.values() for r in records
-                                  if r.get('node') is not None and r.get('node') != ''))
+    summary['hosts'] = sorted(set(next((r['node'] for r in records if r.get('node')), None)
+                                  for records in by_rank.values()) - {None})
 
     steps = [_stragglers.whole(r.get('global_step')) for records in by_rank.values() for r in records]
     steps = [s for s in steps if s is not None]
@@ -666,13 +734,7 @@ def read_checkpoint(path):
     epoch, reason, signal, path (on the node), last_signal_checkpoint}``, None when there is none or it does not
     read as one."""
     found = rank_zero_output(path, CHECKPOINT_RECORD)
-    if found is None:
-        return None
-    try:
-        with open(found) as handle:
-            record = json.load(handle)
-    except (OSError, ValueError):
-        return None
+    record, _refused = read_rank_zero_json(path, CHECKPOINT_RECORD)  # read_checkpoints names what it refused
     fields = _checkpoint_fields(record)
     if fields is None:
         return None
@@ -681,20 +743,20 @@ def read_checkpoint(path):
     return fields
 
 
-def read_checkpoints(path):
+def read_checkpoints(path, refused=None):
     """Every node's record of its last checkpoint (files/workspace/train.py writes it on every node), by node:
     ``{node: {global_step, epoch, reason, signal, path}}`` of the ``outputs/<node>/checkpoint.json`` that read as one
-    (a retry resumes from one of them: module_utils/_launch_dirs.resume_checkpoint)."""
+    (a retry resumes from one of them: module_utils/_launch_dirs.resume_checkpoint). The lines naming the node and
+    the file of what was not read (module_utils/_node_files.py) are added to the list ``refused``."""
     found = {}
     for node, node_dir in node_output_dirs(path):
         record_path = os.path.join(node_dir, CHECKPOINT_RECORD)
         if not os.path.isfile(record_path) or os.path.islink(record_path):
             continue
-        try:
-            with open(record_path) as handle:
-                fields = _checkpoint_fields(json.load(handle))
-        except (OSError, ValueError):
-            continue
+        record, why = _node_files.read_json_object(record_path, node, CHECKPOINT_RECORD)
+        if refused is not None:
+            refused += why
+        fields = _checkpoint_fields(record)
         if fields is not None:
             found[node] = fields
     return found
@@ -841,6 +903,11 @@ def mark_interrupted(path, when, pid):
     return True
 
 
+MAX_REFUSED_SHOWN = 20
+"""Lines of what was not read shown in summary.txt; the manifest keeps up to MAX_REFUSED_KEPT."""
+MAX_REFUSED_KEPT = 1000
+
+
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
                       refused=None, launcher_end=None, straggler_threshold=None, attempt=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
@@ -867,10 +934,13 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if straggler_threshold is None:
         parameters = (manifest or {}).get('parameters')
         straggler_threshold = parameters.get('straggler_threshold') if isinstance(parameters, dict) else None
-    summary = summarize(read_metrics(path), _stragglers.threshold(straggler_threshold))
+    # what the job wrote is read within bounds (module_utils/_node_files.py), checked against the job's own world size
+    metrics = read_metrics(path, job_world_size(manifest))
+    read_refused = list(metrics['refused'])
+    summary = summarize(metrics, _stragglers.threshold(straggler_threshold))
     table = summary_table(summary)
     checkpoint = read_checkpoint(path)
-    checkpoints = read_checkpoints(path)
+    checkpoints = read_checkpoints(path, read_refused)
     if checkpoints:
         manifest = dict(manifest or {}, checkpoints=checkpoints)
     if checkpoint is not None:
@@ -905,6 +975,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))
+    if read_refused:
+        manifest = dict(manifest or {}, read_refused=read_refused[:MAX_REFUSED_KEPT])
+        table += ['{0:<10} : {1}'.format('not read', line) for line in read_refused[:MAX_REFUSED_SHOWN]]
+        if len(read_refused) > MAX_REFUSED_SHOWN:
+            table.append('{0:<10} : {1} more (manifest.json read_refused)'.format(
+                'not read', len(read_refused) - MAX_REFUSED_SHOWN))
 
     manifest_path = os.path.join(path, MANIFEST_FILE)
     summary_path = os.path.join(path, SUMMARY_FILE)
@@ -937,6 +1013,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         summary_path=summary_path,
         changed=changed,
         collect_refused=list(refused or []),
+        read_refused=read_refused,
     )
     if verdict is not None:
         result.update(verdict)

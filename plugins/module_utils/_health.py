@@ -431,12 +431,15 @@ def non_negative(value):
     return seconds(value)
 
 
-def measurement(nodes, manifest, results, experiment_dir=None):
-    """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None)."""
+def measurement(nodes, manifest, results, experiment_dir=None, refused=()):
+    """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None; ``refused``: the lines
+    saying why it was not read, _experiment.read_rank_zero_json)."""
     ok = isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded' and isinstance(results, dict)
     entry = dict(nodes=list(nodes), ok=bool(ok), busbw_gbps=None, time_us=None, experiment_dir=experiment_dir,
                  error=None)
-    if ok:
+    if refused and isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded':
+        entry['error'] = '; '.join(refused)
+    elif ok:
         # allreduce.json is written by rank 0 on a node: numbers are taken only when they are finite and >= 0
         records = results.get('results') if isinstance(results.get('results'), list) else []
         last = records[-1] if records and isinstance(records[-1], dict) else {}

@@ -18,7 +18,7 @@ import json
 import os
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _sweep_settings
-from ansible_collections.trainops.multinode.plugins.module_utils._experiment import rank_zero_output
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment import read_rank_zero_json
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
     RESULTS_CSV, RESULTS_MD, SweepError, write_json_atomic)
 
@@ -51,8 +51,7 @@ def _load_json(path):
 
 
 def _allreduce(experiment_dir):
-    path = rank_zero_output(experiment_dir, 'allreduce.json')
-    data = _load_json(path) if path else None
+    data, _refused = read_rank_zero_json(experiment_dir, 'allreduce.json')
     if not isinstance(data, dict) or data.get('benchmark') != 'all_reduce':
         return None
     return data

@@ -52,7 +52,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 )
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
-from ansible_collections.trainops.multinode.plugins.module_utils import _files, _launchers, _proc, _stragglers, _supervisor
+from ansible_collections.trainops.multinode.plugins.module_utils import (
+    _files, _launchers, _node_files, _proc, _stragglers, _supervisor)
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -288,13 +289,11 @@ def render_env_file(env, run_id, secret_names=()):
 
 
 def read_json(path):
-    """Return the parsed JSON object in ``path`` or ``None`` (missing, unreadable or half-written)."""
-    try:
-        with open(path, 'rb') as f:
-            data = json.loads(f.read().decode('utf-8'))
-    except (IOError, OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """Return the JSON object in ``path`` or ``None`` (missing, unreadable, half-written, or refused by the bounds of
+    module_utils/_node_files.py: the run's records are the job's to rewrite, and what the query returns of them goes
+    to the controller)."""
+    data, _refused = _node_files.read_json_object(path)
+    return data
 
 
 def file_size(path):
@@ -345,8 +344,8 @@ def recent_step_times(job, records):
         parsed = []
         for line in tail_lines(path, records + 1, max_bytes=METRICS_TAIL_BYTES):
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = _node_files.loads(line)
+            except _node_files.Refused:
                 continue
             if isinstance(record, dict):
                 parsed.append(record)

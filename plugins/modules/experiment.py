@@ -138,6 +138,11 @@ notes:
     (which may be V(null)), and optionally C(compute_time_s) (the rank's own time per step, without waiting for other
     ranks; it names a straggler node)."
   - A last line that does not parse (a record being written while the file is read) is skipped; see RV(summary.truncated_files).
+  - What the job wrote (its metrics and C(checkpoint.json)) is read within bounds - at most 64 MiB and 200000 records
+    of at most 64 KiB per metrics file, 1 MiB per JSON file, nesting at most 32 levels deep, numbers finite and at most
+    2**53 either way. A record whose C(world_size) is not the job's own (the manifest's C(world_size)) or whose
+    C(rank) is not one of its ranks is refused too. A record or file that breaks a bound is left out and named, with
+    its node, in RV(read_refused); the summary, the manifest and the outcome are written from the rest.
   - When no metrics exist the module does not fail; RV(summary.metrics_found) is V(false) and the playbook decides.
   - C(manifest.json) is written atomically (temporary file and rename) with sorted keys and an indent of 2.
 seealso:
@@ -257,6 +262,15 @@ collect_refused:
   elements: str
   sample: ["node1: refused profile '/r/profiles/../../x': a \"\", \".\" or \"..\" component"]
   version_added: 0.2.0
+read_refused:
+  description:
+    - What was not read of the files the job wrote (see the notes), one line each naming the node, the file and, for a
+      record, its line; recorded in the manifest's C(read_refused) and shown in the table (the first 20).
+  returned: success and O(state=reported)
+  type: list
+  elements: str
+  sample: ["node1: rank_01_metrics.jsonl line 7 refused: nesting deeper than 32 levels"]
+  version_added: 0.2.0
 attempts:
   description:
     - With O(attempt), every attempt's row, this one last - C(attempt), C(run_id), C(experiment_dir), C(outcome),
@@ -351,7 +365,8 @@ summary:
       elements: str
       sample: [node0, node1]
     hosts:
-      description: Sorted list of the distinct C(node) values (host names) found in the records.
+      description: Sorted list of the distinct host names the ranks report, each rank's first C(node) of at most 255
+        characters.
       type: list
       elements: str
       sample: [gpu-a, gpu-b]

@@ -46,7 +46,7 @@ class Lab:
         self.experiments = os.path.join(self.root, 'experiments')
         self.port = free_port()
 
-    def run(self, playbook, extra=None, timeout=420, inventory=None):
+    def run(self, playbook, extra=None, timeout=420, inventory=None, env=None):
         extravars = {
             'trainops_node_root': self.nodes + '/{{ inventory_hostname }}',
             'trainops_experiments_dir': self.experiments,
@@ -54,7 +54,7 @@ class Lab:
             'trainops_progress_interval': 5,
         }
         extravars.update(extra or {})
-        return run_playbook(playbook, self.root, extravars, timeout=timeout, inventory=inventory)
+        return run_playbook(playbook, self.root, extravars, timeout=timeout, inventory=inventory, env=env)
 
     def experiment_dirs(self):
         return sorted(glob.glob(os.path.join(self.experiments, '*')))

@@ -218,12 +218,20 @@ def test_summary_missing_ranks_and_uneven_progress(experiment):
 
 
 def test_summary_all_tflops_null_and_nan_loss(experiment):
+    # a NaN is no number a record may hold (module_utils/_node_files.py): its record is refused, named by node, file
+    # and line, and the summary is made of the others
     recs = [record(0, 1, world_size=1, tflops=None), record(0, 2, world_size=1, loss=float('nan'), tflops=None)]
     write_metrics(experiment, 0, recs)
-    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    metrics = exp.read_metrics(str(experiment))
+    assert metrics['refused'] == ['node0: rank_0_metrics.jsonl line 2 refused: a number that is not finite (NaN)']
+    summary = exp.summarize(metrics)
     assert summary['tflops_total'] is None
-    assert summary['final_loss'] is None
+    assert summary['steps'] == 1 and summary['final_loss'] == 9.0 and summary['bad_lines'] == 1
     assert summary['loss_decreased'] is False
+    # a null loss is left out of the mean
+    write_metrics(experiment, 0, [record(0, 1, world_size=1), dict(record(0, 2, world_size=1), loss=None)])
+    summary = exp.summarize(exp.read_metrics(str(experiment)))
+    assert summary['steps'] == 2 and summary['final_loss'] is None and summary['loss_decreased'] is False
 
 
 def test_summary_no_metrics(experiment):
@@ -744,3 +752,69 @@ def test_the_report_takes_the_threshold_given_else_the_manifests_parameter(exper
     # a manifest's value that is no threshold: the default
     odd = exp.report_experiment(str(experiment), {'parameters': {'straggler_threshold': 'x'}})
     assert odd['summary']['stragglers']['threshold'] == 0.15
+
+
+# --- what a job writes is read within bounds (module_utils/_node_files.py) ----------------------------------------
+
+def test_a_hostile_job_s_metrics_are_refused_by_node_and_file_and_the_report_is_still_written(experiment):
+    # world_size 1e12 must not size the missing ranks, a 400-digit number must not reach float(), a 200k-deep value
+    # must not reach json.loads, a NaN is no number: each is refused naming the node and the file; the rest is read
+    good = [record(0, s, world_size=2) for s in (1, 2)]
+    write_metrics(experiment, 0, good, tail='{"rank": 0, "world_size": 1e12, "global_step": 3}\n'
+                  '{"rank": 0, "world_size": 2, "global_step": %s}\n{"rank": 0, "x": %s}\n'
+                  '{"rank": 0, "world_size": 2, "global_step": 4, "loss": NaN}\n' % ('9' * 400, '[' * 30000 + ']' * 30000),
+                  node='node0')
+    write_metrics(experiment, 1, [record(1, 1, world_size=2), record(7, 2, world_size=2)], node='node1')
+    (experiment / 'outputs' / 'node1' / 'checkpoint.json').write_text('{"global_step": %s}' % ('[' * 200000))
+    manifest = {'world_size': 2, 'run_id': 'r1'}
+    results = {'node0': {'exit_code': 0, 'status': 'exited'}, 'node1': {'exit_code': 1, 'status': 'exited'}}
+    attempt = {'number': 1, 'first': 'r1', 'previous': None, 'retries': 1, 'rows': []}
+    result = exp.report_experiment(str(experiment), manifest, results=results, attempt=attempt)
+    assert result['read_refused'] == [
+        'node0: rank_0_metrics.jsonl line 4 refused: a number beyond +-2**53 (400 digits)',
+        'node0: rank_0_metrics.jsonl line 5 refused: nesting deeper than 32 levels',
+        'node0: rank_0_metrics.jsonl line 6 refused: a number that is not finite (NaN)',
+        "node0: rank_0_metrics.jsonl refused: 1 record(s), the first: world_size 1000000000000 is not the job's 2",
+        "node1: rank_1_metrics.jsonl refused: 1 record(s), the first: rank 7 is not one of the job's 2 ranks",
+        'node1: checkpoint.json refused: nesting deeper than 32 levels',
+    ]
+    summary = result['summary']
+    assert summary['world_size'] == 2 and summary['missing_ranks'] == [] and summary['ranks_seen'] == [0, 1]
+    assert summary['steps'] == 2 and summary['bad_lines'] == 5
+    # the outcome, the manifest, the summary and the retry decision are written
+    assert result['outcome'] == 'failed' and result['retry']['decision'] == 'retry', result['retry']
+    written = json.loads((experiment / 'manifest.json').read_text())
+    assert written['read_refused'] == result['read_refused'] and written['retry'] == result['retry']
+    table = (experiment / 'summary.txt').read_text().splitlines()
+    assert table[0] == 'outcome    : failed on node1 (exit code 1)'
+    assert 'not read   : node1: checkpoint.json refused: nesting deeper than 32 levels' in table
+
+
+def test_without_the_job_s_world_size_a_record_s_claim_is_bounded(experiment):
+    write_metrics(experiment, 0, [record(0, 1, world_size=10 ** 12), record(0, 2, world_size=3)])
+    metrics = exp.read_metrics(str(experiment))
+    assert metrics['refused'] == ['node0: rank_0_metrics.jsonl refused: 1 record(s), the first: world_size '
+                                  '1000000000000 is not a number of ranks from 1 to %d' % exp.MAX_WORLD_SIZE]
+    summary = exp.summarize(metrics)
+    assert summary['world_size'] == 3 and summary['missing_ranks'] == [1, 2]
+    # the manifest's world size is the job's
+    assert exp.job_world_size({'world_size': '4'}) == 4 and exp.job_world_size({'world_size': 4.0}) == 4
+    assert exp.job_world_size({'world_size': 10 ** 400}) is None and exp.job_world_size({}) is None
+
+
+def test_the_experiment_s_metrics_records_are_bounded_together(experiment, monkeypatch):
+    monkeypatch.setattr(exp, 'MAX_RECORDS', 3)
+    write_metrics(experiment, 0, [record(0, s) for s in (1, 2, 3)])
+    write_metrics(experiment, 1, [record(1, s) for s in (1, 2, 3)])
+    metrics = exp.read_metrics(str(experiment))
+    assert sorted(metrics['by_rank']) == [0]
+    assert metrics['refused'] == ["node0: rank_1_metrics.jsonl refused: not read: the experiment's files held 3 metrics "
+                                  "records before it"]
+
+
+def test_only_what_the_summary_uses_is_kept_of_a_record_and_a_rank_names_one_host(experiment):
+    write_metrics(experiment, 0, [dict(record(0, 1, world_size=1, node='h' * 256), pad='x' * 5000),
+                                  record(0, 2, world_size=1, node='box'), record(0, 3, world_size=1, node='other')])
+    metrics = exp.read_metrics(str(experiment), 1)
+    assert set(metrics['by_rank'][0][0]) == set(exp.SUMMARY_FIELDS) - {'node', 'compute_time_s'}
+    assert exp.summarize(metrics)['hosts'] == ['box']

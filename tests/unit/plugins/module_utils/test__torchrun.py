@@ -780,6 +780,23 @@ def test_query_exited(tmp_path, fake, node):
     assert (job['exit_code'], job['signal'], job['ended_at']) == (137, 'SIGKILL', '2025-01-01T03:00:00Z')
 
 
+def test_query_reads_the_job_s_records_within_bounds(tmp_path, fake, node):
+    # exit.json and stop.json are the job's to rewrite: a 200k-deep value or a 400-digit number is not read (no
+    # RecursionError on the node, no such number in what the query returns to the controller)
+    make_run(node, fake, 'run1', exit_rec={'exit_code': 0, 'signal': None, 'ended_at': 'x'}, alive=False)
+    paths = node.paths('run1')
+    with open(paths['exit'], 'w') as handle:
+        handle.write('{"exit_code": 0, "x": %s}' % ('[' * 200000 + ']' * 200000))
+    with open(paths['stop'], 'w') as handle:
+        handle.write('{"reason": "user", "requested_at_epoch": %s}' % ('9' * 400))
+    job = query(node, fake, run_id='run1')['job']
+    assert job['status'] == 'lost' and job['exit_code'] is None and job['stop'] is None
+    # a metrics record's numbers too, in what the query reads of its tail
+    out = os.path.join(paths['run_dir'], 'outputs')
+    _metrics(out, 0, [{'step_time_s': 0.5}] * 3, tail='{"step_time_s": %s}\n{"step_time_s": NaN}\n' % ('9' * 400))
+    assert tr.recent_step_times({'run_dir': paths['run_dir'], 'env': None}, 5)['records'] == 3
+
+
 def test_query_lost(tmp_path, fake, node):
     make_run(node, fake, 'run1', alive=False)
     assert query(node, fake)['job']['status'] == 'lost'

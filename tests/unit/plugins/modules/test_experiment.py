@@ -14,24 +14,13 @@ from ansible.module_utils import basic
 
 from ansible_collections.trainops.multinode.plugins.modules import experiment
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    patch_module_args = None
+from ansible.module_utils.testing import patch_module_args
 
 
 @contextlib.contextmanager
 def module_args(args):
-    if patch_module_args is not None:
-        with patch_module_args(args):
-            yield
-        return
-    old = basic._ANSIBLE_ARGS
-    basic._ANSIBLE_ARGS = json.dumps({'ANSIBLE_MODULE_ARGS': args}).encode('utf-8')
-    try:
+    with patch_module_args(args):
         yield
-    finally:
-        basic._ANSIBLE_ARGS = old
 
 
 class ModuleExit(Exception):
