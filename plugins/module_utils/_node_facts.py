@@ -890,7 +890,20 @@ def _checked_probe(data):
                               replaced=_library_names(torch.get('replaced')))
     if files and _version_text(files.get('version')) and _text(files.get('file')):
         found['files'] = dict(version=files['version'], file=files['file'])
+    found['runtime'] = _checked_runtime(data.get('runtime'))
     return found
+
+
+def _checked_runtime(value):
+    """The probe's ``runtime`` (the library the ranks' process maps and its ncclGetVersion), checked like the rest."""
+    if not isinstance(value, dict):
+        return None
+    path, how = _text(value.get('path')), _text(value.get('how'))
+    told_by = value.get('told_by') if value.get('told_by') in ('ncclGetVersion()', 'its version string') else None
+    version = _version_text(value.get('version'))
+    if version and path and path.startswith('/') and how and told_by:
+        return dict(version=version, path=path, how=how, told_by=told_by)
+    return dict(version=None, error=_text(str(value.get('error') or 'no version read')[:_TEXT_LIMIT]))
 
 
 def _rocm_runtime(data, torch_rocm):
@@ -932,6 +945,8 @@ def library_facts(root='/', gpu_vendor='none', probed=None, where='host'):
         kernel = _dmabuf_options(data.get('dmabuf_kernel'))
         if data.get('reported_error') and found['torch'] and not found['reported']:
             library['torch_error'] = _text(str(data['reported_error'])[:_TEXT_LIMIT])
+        if found['runtime'] and found['runtime'].get('error'):
+            library['runtime_error'] = found['runtime']['error']  # why the loaded library could not be asked
     else:
         found = dict(files=_torch_probe.library_from_files(root, gpu_vendor) if name else None)
         data = dict(rocm=_torch_probe.rocm_from_files(root))
