@@ -171,6 +171,65 @@ def test_mi300x_two_nodes_128_channels_refused(node):
     assert compute(facts, channels=128, nnodes=1)['errors'] == []
 
 
+ONE_GID = ['bnxt_re4', 'bnxt_re5', 'bnxt_re6', 'bnxt_re7']
+"""Ports that share their RoCE v2 GID index (5): RCCL before 2.21 takes one index per process."""
+
+
+def gfx90a(node, version):
+    """The MI300X tree's node read as an MI250X node (gfx90a): what ncclTopoPostset keys its channel limits on."""
+    facts = mi300x(node, version)
+    facts['gpu']['gfx'] = ['gfx90a'] * 8
+    return facts
+
+
+def test_min_channels_48_across_gfx90a_nodes_by_rccl_version(node):
+    # ncclMinNchannels clamps NCCL_MIN_NCHANNELS to MAXCHANNELS only (rocm-6.2.0 src/graph/connect.cc:524-533);
+    # ncclTopoPostset then copies channels up to it (:694) although maxChannels is 2*CHANNEL_LIMIT = 32 on gfx90a
+    # (:628), and caps it at 64 across nodes (:677). RCCL 2.20.5 runs 48 channels.
+    res = compute(gfx90a(node, '2.20.5'), min_channels=48, nnodes=2, nproc_per_node=8, ib_hca=ONE_GID)
+    assert res['errors'] == [] and res['env']['NCCL_MIN_NCHANNELS'] == '48'
+    # RCCL 2.18.6 (rocm-6.1.0): MAXCHANNELS 64, no cap across nodes
+    assert compute(gfx90a(node, '2.18.6'), min_channels=48, nnodes=2, ib_hca=ONE_GID)['errors'] == []
+    assert compute(gfx90a(node, '2.18.6'), min_channels=80, ib_hca=ONE_GID)['errors'] == [
+        'min_channels 80 is more than RCCL 2.18.6 allows (64, MAXCHANNELS 64): the library would silently use 64']
+    # from rocm-6.3 (2.21.5, connect.cc:686-689) a minimum above maxChannels is ignored: RCCL uses 2
+    assert compute(gfx90a(node, '2.21.5'), min_channels=48, nnodes=2, nproc_per_node=8)['errors'] == [
+        'min_channels 48 is more than RCCL 2.21.5 allows (32, the 32 channels RCCL allows here (32 on gfx90a (all '
+        'MAXCHANNELS only on gfx942/gfx950))): RCCL ignores it and uses 2 (ncclTopoPostset: "NCCL_MIN_NCHANNELS set '
+        'by environment is ignored")']
+    assert compute(gfx90a(node, '2.21.5'), min_channels=32, nnodes=2)['errors'] == []
+
+
+def test_min_channels_above_64_with_fewer_than_8_ranks_is_ignored(node):
+    # rocm-6.3 connect.cc:682-685: nRanks < 8 and NCCL_MIN_NCHANNELS > 64 -> 2
+    facts = mi300x(node)
+    assert compute(facts, min_channels=96, nproc_per_node=8)['errors'] == []
+    assert has(compute(facts, min_channels=96, nproc_per_node=4)['errors'],
+               'min_channels 96 is more than RCCL 2.21.5 allows (64, 64 with fewer than 8 ranks (4))',
+               'RCCL ignores it and uses 2')
+    # RCCL 2.20.5 has no such rule: 96 channels on one node
+    assert compute(mi300x(node, '2.20.5'), min_channels=96, nproc_per_node=4, ib_hca=ONE_GID)['errors'] == []
+
+
+def test_rccl_2_31_tree_lifts_the_64_channel_cap_across_nodes(node):
+    # rocm-systems projects/rccl src/graph/connect.cc ncclTopoPostset (RCCL 2.31 development): the 64 cap across
+    # nodes is skipped when NCCL_MAX_NCHANNELS > 64, and the minimum across nodes is capped at MAXCHANNELS, not 64
+    new = mi300x(node, '2.31.2')
+    assert new['library']['version'] == '2.31.2'
+    res = compute(new, channels=128, nnodes=2, nproc_per_node=8)
+    assert res['errors'] == [] and res['env']['NCCL_MAX_NCHANNELS'] == '128'
+    assert compute(new, channels=128, min_channels=96, nnodes=2, nproc_per_node=8)['errors'] == []
+    # without channels above 64 maxChannels stays 64, and a minimum above it is reset to 2
+    assert has(compute(new, min_channels=96, nnodes=2, nproc_per_node=8)['errors'],
+               'min_channels 96 is more than RCCL 2.31.2 allows (64', 'unless channels is above 64',
+               'RCCL ignores it and uses 2')
+    assert compute(new, channels=60, nnodes=2)['env']['NCCL_MAX_NCHANNELS'] == '60'
+    # RCCL 2.30.4 (ROCm 7.14) keeps the cap: 64
+    assert compute(mi300x(node, '2.30.4'), channels=128, nnodes=2)['errors'] == [
+        'channels 128 is more than RCCL 2.30.4 allows (64, MAXCHANNELS 128, 64 when the job has more than one node '
+        '(2 nodes)): the library would silently use 64']
+
+
 def test_mi300x_rccl_2_18_6_96_channels_refused(node):
     # RCCL rocm-6.1.0 (2.18.6) src/include/devcomm.h: #define MAXCHANNELS 64
     # (bnxt_re4..7 only: RCCL 2.18.6 takes one GID index per process, 5 on these ports)
