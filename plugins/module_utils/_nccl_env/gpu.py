@@ -75,7 +75,8 @@ SCRATCH_RECLAIM_GFX = ('gfx942', 'gfx950')
 SCRATCH_RECLAIM_ROCM_FIXED = (6, 4, 2)
 """validHsaScratchEnvSetting accepts an unset HSA_NO_SCRATCH_RECLAIM only from hipRuntimeVersion 60443484 (HIP
 6.4.43484, ROCm 6.4.2; ROCm 6.4.0/6.4.1 have HIP 6.4.43482/43483), and only with MEC firmware >= 177 (gfx942) / >= 24
-(gfx950), which the facts do not record. RCCL's CHANGELOG says "ROCm versions earlier than 6.4.0"."""
+(gfx950), which the facts do not record: from 6.4.2 a missing value may still be refused, so it is set there too.
+RCCL's CHANGELOG says "ROCm versions earlier than 6.4.0"."""
 RCCL_SCRATCH_RECLAIM = (((2, 30), 'warns'), ((2, 27), 'refuses'), ((2, 26), 'warns'))
 """What RCCL does without HSA_NO_SCRATCH_RECLAIM=1 where it wants it: no check before 2.26 (2.22.3 and older); 2.26
 (ROCm 7.0; PR #1683: WARN below ROCm 6.4, not pinned to the release tag); 2.27/2.28 checkHsaEnvSetting (src/init.cc)
@@ -399,11 +400,12 @@ def _rocm(out, settings, vendor):
 
 
 def _scratch_reclaim_need(facts, library):
-    """(gfx, how, rocm) when RCCL may want HSA_NO_SCRATCH_RECLAIM=1 on this node, else None.
+    """(gfx, how, rocm) when RCCL checks HSA_NO_SCRATCH_RECLAIM on this node, else None.
 
     gfx: the node's gfx942/gfx950 targets; how: 'refuses' / 'warns' (RCCL_SCRATCH_RECLAIM), None when the RCCL
     version is unknown; rocm: facts.library.rocm as a version tuple, None when unknown. None when the GPUs are not
-    gfx942/gfx950, the RCCL is older than 2.26, or the ROCm runtime is SCRATCH_RECLAIM_ROCM_FIXED or later.
+    gfx942/gfx950 or the RCCL is older than 2.26. The ROCm release alone never clears it: from ROCm 6.4.2 RCCL also
+    wants MEC firmware >= 177 (gfx942) / >= 24 (gfx950), which the facts do not record, and "1" always passes.
     """
     gfx = [g for g in _gfx(facts) if g.startswith(SCRATCH_RECLAIM_GFX)]
     if not gfx:
@@ -411,20 +413,18 @@ def _scratch_reclaim_need(facts, library):
     how = _by_version(RCCL_SCRATCH_RECLAIM, library.get('version'))
     if library.get('version') is not None and how is None:
         return None
-    rocm = _version(_get(facts, 'library', 'rocm'))
-    if rocm is not None and rocm >= SCRATCH_RECLAIM_ROCM_FIXED:
-        return None
-    return gfx, how, rocm
+    return gfx, how, _version(_get(facts, 'library', 'rocm'))
 
 
 def _scratch_reclaim(out, facts, settings, vendor, library):
-    """HSA_NO_SCRATCH_RECLAIM=1 on gfx942/gfx950 nodes whose RCCL (2.26 and later) wants it below ROCm 6.4.2.
+    """HSA_NO_SCRATCH_RECLAIM=1 on every gfx942/gfx950 node whose RCCL (2.26 and later) checks it.
 
-    RCCL (src/init.cc checkHsaEnvSetting, src/rccl_wrap.cc validHsaScratchEnvSetting) accepts only the value "1"
-    there; 2.27/2.28 refuse to initialize without it, 2.26 and 2.30 warn. Set as detected unless env_overrides or
-    rocm_defaults name the variable; a value other than 1 (or its removal) is then an error where RCCL refuses, a
-    warning elsewhere. An unknown ROCm or RCCL version sets it too: on ROCm >= 6.4.2 it only keeps scratch memory
-    bound to the queues (ROCR, amd_gpu_agent.cpp), which RCCL accepts whatever the firmware.
+    RCCL (src/init.cc checkHsaEnvSetting, src/rccl_wrap.cc validHsaScratchEnvSetting) accepts "1" always, an unset
+    value only from HIP 6.4.43484 (ROCm 6.4.2) with MEC firmware >= 177 (gfx942) / >= 24 (gfx950); 2.27/2.28 refuse
+    to initialize otherwise, 2.26 and 2.30 warn. The firmware is not in the facts, so it is set on any ROCm: it only
+    keeps scratch memory bound to the queues (ROCR, amd_gpu_agent.cpp). Set as detected unless env_overrides or
+    rocm_defaults name the variable; a value other than 1 (or its removal) is then an error where RCCL refuses below
+    ROCm 6.4.2, a warning elsewhere.
     """
     var = 'HSA_NO_SCRATCH_RECLAIM'
     need = _scratch_reclaim_need(facts, library) if vendor == 'amd' else None
@@ -453,15 +453,17 @@ def _scratch_reclaim(out, facts, settings, vendor, library):
         source = 'rocm_defaults %s%s' % (var, ' null' if user is None else '=%s' % user)
     else:
         reason = '%s; %s' % (where, does)
-        if rocm is None:
-            reason += ('; the ROCm version is unknown (facts.library.rocm), so it is set anyway: on ROCm 6.4.2 and '
-                       'later it only keeps scratch memory bound to the queues (ROCR amd_gpu_agent.cpp)')
+        if rocm is None or rocm >= SCRATCH_RECLAIM_ROCM_FIXED:
+            reason += ('; %s, so it is set anyway: "1" always passes, and on ROCm 6.4.2 and later it only keeps '
+                       'scratch memory bound to the queues (ROCR amd_gpu_agent.cpp)' % (
+                           'the ROCm version is unknown (facts.library.rocm)' if rocm is None else
+                           'the MEC firmware RCCL also checks is not in the facts'))
         out.set(var, '1', 'detected', reason)
         return
     if user == '1':
         return
     message = '%s: %s; %s' % (source, where, does)
-    if how == 'refuses' and rocm is not None:
+    if how == 'refuses' and rocm is not None and rocm < SCRATCH_RECLAIM_ROCM_FIXED:
         out.errors.append(message + '; set it to 1 in %s' % source.split(' ')[0])
     else:
         out.warnings.append(message)

@@ -283,10 +283,15 @@ def test_mi300x_rccl_2_27_on_rocm_6_3_sets_no_scratch_reclaim(node):
         assert 'RCCL %s warns without it' % version in res['reasons']['HSA_NO_SCRATCH_RECLAIM']
 
 
-def test_mi300x_rocm_6_4_2_and_later_needs_no_scratch_reclaim(node):
+def test_mi300x_rocm_6_4_2_and_later_sets_no_scratch_reclaim_too(node):
+    # rocm-systems projects/rccl src/rccl_wrap.cc validHsaScratchEnvSetting: from HIP 60443484 (ROCm 6.4.2) an unset
+    # value passes only with MEC firmware >= 177 (gfx942) / >= 24 (gfx950), not in the facts; "1" always passes
     for rocm in ('6.4.2', '6.4.3', '7.0.1', '7.2'):
         res = compute(mi300x_rocm(node, '2.27.7', rocm))
-        assert res['env'] == MI_BASE_ENV and res['errors'] == [] and res['warnings'] == [], rocm
+        assert res['env'] == dict(MI_BASE_ENV, HSA_NO_SCRATCH_RECLAIM='1'), rocm
+        assert res['errors'] == [] and res['warnings'] == [], rocm
+        assert 'the MEC firmware RCCL also checks is not in the facts, so it is set anyway' in res['reasons'][
+            'HSA_NO_SCRATCH_RECLAIM'], rocm
 
 
 def test_mi300x_rccl_before_2_26_needs_no_scratch_reclaim(node):
@@ -351,8 +356,12 @@ def test_scratch_reclaim_user_override(node):
     assert res['errors'] == [] and has(res['warnings'], 'HSA_NO_SCRATCH_RECLAIM=0', 'RCCL 2.30.4 warns')
     res = compute(mi300x_rocm(node, '2.27.7', None), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
     assert res['errors'] == [] and has(res['warnings'], 'a ROCm runtime of unknown version')
-    # where RCCL does not want it, a user value is left alone
+    # from ROCm 6.4.2 RCCL refuses a missing value only with old MEC firmware: a warning, the user's value kept
     res = compute(mi300x_rocm(node, '2.27.7', '6.4.2'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['errors'] == [] and res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0'
+    assert has(res['warnings'], 'env_overrides HSA_NO_SCRATCH_RECLAIM=0', 'gfx942 with ROCm 6.4.2')
+    # before 2.26 RCCL never reads it: a user value is left alone
+    res = compute(mi300x_rocm(node, '2.22.3', '6.3.1'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
     assert res['errors'] == [] and res['warnings'] == [] and res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0'
 
 
