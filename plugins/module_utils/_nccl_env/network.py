@@ -45,8 +45,10 @@ IB_FIFO_TC = (((2, 24), 'applied'), ((2, 22), 'nonzero'), ((0,), 'absent'))
 -1 and every value 0-255 is applied."""
 NCCL_IB_MAX_QPS = 128
 """src/transport/net_ib.cc #define NCCL_IB_MAX_QPS 128, the size of the qps/qpInfo arrays of a connection."""
-NCCL_IB_MAX_DEVS_PER_NIC = 4
-"""src/transport/net_ib.cc NCCL_IB_MAX_DEVS_PER_NIC: at most 4 ports merged into one virtual NIC."""
+NCCL_IB_MAX_DEVS_PER_NIC = (((2, 30), 8), ((0,), 4))
+"""NCCL_IB_MAX_DEVS_PER_NIC, the most ports merged into one virtual NIC, by NCCL version: 4 up to 2.29
+(v2.29.7-1 src/transport/net_ib/common.h:53), NCCL_NET_MAX_DEVS_PER_NIC = NCCL_NET_MAX_DEVS_PER_NIC_V12 = 8 from 2.30
+(v2.30.3-1 common.h:58, src/include/plugin/nccl_net.h:49, net/net_v12.h:11). RCCL: 4 (not changed here)."""
 QPS_TIMES_PORTS_SINCE = (2, 20)
 """NCCL 2.20.3 net_ib.cc: nqps = ncclParamIbQpsPerConn() * ndevs (ports merged into one NIC, NCCL_IB_MERGE_NICS=1
 and, since 2.24, NCCL_NET_MERGE_LEVEL=PORT in src/graph/topo.cc); before 2.20 nqps = ncclParamIbQpsPerConn()."""
@@ -773,18 +775,25 @@ def _fifo_tc_problem(number, library):
     return None
 
 
-def _merged_ports(chosen):
+def _max_devs_per_nic(library):
+    """NCCL_IB_MAX_DEVS_PER_NIC of the library: 8 for NCCL 2.30 and later, 4 otherwise (RCCL, older or unknown)."""
+    if library.get('name') == 'nccl':
+        return _by_version(NCCL_IB_MAX_DEVS_PER_NIC, library.get('version')) or NCCL_IB_MAX_DEVS_PER_NIC[-1][1]
+    return NCCL_IB_MAX_DEVS_PER_NIC[-1][1]
+
+
+def _merged_ports(chosen, library):
     """The most ports NCCL merges into one virtual NIC: the chosen ports of one device (NCCL_NET_MERGE_LEVEL PORT),
     at most NCCL_IB_MAX_DEVS_PER_NIC."""
     per_dev = {}
     for port in chosen:
         per_dev[port['dev']] = per_dev.get(port['dev'], 0) + 1
-    return min(max(per_dev.values() or [1]), NCCL_IB_MAX_DEVS_PER_NIC)
+    return min(max(per_dev.values() or [1]), _max_devs_per_nic(library))
 
 
 def _qps_problem(number, library, chosen):
     """Why NCCL_IB_QPS_PER_CONNECTION=number overflows NCCL_IB_MAX_QPS once multiplied by the merged ports, or None."""
-    merged = _merged_ports(chosen)
+    merged = _merged_ports(chosen, library)
     if number * merged <= NCCL_IB_MAX_QPS or _since(library, QPS_TIMES_PORTS_SINCE) is False:
         return None
     return ('%d QPs x %d merged ports of one NIC = %d, more than NCCL_IB_MAX_QPS (%d): %s opens QPs per connection '
