@@ -31,12 +31,15 @@ Standalone, from the repository root, with only python3 and torch (no Ansible)::
 from __future__ import annotations
 
 import ctypes
+import gzip
 import importlib.util
 import json
 import os
 import re
+import shutil
 import struct
 import sys
+import zlib
 from importlib import metadata
 
 IMPORT_FLAG = '--import'
@@ -57,6 +60,14 @@ OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
 
 DMABUF_KERNEL_OPTIONS = ('CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA')
 """Kernel options RCCL requires before it uses dma-buf (src/misc/rocmwrap.cc reads /boot/config-<release>)."""
+KERNEL_CONFIG_FILES = ('proc/config.gz', 'boot/config-{0}', 'usr/src/linux-{0}/.config', 'usr/src/linux/.config',
+                       'usr/lib/modules/{0}/config', 'usr/lib/ostree-boot/config-{0}', 'usr/lib/kernel/config-{0}',
+                       'usr/src/linux-headers-{0}/.config', 'lib/modules/{0}/build/.config')
+"""Where RCCL 2.28 and later look for the kernel config, in order; the first that opens decides (rocm-systems
+projects/rccl src/misc/rocmwrap.cc initOnceFunc ``possiblePaths[]``; /proc/config.gz only when ``zcat`` is found)."""
+KALLSYMS_DMABUF = {'CONFIG_DMABUF_MOVE_NOTIFY': 'dma_buf_move_notify', 'CONFIG_PCI_P2PDMA': 'pci_p2pdma'}
+"""When no config file opens, RCCL 2.28 and later look for these symbols in /proc/kallsyms (substring matches)."""
+KERNEL_CONFIG_LIMIT = 64 << 20
 
 NCCL_WHEEL = re.compile(r'^nvidia-nccl-cu\d+$')
 """The wheel CUDA builds of torch on PyPI require for NCCL (torch's Requires-Dist: nvidia-nccl-cu12==2.21.5; ...)."""
@@ -154,6 +165,54 @@ def dmabuf_kernel_config(root='/'):
         return None
     lines = set(line.strip() for line in text.splitlines())
     return dict((option, '{0}=y'.format(option) in lines) for option in DMABUF_KERNEL_OPTIONS)
+
+
+def _has_zcat(root):
+    """Whether ``zcat`` is on the PATH (RCCL runs ``which zcat``), under ``root``."""
+    if root == '/':
+        return shutil.which('zcat') is not None
+    return any(os.access(path_under(root, d, 'zcat'), os.X_OK) for d in ('usr/bin', 'bin', 'usr/local/bin'))
+
+
+def _scan(handle, needles, limit=KERNEL_CONFIG_LIMIT):
+    """``{key: found}`` for each ``needles`` value found as a substring of a line, at most ``limit`` bytes read."""
+    found, seen = dict((k, False) for k in needles), 0
+    for line in handle:
+        seen += len(line)
+        for key, needle in needles.items():
+            found[key] = found[key] or needle in line
+        if seen > limit or all(found.values()):
+            break
+    return found
+
+
+def dmabuf_kernel_search(root='/'):
+    """``dict(file, options)``: the dma-buf kernel options as RCCL 2.28 and later read them, else None.
+
+    The first file of KERNEL_CONFIG_FILES that opens decides (``CONFIG_...=y`` in a line); when none does,
+    /proc/kallsyms (``dma_buf_move_notify``, ``pci_p2pdma``), which containers see too. None when nothing opens.
+    """
+    release = read_text(root, 'proc/sys/kernel/osrelease')
+    wanted = dict((o, '%s=y' % o) for o in DMABUF_KERNEL_OPTIONS)
+    for pattern in KERNEL_CONFIG_FILES:
+        if '{0}' in pattern and not release:
+            continue
+        name = pattern.format(release)
+        try:
+            if name == 'proc/config.gz':
+                if not _has_zcat(root):
+                    continue
+                with gzip.open(path_under(root, name), 'rt', errors='replace') as handle:
+                    return dict(file='/' + name, options=_scan(handle, wanted))
+            with open(path_under(root, name), errors='replace') as handle:
+                return dict(file='/' + name, options=_scan(handle, wanted))
+        except (IOError, OSError, EOFError, zlib.error):
+            continue
+    try:
+        with open(path_under(root, 'proc/kallsyms'), errors='replace') as handle:
+            return dict(file='/proc/kallsyms', options=_scan(handle, KALLSYMS_DMABUF))
+    except (IOError, OSError):
+        return None
 
 
 def net_plugin_identity(root, lib_dir, name, limit=PLUGIN_READ_LIMIT):
@@ -513,6 +572,7 @@ def library_probe(vendor, torch_location, root='/'):
     library_path = os.environ.get('LD_LIBRARY_PATH', '').split(':') if root == '/' else []
     out['aws_ofi_nccl'], out['other_net_plugins'] = net_plugins(root, library_path)
     out['dmabuf_kernel'] = dmabuf_kernel_config(root) if vendor == 'amd' else None
+    out['dmabuf_kernel_search'] = dmabuf_kernel_search(root) if vendor == 'amd' else None
     return out
 
 

@@ -409,6 +409,26 @@ def test_container_with_boot_mounted_enables_dmabuf(mi300x):
     assert 'read where RCCL reads it (container trainops-train)' in res['reasons']['NCCL_DMABUF_ENABLE']
 
 
+def test_rccl_2_28_in_a_container_without_boot_reads_the_kernel_symbols(mi300x):
+    host, container, runner = mi300x
+    site = os.path.join(container, MI300X_SITE)
+    rccl = native.nccl_library(os.path.join(site, 'torch/lib/librccl.so'), '2.28.3', vendor='amd')
+    native.torch_library(os.path.join(site, 'torch/lib/libtorch_hip.so'), rccl, '$ORIGIN')
+    facts = in_container(runner, host)
+    assert facts['library']['version'] == '2.28.3'
+    # rocm-systems projects/rccl src/misc/rocmwrap.cc: no config file opens in the container (no /boot, no
+    # /proc/config.gz, no module directories), so RCCL 2.28 reads the host's /proc/kallsyms, which the container sees
+    gdr = facts['rdma']['gpudirect']
+    assert (gdr['dmabuf_kernel'], gdr['dmabuf_read_in']) == (None, 'container trainops-train')
+    assert gdr['dmabuf_kernel_search'] == dict(file='/proc/kallsyms', options={
+        'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
+    res = compute(facts, dict(nproc_per_node=8))
+    assert res['env']['NCCL_DMABUF_ENABLE'] == '1' and not [w for w in res['warnings'] if 'mount /boot' in w]
+    assert res['reasons']['NCCL_DMABUF_ENABLE'].endswith(
+        '/proc/kallsyms has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (the symbols dma_buf_move_notify, '
+        'pci_p2pdma): the first place RCCL 2.28 and later read, read where RCCL reads it (container trainops-train)')
+
+
 def test_a_replaced_bundled_rccl_is_the_one_asked(mi300x):
     host, container, runner = mi300x
     site = os.path.join(container, MI300X_SITE)

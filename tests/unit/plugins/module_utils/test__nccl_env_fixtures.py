@@ -7,6 +7,7 @@ library version each. Every expectation names the NCCL/RCCL source or document i
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -375,6 +376,76 @@ def test_mi300x_without_dmabuf_kernel_support_stages_through_host(node):
     assert 'NCCL_DMABUF_ENABLE' not in res['env'] and res['gpudirect'] is False
     assert has(res['warnings'], 'RCCL will stage network traffic through host memory',
                'CONFIG_DMABUF_MOVE_NOTIFY=y in /boot/config-<release> (not set there)')
+
+
+# RCCL 2.28 and later (rocm-systems projects/rccl src/misc/rocmwrap.cc initOnceFunc): the kernel config is the first
+# of /proc/config.gz (when zcat is found), /boot/config-<release>, /usr/src/linux-<release>/.config, ...,
+# /usr/lib/modules/<release>/config, ... that opens; none: /proc/kallsyms (dma_buf_move_notify, pci_p2pdma).
+# NCCL_DMABUF_ENABLE defaults to 1 from RCCL 2.28.3 for ROCm 7.12 (CHANGELOG), 0 before.
+
+def mi300x_tree(node, version, rocm, edit):
+    """The MI300X gid_split node with RCCL ``version`` and ROCm ``rocm``, its tree changed by ``edit(root)``."""
+    dummy, root = node('mi300x_8gpu_bnxt_gid_split', MI_LINKS, '10.0.0.11', MI_ROUTE, version)
+    edit(root)
+    facts = nf.node_facts(IpRunner(MI_LINKS, '10.0.0.11', MI_ROUTE), '10.0.0.11', root=root)
+    facts['library']['rocm'] = rocm
+    return facts
+
+
+def no_boot(root):
+    os.remove(os.path.join(root, 'boot/config-6.8.0-45-generic'))  # as in a container without /boot
+
+
+def test_rccl_2_28_reads_the_kernel_symbols_where_boot_is_missing(node):
+    new = mi300x_tree(node, '2.28.3', '7.12.0', no_boot)
+    assert new['rdma']['gpudirect']['dmabuf_kernel'] is None
+    assert new['rdma']['gpudirect']['dmabuf_kernel_search'] == dict(
+        file='/proc/kallsyms', options={'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
+    res = compute(new)
+    assert res['env']['NCCL_DMABUF_ENABLE'] == '1' and res['gpudirect'] is True and res['warnings'] == []
+    assert res['reasons']['NCCL_DMABUF_ENABLE'] == (
+        'GPUDirect RDMA through dma-buf: RCCL 2.28.3 defaults NCCL_DMABUF_ENABLE to 1 (since RCCL 2.28.3 for ROCm '
+        '7.12); set all the same; /proc/kallsyms has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (the symbols '
+        'dma_buf_move_notify, pci_p2pdma): the first place RCCL 2.28 and later read, read where RCCL reads it (host)')
+    # the ROCm 7.11 build of the same 2.28.3 leaves it at 0; an unknown ROCm cannot tell
+    assert 'RCCL 2.28.3 leaves NCCL_DMABUF_ENABLE at 0 by default' in compute(mi300x_tree(
+        node, '2.28.3', '7.11.0', no_boot))['reasons']['NCCL_DMABUF_ENABLE']
+    assert 'only in the ROCm 7.12 build of 2.28.3 and later' in compute(mi300x_tree(
+        node, '2.28.3', None, no_boot))['reasons']['NCCL_DMABUF_ENABLE']
+    # RCCL 2.27 reads /boot/config-<release> only: it stages through host memory
+    old = compute(mi300x_tree(node, '2.27.7', '7.1.0', no_boot))
+    assert 'NCCL_DMABUF_ENABLE' not in old['env'] and old['gpudirect'] is False
+    assert has(old['warnings'], 'RCCL will stage network traffic through host memory', '/boot/config-<release> '
+               '(that file could not be read)')
+
+
+def test_rccl_2_28_takes_the_first_kernel_config_that_opens(node):
+    def modules_config(root):
+        no_boot(root)
+        os.makedirs(os.path.join(root, 'usr/lib/modules/6.8.0-45-generic'))
+        with open(os.path.join(root, 'usr/lib/modules/6.8.0-45-generic/config'), 'w') as handle:
+            handle.write('CONFIG_DMABUF_MOVE_NOTIFY=y\n# CONFIG_PCI_P2PDMA is not set\n')
+    res = compute(mi300x_tree(node, '2.30.4', '7.14.0', modules_config))
+    # the module directory's config decides, /proc/kallsyms (which has both symbols) is not read
+    assert 'NCCL_DMABUF_ENABLE' not in res['env'] and res['gpudirect'] is False
+    assert has(res['warnings'], 'RCCL only uses it with CONFIG_PCI_P2PDMA=y, not set in '
+               '/usr/lib/modules/6.8.0-45-generic/config, the first place RCCL 2.28 and later read in host')
+
+    def config_gz(root, zcat=True):
+        no_boot(root)
+        with gzip.open(os.path.join(root, 'proc/config.gz'), 'wt') as handle:
+            handle.write('CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\n')
+        os.makedirs(os.path.join(root, 'usr/bin'), exist_ok=True)
+        if zcat:
+            with open(os.path.join(root, 'usr/bin/zcat'), 'w') as handle:
+                handle.write('#!/bin/sh\n')
+            os.chmod(os.path.join(root, 'usr/bin/zcat'), 0o755)
+    facts = mi300x_tree(node, '2.30.4', '7.14.0', config_gz)
+    assert facts['rdma']['gpudirect']['dmabuf_kernel_search']['file'] == '/proc/config.gz'
+    assert compute(facts)['env']['NCCL_DMABUF_ENABLE'] == '1'
+    # RCCL reads /proc/config.gz through zcat: without it, the next place (here /proc/kallsyms)
+    facts = mi300x_tree(node, '2.30.4', '7.14.0', lambda root: config_gz(root, zcat=False))
+    assert facts['rdma']['gpudirect']['dmabuf_kernel_search']['file'] == '/proc/kallsyms'
 
 
 # ------------------------------------------------------------------------------------------------------------------
