@@ -32,9 +32,9 @@ description:
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
     with a message instead of a hang.
   - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load where they run (O(python), in O(container) when
-    given): it imports torch there and asks the C(libnccl)/C(librccl) the process then maps (C(/proc/self/maps)) for
+    given). It imports torch there and asks the C(libnccl)/C(librccl) the process then maps (C(/proc/self/maps)) for
     its version with C(ncclGetVersion) (no communicator); if torch maps none, the library C(libtorch_cuda.so) /
-    C(libtorch_hip.so) links, found as the loader finds it. Only when that fails: the C(nvidia-nccl-cu*) package that
+    C(libtorch_hip.so) links, found as the loader finds it. Only when that fails, the C(nvidia-nccl-cu*) package that
     torch requires, the RCCL of the ROCm release a ROCm wheel of torch bundles, the library's C(nccl.h) / C(rccl.h)
     or versioned C(libnccl.so.X.Y.Z) there when torch loads the system's library, and last the version torch was
     compiled with (C(torch.cuda.nccl.version())), said so. The host's files are read only without O(python). Also
@@ -361,7 +361,7 @@ ansible_facts:
                   sample: {CONFIG_DMABUF_MOVE_NOTIFY: true, CONFIG_PCI_P2PDMA: true}
                 dmabuf_kernel_search:
                   description:
-                    - AMD with dma-buf only, else V(null). The same options as RCCL 2.28 and later read them:
+                    - AMD with dma-buf only, else V(null). The same options as RCCL 2.28 and later read them;
                       C(file) is the first of C(/proc/config.gz) (with C(zcat)), C(/boot/config-<release>),
                       C(/usr/src/linux-<release>/.config), C(/usr/lib/modules/<release>/config), ... that opens, else
                       C(/proc/kallsyms) (symbols C(dma_buf_move_notify), C(pci_p2pdma)); C(options) what it holds.
@@ -434,10 +434,14 @@ ansible_facts:
               C(names), C(version)) only when no aws-ofi-nccl was found.
           type: dict
           returned: always
-          sample: {name: nccl, version: 2.23.4, source: "ncclGetVersion() of
-                   /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2, mapped after import torch
-                   (torch 2.4.1)", read_in: host, aws_ofi_nccl: null, not_loaded: {version: 2.21.5,
-                   file: /usr/include/nccl.h, read_in: host}}
+          sample:
+            name: nccl
+            version: 2.23.4
+            source: ncclGetVersion() of /opt/venv/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2, mapped
+              after import torch (torch 2.4.1)
+            read_in: host
+            aws_ofi_nccl: null
+            not_loaded: {version: 2.21.5, file: /usr/include/nccl.h, read_in: host}
 """
 
 from ansible.module_utils.basic import AnsibleModule

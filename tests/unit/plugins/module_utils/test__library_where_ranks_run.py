@@ -225,6 +225,24 @@ def test_the_torch_wheels_nccl_as_mapped(h100):
     assert 'runtime_error' not in lib
 
 
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..')
+
+
+def test_the_standalone_command_in_the_docs(h100):
+    # docs/nccl.md and the module's docstring: `python3 plugins/module_utils/_torch_probe.py --library nvidia`, from
+    # the repository root, with nothing but the standard library and torch (-S: no site-packages, so no Ansible)
+    root, dummy = h100
+    nccl = cuda_wheel(root, '2.23.4')
+    env = dict(dict((k, v) for k, v in os.environ.items() if k not in ('LD_LIBRARY_PATH', 'PYTHONPATH')),
+               PYTHONPATH=os.path.join(root, H100_SITE), PYTHONDONTWRITEBYTECODE='1')
+    proc = subprocess.run([sys.executable, '-S', 'plugins/module_utils/_torch_probe.py', '--library', 'nvidia'],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    runtime = json.loads(proc.stdout)['library']['runtime']
+    assert runtime == dict(version='2.23.4', path=nccl, how='mapped after import torch', error=None,
+                           told_by='ncclGetVersion()')
+    assert json.loads(proc.stdout)['library']['reported'] == '2.20.5'  # torch.cuda.nccl.version(): compile time
+
+
 def test_a_newer_nvidia_nccl_wheel_is_the_one_reported(h100):
     root, runner = h100
     nccl = upgrade_wheel(root, '2.23.4')
