@@ -195,9 +195,10 @@ def _min_channels(vendor, library, facts, nnodes, nranks, channels):
 def _channel_problem(name, number, top, above, why, library):
     """The error for a channel setting above what the library honours, None when it is within."""
     if top is None and number > why[0]:
+        limits = '/'.join(str(v) for v in why)
         return ('%s %d: the %s version is unknown and its limit depends on it (%s by version, the smallest %d): set '
-                '%s to the version the ranks load' % (name, number, library['name'].upper(),
-                                                       '/'.join(str(v) for v in why), why[0], LIBRARY_VERSION_KNOB))
+                '%s to the version the ranks load' % (name, number, library['name'].upper(), limits, why[0],
+                                                      LIBRARY_VERSION_KNOB))
     if top is not None and number > top:
         does = ('RCCL ignores it and uses 2 (ncclTopoPostset: "NCCL_MIN_NCHANNELS set by environment is ignored")'
                 if above == 'reset' else 'the library would silently use %d' % top)

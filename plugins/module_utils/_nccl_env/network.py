@@ -765,9 +765,9 @@ def _dmabuf_hint(gdr, search):
                 'or %s' % (read_in, peer))
     if search:
         missing = [k for k in both if not search['options'].get(k)]
+        options = ' and '.join('%s=y' % k for k in missing)
         return ('the kernel has RDMA dma-buf, but RCCL only uses it with %s, not set in %s, the first place RCCL 2.28 '
-                'and later read in %s; or %s' % (' and '.join('%s=y' % k for k in missing), search['file'], read_in,
-                                                  peer))
+                'and later read in %s; or %s' % (options, search['file'], read_in, peer))
     kernel = gdr.get('dmabuf_kernel')
     if isinstance(kernel, Mapping) and kernel:
         missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
