@@ -427,11 +427,17 @@ def test_container_with_boot_mounted_enables_dmabuf(mi300x):
     assert 'read where RCCL reads it (container trainops-train)' in res['reasons']['NCCL_DMABUF_ENABLE']
 
 
+def swap_rccl(container, version):
+    """A librccl.so of ``version`` copied over torch/lib's, which libtorch_hip.so links (DT_RUNPATH $ORIGIN)."""
+    site = os.path.join(container, MI300X_SITE)
+    rccl = native.nccl_library(os.path.join(site, 'torch/lib/librccl.so'), version, vendor='amd')
+    native.torch_library(os.path.join(site, 'torch/lib/libtorch_hip.so'), rccl, '$ORIGIN')
+    return os.path.realpath(rccl)
+
+
 def test_rccl_2_28_in_a_container_without_boot_reads_the_kernel_symbols(mi300x):
     host, container, runner = mi300x
-    site = os.path.join(container, MI300X_SITE)
-    rccl = native.nccl_library(os.path.join(site, 'torch/lib/librccl.so'), '2.28.3', vendor='amd')
-    native.torch_library(os.path.join(site, 'torch/lib/libtorch_hip.so'), rccl, '$ORIGIN')
+    swap_rccl(container, '2.28.3')
     facts = in_container(runner, host)
     assert facts['library']['version'] == '2.28.3'
     # rocm-systems projects/rccl src/misc/rocmwrap.cc: no config file opens in the container (no /boot, no
@@ -451,13 +457,12 @@ def test_a_replaced_bundled_rccl_is_the_one_asked(mi300x):
     host, container, runner = mi300x
     site = os.path.join(container, MI300X_SITE)
     # RCCL's docs tell CPX users to copy a newer librccl.so over torch/lib's: torch 2.5.1+rocm6.2 still reports the
-    # RCCL it was compiled with (2.20.5); libtorch_hip.so links librccl.so with DT_RUNPATH $ORIGIN
-    rccl = native.nccl_library(os.path.join(site, 'torch/lib/librccl.so'), '2.22.3', vendor='amd')
-    native.torch_library(os.path.join(site, 'torch/lib/libtorch_hip.so'), rccl, '$ORIGIN')
+    # RCCL it was compiled with (2.20.5)
+    rccl = swap_rccl(container, '2.22.3')
     facts = in_container(runner, host)
     assert facts['library']['version'] == '2.22.3'
     assert facts['library']['source'] == ('ncclGetVersion() of %s, mapped after import torch (torch 2.5.1+rocm6.2) '
-                                          '(in container trainops-train)' % os.path.realpath(rccl))
+                                          '(in container trainops-train)' % rccl)
     # HIP of the wheel's ROCm: torch.version.hip
     assert facts['library']['rocm'] == '6.2'
     # not asked: a replaced library whose version cannot be read is unknown, never the compile-time 2.20.5
