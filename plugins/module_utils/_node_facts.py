@@ -660,8 +660,10 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, dmabuf=None)
     amdgpu loaded; dma_buf: the kernel's RDMA dma-buf import (ib_umem_dmabuf_get). NVIDIA GPUs use dma-buf only
     with the open kernel modules. RCCL uses dma-buf only with ``NCCL_DMABUF_ENABLE=1`` and a kernel built with
     CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (``dmabuf_kernel``), as RCCL reads them where it runs:
-    ``dmabuf`` is ``(options, where)`` as ``library_facts`` read them there (``dmabuf_read_in``); without it the
-    host's /boot is read.
+    ``dmabuf`` is ``(options, where, search)`` as ``library_facts`` read them there (``dmabuf_read_in``); without
+    it the host's files are read. ``dmabuf_kernel`` is /boot/config-<release> (RCCL before 2.28),
+    ``dmabuf_kernel_search`` the file RCCL 2.28 and later read and its options (``_torch_probe.dmabuf_kernel_search``).
+    ``path`` follows /boot (the decider, which knows the RCCL version, chooses between them).
     ``path`` says which one will be used.
     """
     symbols = set()
@@ -672,9 +674,10 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, dmabuf=None)
     amd_peer_mem = any(_exists(root, path) for path in _AMDKFD_PEER_MEM) or \
         (_PEER_MEMORY_SYMBOL in symbols and _exists(root, 'sys/module/amdgpu'))
     dma_buf = _DMABUF_SYMBOL in symbols
-    kernel = read_in = None
+    kernel = read_in = search = None
     if gpu_vendor == 'amd' and dma_buf:
-        kernel, read_in = dmabuf if dmabuf is not None else (_torch_probe.dmabuf_kernel_config(root), 'host')
+        kernel, read_in, search = dmabuf if dmabuf is not None else (
+            _torch_probe.dmabuf_kernel_config(root), 'host', _torch_probe.dmabuf_kernel_search(root))
     path = None
     if gpu_vendor == 'nvidia':
         path = 'peer_mem' if nvidia_peermem or nv_peer_mem else 'dma_buf' if dma_buf and _nvidia_driver(root)[1] else None
@@ -682,7 +685,7 @@ def gpudirect_facts(root='/', gpu_vendor='none', rdma_devices=True, dmabuf=None)
         path = 'peer_mem' if amd_peer_mem else 'dma_buf' if dma_buf and kernel and all(kernel.values()) else None
     path = path if rdma_devices else None
     return dict(nvidia_peermem=nvidia_peermem, nv_peer_mem=nv_peer_mem, amd_peer_mem=amd_peer_mem, dma_buf=dma_buf,
-                dmabuf_kernel=kernel, dmabuf_read_in=read_in, path=path,
+                dmabuf_kernel=kernel, dmabuf_kernel_search=search, dmabuf_read_in=read_in, path=path,
                 available=path is not None)
 
 
@@ -922,7 +925,20 @@ def _checked_probe(data):
                               replaced=_library_names(torch.get('replaced')))
     if files and _version_text(files.get('version')) and _text(files.get('file')):
         found['files'] = dict(version=files['version'], file=files['file'])
+    found['runtime'] = _checked_runtime(data.get('runtime'))
     return found
+
+
+def _checked_runtime(value):
+    """The probe's ``runtime`` (the library the ranks' process maps and its ncclGetVersion), checked like the rest."""
+    if not isinstance(value, dict):
+        return None
+    path, how = _text(value.get('path')), _text(value.get('how'))
+    told_by = value.get('told_by') if value.get('told_by') in ('ncclGetVersion()', 'its version string') else None
+    version = _version_text(value.get('version'))
+    if version and path and path.startswith('/') and how and told_by:
+        return dict(version=version, path=path, how=how, told_by=told_by)
+    return dict(version=None, error=_text(str(value.get('error') or 'no version read')[:_TEXT_LIMIT]))
 
 
 def _rocm_runtime(data, torch_rocm):
@@ -947,6 +963,17 @@ def _dmabuf_options(value):
     return dict((k, value.get(k) is True) for k in _torch_probe.DMABUF_KERNEL_OPTIONS)
 
 
+def _dmabuf_search(value):
+    """The probe's ``dmabuf_kernel_search`` (the file RCCL >= 2.28 reads and the options in it), checked."""
+    if not isinstance(value, dict):
+        return None
+    name = _text(value.get('file'))
+    allowed = ['/' + p for p in _torch_probe.KERNEL_CONFIG_FILES] + ['/proc/kallsyms']
+    if not name or not any(re.fullmatch(re.escape(a).replace(re.escape('{0}'), r'[^/\s]+'), name) for a in allowed):
+        return None
+    return dict(file=name, options=_dmabuf_options(value.get('options')))
+
+
 def library_facts(root='/', gpu_vendor='none', probed=None, where='host'):
     """The NCCL (NVIDIA) or RCCL (AMD) the node's ranks load, the aws-ofi-nccl net plugin and, on AMD, the kernel
     options RCCL's dma-buf path reads, all as seen where the ranks run.
@@ -962,13 +989,17 @@ def library_facts(root='/', gpu_vendor='none', probed=None, where='host'):
         found = _checked_probe(data)
         plugin, others = _plugins(data)
         kernel = _dmabuf_options(data.get('dmabuf_kernel'))
+        search = _dmabuf_search(data.get('dmabuf_kernel_search'))
         if data.get('reported_error') and found['torch'] and not found['reported']:
             library['torch_error'] = _text(str(data['reported_error'])[:_TEXT_LIMIT])
+        if found['runtime'] and found['runtime'].get('error'):
+            library['runtime_error'] = found['runtime']['error']  # why the loaded library could not be asked
     else:
         found = dict(files=_torch_probe.library_from_files(root, gpu_vendor) if name else None)
         data = dict(rocm=_torch_probe.rocm_from_files(root))
         plugin, others = _torch_probe.net_plugins(root)
         kernel = _torch_probe.dmabuf_kernel_config(root) if gpu_vendor == 'amd' else None
+        search = _torch_probe.dmabuf_kernel_search(root) if gpu_vendor == 'amd' else None
     if name:
         chosen = _torch_probe.choose_library(gpu_vendor, found)
         if chosen:
@@ -986,6 +1017,7 @@ def library_facts(root='/', gpu_vendor='none', probed=None, where='host'):
     if others and not plugin:
         library['other_net_plugins'] = others  # libnccl-net*.so files that are not aws-ofi-nccl (an HPC-X SHARP one)
     library['dmabuf_kernel'] = kernel
+    library['dmabuf_kernel_search'] = search
     return library
 
 
@@ -1008,6 +1040,7 @@ def node_facts(runner, master_addr, socket_ifname='auto', check_ifname=True, roo
     if probed == {}:
         library['probe_error'] = _text(str((result or {}).get('error') or 'no answer')[-_TEXT_LIMIT:])
     # RCCL's dma-buf options, read where the library was: facts of the GPUDirect path (rdma.gpudirect), not the library
-    rdma = rdma_facts(root, gpu['vendor'], (library.pop('dmabuf_kernel'), library['read_in']))
+    rdma = rdma_facts(root, gpu['vendor'], (library.pop('dmabuf_kernel'), library['read_in'],
+                                            library.pop('dmabuf_kernel_search')))
     return dict(gpu=gpu, rdma=rdma, network=network, pci=pci_topology(root, gpu['pci_ids'], rdma['devices']),
                 library=library)

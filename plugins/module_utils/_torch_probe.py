@@ -19,17 +19,27 @@ per node (docs/benchmarks.md); ``--import`` (import_torch=true) does the full im
 
 ``--library`` adds ``library``: what tells which NCCL (nvidia) or RCCL (amd) torch loads (``choose_library`` picks
 one), the ROCm runtime, the net plugins on the library path and RCCL's dma-buf kernel options as RCCL reads them
-there. When nothing cheap tells the version (torch bundles the library in ``torch/lib`` without a version to read),
-torch is imported and asked (``torch.cuda.nccl.version()``). ``--root`` reads files under another directory (tests).
+there. It imports torch and reads the library the process then maps (/proc/self/maps), asked with a
+communicator-free ``ncclGetVersion`` through ctypes (``runtime``); the compile-time ``torch.cuda.nccl.version()``
+and the package metadata are only fallbacks. ``--root`` reads files under another directory (tests).
+
+Standalone, from the repository root, with only python3 and torch (no Ansible)::
+
+    python3 plugins/module_utils/_torch_probe.py --library nvidia    # or amd
 """
 
 from __future__ import annotations
 
+import ctypes
+import gzip
 import importlib.util
 import json
 import os
 import re
+import shutil
+import struct
 import sys
+import zlib
 from importlib import metadata
 
 IMPORT_FLAG = '--import'
@@ -50,12 +60,28 @@ OFI_NAMES = ('libnccl-net.so', 'libnccl-net-ofi.so', 'libnccl-net-aws-ofi.so')
 
 DMABUF_KERNEL_OPTIONS = ('CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA')
 """Kernel options RCCL requires before it uses dma-buf (src/misc/rocmwrap.cc reads /boot/config-<release>)."""
+KERNEL_CONFIG_FILES = ('proc/config.gz', 'boot/config-{0}', 'usr/src/linux-{0}/.config', 'usr/src/linux/.config',
+                       'usr/lib/modules/{0}/config', 'usr/lib/ostree-boot/config-{0}', 'usr/lib/kernel/config-{0}',
+                       'usr/src/linux-headers-{0}/.config', 'lib/modules/{0}/build/.config')
+"""Where RCCL 2.28 and later look for the kernel config, in order; the first that opens decides (rocm-systems
+projects/rccl src/misc/rocmwrap.cc initOnceFunc ``possiblePaths[]``; /proc/config.gz only when ``zcat`` is found)."""
+KALLSYMS_DMABUF = {'CONFIG_DMABUF_MOVE_NOTIFY': 'dma_buf_move_notify', 'CONFIG_PCI_P2PDMA': 'pci_p2pdma'}
+"""When no config file opens, RCCL 2.28 and later look for these symbols in /proc/kallsyms (substring matches)."""
+KERNEL_CONFIG_LIMIT = 64 << 20
 
 NCCL_WHEEL = re.compile(r'^nvidia-nccl-cu\d+$')
 """The wheel CUDA builds of torch on PyPI require for NCCL (torch's Requires-Dist: nvidia-nccl-cu12==2.21.5; ...)."""
 BUNDLED = re.compile(r'^lib(nccl|rccl)\.so(\.\d+)*$')
 """A library torch carries in torch/lib (ROCm wheels bundle librccl.so)."""
 VERSION = re.compile(r'^\d+\.\d+(\.\d+)?$')
+LIBRARY_NAME = {'nvidia': re.compile(r'^libnccl\.so(\.\d+)*$'), 'amd': re.compile(r'^librccl\.so(\.\d+)*$')}
+"""The NCCL (nvidia) or RCCL (amd) shared object, by file name."""
+TORCH_GPU_LIBS = {'nvidia': ('libtorch_cuda.so', 'libtorch_global_deps.so'),
+                  'amd': ('libtorch_hip.so', 'libtorch_global_deps.so')}
+"""The torch/lib libraries that link NCCL/RCCL (DT_NEEDED) in builds that do not link it statically."""
+VERSION_STRING = re.compile(br'(?:NCCL|RCCL) version (\d+\.\d+\.\d+)')
+"""The banner the library prints (NCCL src/init.cc VERSION_STRING ``"NCCL version " ...``): in its .rodata."""
+VERSION_STRING_LIMIT = 1 << 30
 
 _OFI_NET_NAME = b'Libfabric'
 """The name aws-ofi-nccl's ncclNet_v* structs give NCCL (``.name = "Libfabric"``; NCCL_NET must name it)."""
@@ -141,6 +167,54 @@ def dmabuf_kernel_config(root='/'):
     return dict((option, '{0}=y'.format(option) in lines) for option in DMABUF_KERNEL_OPTIONS)
 
 
+def _has_zcat(root):
+    """Whether ``zcat`` is on the PATH (RCCL runs ``which zcat``), under ``root``."""
+    if root == '/':
+        return shutil.which('zcat') is not None
+    return any(os.access(path_under(root, d, 'zcat'), os.X_OK) for d in ('usr/bin', 'bin', 'usr/local/bin'))
+
+
+def _scan(handle, needles, limit=KERNEL_CONFIG_LIMIT):
+    """``{key: found}`` for each ``needles`` value found as a substring of a line, at most ``limit`` bytes read."""
+    found, seen = dict((k, False) for k in needles), 0
+    for line in handle:
+        seen += len(line)
+        for key, needle in needles.items():
+            found[key] = found[key] or needle in line
+        if seen > limit or all(found.values()):
+            break
+    return found
+
+
+def dmabuf_kernel_search(root='/'):
+    """``dict(file, options)``: the dma-buf kernel options as RCCL 2.28 and later read them, else None.
+
+    The first file of KERNEL_CONFIG_FILES that opens decides (``CONFIG_...=y`` in a line); when none does,
+    /proc/kallsyms (``dma_buf_move_notify``, ``pci_p2pdma``), which containers see too. None when nothing opens.
+    """
+    release = read_text(root, 'proc/sys/kernel/osrelease')
+    wanted = dict((o, '%s=y' % o) for o in DMABUF_KERNEL_OPTIONS)
+    for pattern in KERNEL_CONFIG_FILES:
+        if '{0}' in pattern and not release:
+            continue
+        name = pattern.format(release)
+        try:
+            if name == 'proc/config.gz':
+                if not _has_zcat(root):
+                    continue
+                with gzip.open(path_under(root, name), 'rt', errors='replace') as handle:
+                    return dict(file='/' + name, options=_scan(handle, wanted))
+            with open(path_under(root, name), errors='replace') as handle:
+                return dict(file='/' + name, options=_scan(handle, wanted))
+        except (IOError, OSError, EOFError, zlib.error):
+            continue
+    try:
+        with open(path_under(root, 'proc/kallsyms'), errors='replace') as handle:
+            return dict(file='/proc/kallsyms', options=_scan(handle, KALLSYMS_DMABUF))
+    except (IOError, OSError):
+        return None
+
+
 def net_plugin_identity(root, lib_dir, name, limit=PLUGIN_READ_LIMIT):
     """What a ``libnccl-net*.so`` is, from its bytes (never loaded): ``dict(aws_ofi_nccl, version, names)``.
 
@@ -185,6 +259,179 @@ def net_plugins(root, extra_dirs=()):
 
 
 # ------------------------------------------------------------------------------------------------
+# the library this process maps once torch is imported, asked for its version (no communicator)
+# ------------------------------------------------------------------------------------------------
+
+def mapped_libraries(vendor, maps='/proc/self/maps'):
+    """The NCCL (nvidia) or RCCL (amd) files this process maps, in the order ``maps`` lists them."""
+    found = []
+    try:
+        with open(maps) as handle:
+            for line in handle:
+                fields = line.split(None, 5)
+                path = fields[5].strip() if len(fields) == 6 else ''
+                path = path[:-len(' (deleted)')] if path.endswith(' (deleted)') else path
+                if path.startswith('/') and LIBRARY_NAME[vendor].match(os.path.basename(path)) and path not in found:
+                    found.append(path)
+    except (IOError, OSError):
+        return []
+    return found
+
+
+def _elf_strings(handle, loads, entries):
+    """The dynamic string table (DT_STRTAB, DT_STRSZ), found through the PT_LOAD segment that holds it."""
+    strtab = next((v for t, v in entries if t == 5), None)
+    size = next((v for t, v in entries if t == 10), 0)
+    offset = next((o + strtab - va for va, o, sz in loads if strtab is not None and va <= strtab < va + sz), None)
+    if offset is None:
+        return None
+    handle.seek(offset)
+    return handle.read(min(size, 1 << 20))
+
+
+def elf_dynamic(path):
+    """``dict(needed, rpath, runpath)`` of a 64-bit little-endian ELF shared object, from its PT_DYNAMIC; None if
+    it cannot be read. What the loader reads to find the libraries an object links (ld.so(8))."""
+    try:
+        with open(path, 'rb') as handle:
+            head = handle.read(64)
+            if len(head) < 64 or head[:4] != b'\x7fELF' or head[4:6] != b'\x02\x01':
+                return None
+            phoff = struct.unpack_from('<Q', head, 32)[0]
+            phentsize, phnum = struct.unpack_from('<HH', head, 54)
+            handle.seek(phoff)
+            table = handle.read(phentsize * phnum)
+            loads, dynamic = [], None
+            for i in range(phnum):
+                p_type, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from('<IIQQQQ', table, i * phentsize)
+                if p_type == 1:  # PT_LOAD
+                    loads.append((vaddr, offset, filesz))
+                elif p_type == 2:  # PT_DYNAMIC
+                    dynamic = (offset, filesz)
+            if dynamic is None:
+                return None
+            handle.seek(dynamic[0])
+            raw = handle.read(min(dynamic[1], 1 << 20))
+            entries = [struct.unpack_from('<qQ', raw, i) for i in range(0, len(raw) - 15, 16)]
+            strings = _elf_strings(handle, loads, entries)
+    except (IOError, OSError, struct.error):
+        return None
+    if strings is None:
+        return None
+    out = dict(needed=[], rpath=[], runpath=[])
+    for tag, value in entries:
+        if tag == 0:  # DT_NULL
+            break
+        key = {1: 'needed', 15: 'rpath', 29: 'runpath'}.get(tag)
+        if key and value < len(strings):
+            out[key].append(strings[value:strings.find(b'\x00', value)].decode('utf-8', 'replace'))
+    return out
+
+
+def linked_library(vendor, torch_lib):
+    """``(file or name, linker)``: the NCCL/RCCL that torch's GPU library (``linker``) names in DT_NEEDED, where the
+    loader finds it: DT_RPATH (when there is no DT_RUNPATH), LD_LIBRARY_PATH, DT_RUNPATH (``$ORIGIN``: torch/lib),
+    else the bare name for the loader's cache. ``(None, None)`` when no torch library links one (static or CPU)."""
+    for linker in TORCH_GPU_LIBS[vendor]:
+        dynamic = elf_dynamic(os.path.join(torch_lib, linker)) if torch_lib else None
+        needed = [n for n in (dynamic or {}).get('needed', []) if LIBRARY_NAME[vendor].match(n)]
+        if not needed:
+            continue
+
+        def dirs(entries):
+            return [d.replace('${ORIGIN}', torch_lib).replace('$ORIGIN', torch_lib)
+                    for entry in entries for d in entry.split(':') if d]
+        search = (dirs(dynamic['rpath']) if not dynamic['runpath'] else []) + dirs(
+            [os.environ.get('LD_LIBRARY_PATH', '')]) + dirs(dynamic['runpath'])
+        for directory in search:
+            if os.path.isfile(os.path.join(directory, needed[0])):
+                return os.path.join(directory, needed[0]), linker
+        return needed[0], linker
+    return None, None
+
+
+def library_version_string(path, limit=VERSION_STRING_LIMIT):
+    """The version in the library's banner (``NCCL version 2.21.5+cuda12.4``), at most ``limit`` bytes read."""
+    seen, tail = 0, b''
+    try:
+        with open(path, 'rb') as handle:
+            while seen < limit:
+                chunk = handle.read(min(_PLUGIN_CHUNK, limit - seen))
+                if not chunk:
+                    return None
+                seen += len(chunk)
+                match = VERSION_STRING.search(tail + chunk)
+                if match:
+                    return match.group(1).decode('ascii')
+                tail = chunk[-64:]
+    except (IOError, OSError):
+        return None
+    return None
+
+
+def nccl_get_version(path):
+    """``(version, error)``: what ``ncclGetVersion`` of the library at ``path`` returns. It only writes
+    NCCL_VERSION_CODE (NCCL src/init.cc): no communicator, no GPU. Loading a path already mapped reuses it."""
+    try:
+        function = ctypes.CDLL(path).ncclGetVersion
+    except (OSError, AttributeError) as exc:
+        return None, '%s: %s' % (type(exc).__name__, exc)
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    code = ctypes.c_int(0)
+    result = function(ctypes.byref(code))
+    version = version_text(code.value) if result == 0 else None
+    return version, None if version else 'ncclGetVersion() returned %d, version code %d' % (result, code.value)
+
+
+def _force_torch_load(torch):
+    """Builds that load NCCL lazily load it when torch.cuda.nccl is used: touch it, creating no communicator."""
+    try:
+        import torch.cuda.nccl  # noqa: F401  pylint: disable=import-error,import-outside-toplevel,redefined-outer-name
+        torch.cuda.nccl.version()
+    except Exception:  # pylint: disable=broad-except  # a CPU build: what maps (nothing) tells
+        pass
+
+
+def runtime_library(vendor, torch, torch_lib):
+    """``dict(version, path, how, error)``: the NCCL/RCCL this process maps with ``torch`` imported, and what its
+    ``ncclGetVersion`` (else its banner string) says.
+
+    ``how``: ``mapped after import torch``; ``mapped after torch.cuda.nccl was used`` (a lazy build); ``loaded by
+    the probe as <libtorch_cuda.so> links it`` when torch mapped none (the library its DT_NEEDED names, found as the
+    loader finds it). ``error`` when no library can be found or asked (a static or CPU build of torch).
+    """
+    out = dict(version=None, path=None, how=None, error=None)
+    mapped, how = mapped_libraries(vendor), 'mapped after import torch'
+    if not mapped:
+        _force_torch_load(torch)
+        mapped, how = mapped_libraries(vendor), 'mapped after torch.cuda.nccl was used'
+    if not mapped:
+        target, linker = linked_library(vendor, torch_lib)
+        if target is None:
+            out['error'] = 'torch maps no %s and %s link none (linked statically, or a CPU build)' % (
+                'NCCL' if vendor == 'nvidia' else 'RCCL', ', '.join(TORCH_GPU_LIBS[vendor]))
+            return out
+        try:
+            ctypes.CDLL(target)
+        except OSError as exc:
+            out['error'] = 'cannot load %s, which %s links: %s' % (target, linker, exc)
+            return out
+        mapped, how = mapped_libraries(vendor) or [target], 'loaded by the probe as %s links it' % linker
+    out.update(path=mapped[0], how=how)
+    if len(mapped) > 1:
+        out['also_mapped'] = mapped[1:]
+    out['version'], error = nccl_get_version(mapped[0])
+    if out['version']:
+        out['told_by'] = 'ncclGetVersion()'
+    else:
+        out['version'] = library_version_string(mapped[0])
+        out['told_by'] = 'its version string' if out['version'] else None
+        out['error'] = None if out['version'] else '%s; no version string in the file' % error
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # which library torch loads
 # ------------------------------------------------------------------------------------------------
 
@@ -208,14 +455,19 @@ def rocm_of_torch(torch_version):
 def choose_library(vendor, found):
     """``dict(version, source)`` of the NCCL/RCCL torch loads, from what the probe ``found``, else None.
 
-    In this order: what torch reports when imported (``torch.cuda.nccl.version()``); the nvidia-nccl-cu* wheel torch
-    requires; the RCCL of the ROCm release a ROCm wheel of torch bundles; the library's files where torch loads the
-    system's library (no wheel, nothing in torch/lib), or where no torch was asked about (node_facts alone).
+    In this order: the library the ranks' process maps once torch is imported, asked with ``ncclGetVersion``
+    (``runtime``); the nvidia-nccl-cu* wheel torch requires; the RCCL of the ROCm release a ROCm wheel of torch
+    bundles (unless that file was replaced); the library's files where torch loads the system's library (no wheel,
+    nothing in torch/lib), or where no torch was asked about (node_facts alone); last, the version torch was
+    compiled with (``torch.cuda.nccl.version()``, said so: an upgraded wheel, LD_LIBRARY_PATH or a swapped file
+    load another), never for a bundled library that was replaced.
     """
     torch = found.get('torch') or {}
     label = 'torch %s' % torch.get('version') if torch.get('version') else None
-    if found.get('reported'):
-        return dict(version=found['reported'], source='torch.cuda.nccl.version() of %s' % label)
+    runtime = found.get('runtime') or {}
+    if runtime.get('version'):
+        return dict(version=runtime['version'], source='%s of %s, %s (%s)' % (
+            runtime.get('told_by') or 'ncclGetVersion()', runtime['path'], runtime['how'], label))
     wheel = torch.get('nccl_wheel')
     if vendor == 'nvidia' and wheel and (found.get('wheels') or {}).get(wheel):
         return dict(version=found['wheels'][wheel], source='python package %s, which %s requires' % (wheel, label))
@@ -223,13 +475,14 @@ def choose_library(vendor, found):
     if vendor == 'amd' and rocm in ROCM_RCCL and not torch.get('replaced'):
         return dict(version=ROCM_RCCL[rocm], source='the RCCL of ROCm %s that %s bundles' % (rocm, label))
     files = found.get('files')
-    if not files:
-        return None
-    if not torch.get('version'):
+    if files and not torch.get('version'):
         return dict(version=files['version'], source=files['file'])
-    if not torch.get('bundled') and not wheel and not rocm:
+    if files and not torch.get('bundled') and not wheel and not rocm:
         return dict(version=files['version'], source='%s, the system library %s loads (it bundles none)' % (
             files['file'], label))
+    if found.get('reported') and not torch.get('replaced'):
+        return dict(version=found['reported'], source='torch.cuda.nccl.version() of %s: the version torch was '
+                    'compiled with, not read from the loaded library' % label)
     return None
 
 
@@ -282,10 +535,18 @@ def _bundled(location):
         return []
 
 
-def _ask_torch(out):
-    """Import torch (unless done) and ask it for its NCCL/RCCL and HIP versions."""
+def _ask_torch(out, vendor):
+    """Import torch (unless done); read the NCCL/RCCL the process maps (``runtime``), then the compile-time version
+    torch reports (``reported``) and its HIP version."""
     try:
         import torch  # pylint: disable=import-error,import-outside-toplevel
+    except Exception as exc:  # pylint: disable=broad-except  # reported, never raised
+        out['reported_error'] = '%s: %s' % (type(exc).__name__, exc)
+        out['runtime'] = dict(version=None, path=None, how=None, error='import torch: ' + out['reported_error'])
+        return
+    location = getattr(torch, '__file__', None)
+    out['runtime'] = runtime_library(vendor, torch, os.path.join(os.path.dirname(location), 'lib') if location else None)
+    try:
         out['hip'] = getattr(torch.version, 'hip', None)
         out['reported'] = version_text(torch.cuda.nccl.version())
         if out['reported'] is None:
@@ -294,20 +555,24 @@ def _ask_torch(out):
         out['reported_error'] = '%s: %s' % (type(exc).__name__, exc)
 
 
-def library_probe(vendor, torch_location, import_torch, root='/'):
-    """What tells which NCCL/RCCL torch loads here, the ROCm runtime, net plugins and RCCL's dma-buf options."""
-    out = dict(torch=None, wheels={}, reported=None, files=None, rocm=rocm_from_files(root), hip=None)
+def library_probe(vendor, torch_location, root='/'):
+    """What tells which NCCL/RCCL torch loads here, the ROCm runtime, net plugins and RCCL's dma-buf options.
+
+    torch is imported (when it is found): the library the process then maps is what the ranks load.
+    """
+    out = dict(torch=None, wheels={}, reported=None, runtime=None, files=None, rocm=rocm_from_files(root), hip=None)
     try:
         out['torch'] = _torch_distribution(torch_location)
         out['wheels'] = _nccl_wheels()
     except Exception as exc:  # pylint: disable=broad-except  # broken metadata: reported, never raised
         out['error'] = '%s: %s' % (type(exc).__name__, exc)
     out['files'] = library_from_files(root, vendor)
-    if out['torch'] and (import_torch or choose_library(vendor, out) is None):
-        _ask_torch(out)
+    if torch_location:
+        _ask_torch(out, vendor)
     library_path = os.environ.get('LD_LIBRARY_PATH', '').split(':') if root == '/' else []
     out['aws_ofi_nccl'], out['other_net_plugins'] = net_plugins(root, library_path)
     out['dmabuf_kernel'] = dmabuf_kernel_config(root) if vendor == 'amd' else None
+    out['dmabuf_kernel_search'] = dmabuf_kernel_search(root) if vendor == 'amd' else None
     return out
 
 
@@ -337,7 +602,7 @@ def probe(import_torch, library=None, root='/'):
     except Exception as exc:  # pylint: disable=broad-except  # reported, never raised: the controller says what to fix
         out['error'] = '%s: %s' % (type(exc).__name__, exc)
     if library in ('nvidia', 'amd'):
-        out['library'] = library_probe(library, out['location'], import_torch and out['imported'], root)
+        out['library'] = library_probe(library, out['location'], root)
     return out
 
 

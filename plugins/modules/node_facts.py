@@ -32,11 +32,16 @@ description:
   - Checks an interface override before anything starts, so a wrong C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) fails
     with a message instead of a hang.
   - Reads which NCCL (NVIDIA) or RCCL (AMD) the ranks will load where they run (O(python), in O(container) when
-    given), from the C(nvidia-nccl-cu*) package that torch requires, the RCCL of the ROCm release a ROCm wheel of torch
-    bundles, the library's C(nccl.h) / C(rccl.h) or versioned C(libnccl.so.X.Y.Z) there when torch loads the system's
-    library; when none of these tells, torch is imported and asked (C(torch.cuda.nccl.version())). The host's files
-    are read only without O(python). Also where the aws-ofi-nccl net plugin (AWS EFA) is, and on AMD nodes the kernel
-    options RCCL's dma-buf path reads from C(/boot/config-<release>), read there too (inside the container).
+    given). It imports torch there and asks the C(libnccl)/C(librccl) the process then maps (C(/proc/self/maps)) for
+    its version with C(ncclGetVersion) (no communicator); if torch maps none, the library C(libtorch_cuda.so) /
+    C(libtorch_hip.so) links, found as the loader finds it. Only when that fails, the C(nvidia-nccl-cu*) package that
+    torch requires, the RCCL of the ROCm release a ROCm wheel of torch bundles, the library's C(nccl.h) / C(rccl.h)
+    or versioned C(libnccl.so.X.Y.Z) there when torch loads the system's library, and last the version torch was
+    compiled with (C(torch.cuda.nccl.version())), said so. The host's files are read only without O(python). Also
+    where the aws-ofi-nccl net plugin (AWS EFA) is, and on AMD nodes the kernel options RCCL's dma-buf path reads
+    (C(/boot/config-<release>) before RCCL 2.28; from 2.28 the first of C(/proc/config.gz), C(/boot), C(/usr/src),
+    C(/usr/lib/modules/<release>/config), ... that opens, else C(/proc/kallsyms)), read there too (inside the
+    container).
   - Returns the facts under C(trainops_node).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -354,6 +359,16 @@ ansible_facts:
                   type: dict
                   returned: always
                   sample: {CONFIG_DMABUF_MOVE_NOTIFY: true, CONFIG_PCI_P2PDMA: true}
+                dmabuf_kernel_search:
+                  description:
+                    - AMD with dma-buf only, else V(null). The same options as RCCL 2.28 and later read them;
+                      C(file) is the first of C(/proc/config.gz) (with C(zcat)), C(/boot/config-<release>),
+                      C(/usr/src/linux-<release>/.config), C(/usr/lib/modules/<release>/config), ... that opens, else
+                      C(/proc/kallsyms) (symbols C(dma_buf_move_notify), C(pci_p2pdma)); C(options) what it holds.
+                      V(null) when none can be read.
+                  type: dict
+                  returned: always
+                  sample: {file: /proc/kallsyms, options: {CONFIG_DMABUF_MOVE_NOTIFY: true, CONFIG_PCI_P2PDMA: true}}
                 dmabuf_read_in:
                   description:
                     - AMD with dma-buf only, else V(null). Where C(dmabuf_kernel) was read, as RCCL reads it in the
@@ -415,17 +430,23 @@ ansible_facts:
               (what told it), C(read_in) (V(host) or V(container <name>)) and C(aws_ofi_nccl) (the path of the
               aws-ofi-nccl plugin there, or V(null)).
             - C(not_loaded) (the library's files there with another version than torch loads), C(rocm) (on AMD, the
-              ROCm runtime the ranks use), C(probe_error) (the interpreter could not be asked) and C(torch_error)
-              (torch was imported but could not tell). RCCL's dma-buf kernel options, read there too, are
-              RV(ansible_facts.trainops_node.rdma.gpudirect.dmabuf_kernel).
+              ROCm runtime the ranks use), C(probe_error) (the interpreter could not be asked), C(torch_error)
+              (torch was imported but could not tell) and C(runtime_error) (why the library the process maps could
+              not be asked, so a fallback told the version). RCCL's dma-buf kernel options, read there too, are
+              RV(ansible_facts.trainops_node.rdma.gpudirect.dmabuf_kernel) and C(dmabuf_kernel_search).
             - A C(libnccl-net*.so) is aws-ofi-nccl when its bytes hold the net name C(Libfabric) and the package name
               C(aws-ofi-nccl) (read, never loaded); others found are listed in C(other_net_plugins) (C(path),
               C(names), C(version)) only when no aws-ofi-nccl was found.
           type: dict
           returned: always
-          sample: {name: nccl, version: 2.20.5, source: "python package nvidia-nccl-cu12, which torch 2.4.1 requires",
-                   read_in: host, aws_ofi_nccl: null, not_loaded: {version: 2.23.4, file: /usr/include/nccl.h,
-                   read_in: host}}
+          sample:
+            name: nccl
+            version: 2.23.4
+            source: ncclGetVersion() of /opt/venv/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2, mapped
+              after import torch (torch 2.4.1)
+            read_in: host
+            aws_ofi_nccl: null
+            not_loaded: {version: 2.21.5, file: /usr/include/nccl.h, read_in: host}
 """
 
 from ansible.module_utils.basic import AnsibleModule

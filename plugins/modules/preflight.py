@@ -20,7 +20,8 @@ description:
     tool runs (C(nvidia-smi), C(amd-smi)), so the GPU interconnect is not reported.
   - The training interpreter O(python) and its torch. By default the installed version is read from the package
     metadata, which takes milliseconds; O(import_torch=true) imports torch (1-2 s of CPU), which also proves that its
-    libraries load.
+    libraries load. On GPU nodes torch is imported all the same, to read the NCCL/RCCL the ranks' process maps (see
+    M(trainops.multinode.node_facts)); an import that fails there is reported in the library facts, not as a problem.
   - A job still running in this node's own directory below O(state_dir) (see M(trainops.multinode.torchrun)); a
     problem unless O(replace=true).
   - With O(training_network), that the interface the node will train over, and the master's address, are on it.

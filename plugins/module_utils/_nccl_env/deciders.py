@@ -161,8 +161,8 @@ def compute(facts, settings=None):
         out.warnings.append('gid_index ignored: NCCL uses %s on this node' % (
             'the aws-ofi-nccl plugin (EFA has no GIDs)' if transport == 'efa' else 'TCP sockets'))
     _efa(out, transport, facts)
-    path = _gpudirect(facts, vendor)
-    _gdr(out, settings, vendor, path, transport, facts)
+    path = _gpudirect(facts, vendor, library)
+    _gdr(out, settings, vendor, path, transport, facts, library)
     _qos(out, settings, transport, link_layer, library, chosen)
     _cross_nic(out, settings, transport)
     _require_transport(out, settings, transport)

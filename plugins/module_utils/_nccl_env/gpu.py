@@ -44,7 +44,19 @@ RCCL_OTHER_GFX_CHANNELS = 32
 """2*CHANNEL_LIMIT (src/include/device.h CHANNEL_LIMIT 16), ncclTopoPostset's maxChannels off gfx94x since rocm-6.2.0;
 MAXCHANNELS/2 = 32 in rocm-6.1.0, MAXCHANNELS 32 for every GPU in rocm-6.0.0."""
 RCCL_MULTI_NODE_CHANNELS = 64
-"""ncclTopoPostset (rocm-6.2.0 on): maxChannels = std::min(64, maxChannels) when comm->nNodes > 1."""
+"""ncclTopoPostset (rocm-6.2.0 on): maxChannels = std::min(64, maxChannels) when comm->nNodes > 1, and
+minNchannels = std::min(64, minNchannels) (rocm-6.2.0 src/graph/connect.cc:631, :677)."""
+RCCL_MIN_RESET_SINCE = (2, 21)
+"""ncclTopoPostset from rocm-6.3 (2.21.5, src/graph/connect.cc:682-689): a minimum above maxChannels, or above 64 with
+fewer than 8 ranks, is ignored ("NCCL_MIN_NCHANNELS set by environment is ignored") and 2 is used. Before, a minimum
+above maxChannels was honoured up to MAXCHANNELS (ncclMinNchannels clamps it there; copyChannels duplicates)."""
+RCCL_MIN_RESET_RANKS = 8
+RCCL_LIFTED_CAP_SINCE = (2, 31)
+"""The rocm-systems tree (projects/rccl, RCCL 2.31 development, ncclTopoPostset): the 64 cap across nodes is skipped
+when NCCL_MAX_NCHANNELS > 64 ("the request is then taken as an opt-in to the extended upper bound"), and a minimum
+across nodes is capped at MAXCHANNELS instead of 64. Released RCCL 2.30.x is not known to have it."""
+RCCL_VERSIONS = ((2, 18, 3), (2, 18, 6), (2, 20), (2, 21), (2, 31))
+"""One version of each channel-rule era, to list the limits when the RCCL version is unknown."""
 RCCL_CU_CHANNELS_SINCE = (2, 21)
 """ncclTopoPostset from rocm-6.3 (2.21.5): on gfx94x at most the GPU's CU count (gpu.cu 20/38/80 there, std::min(cu,
 MAXCHANNELS) in later RCCL): a CPX partition of an MI300X (38 CUs) gets 38 channels."""
@@ -63,7 +75,8 @@ SCRATCH_RECLAIM_GFX = ('gfx942', 'gfx950')
 SCRATCH_RECLAIM_ROCM_FIXED = (6, 4, 2)
 """validHsaScratchEnvSetting accepts an unset HSA_NO_SCRATCH_RECLAIM only from hipRuntimeVersion 60443484 (HIP
 6.4.43484, ROCm 6.4.2; ROCm 6.4.0/6.4.1 have HIP 6.4.43482/43483), and only with MEC firmware >= 177 (gfx942) / >= 24
-(gfx950), which the facts do not record. RCCL's CHANGELOG says "ROCm versions earlier than 6.4.0"."""
+(gfx950), which the facts do not record: from 6.4.2 a missing value may still be refused, so it is set there too.
+RCCL's CHANGELOG says "ROCm versions earlier than 6.4.0"."""
 RCCL_SCRATCH_RECLAIM = (((2, 30), 'warns'), ((2, 27), 'refuses'), ((2, 26), 'warns'))
 """What RCCL does without HSA_NO_SCRATCH_RECLAIM=1 where it wants it: no check before 2.26 (2.22.3 and older); 2.26
 (ROCm 7.0; PR #1683: WARN below ROCm 6.4, not pinned to the release tag); 2.27/2.28 checkHsaEnvSetting (src/init.cc)
@@ -102,8 +115,9 @@ def _compute_units(facts):
     return counts.pop() if len(counts) == 1 and None not in counts else None
 
 
-def _rccl_channel_limit(version, facts, nnodes):
-    """(the largest NCCL_MAX_NCHANNELS RCCL ``version`` honours, why): ncclTopoPostset's maxChannels."""
+def _rccl_channel_limit(version, facts, nnodes, channels=None):
+    """(the largest NCCL_MAX_NCHANNELS RCCL ``version`` honours, why): ncclTopoPostset's maxChannels. ``channels``:
+    the NCCL_MAX_NCHANNELS asked for (above 64 it lifts the cap across nodes from RCCL_LIFTED_CAP_SINCE)."""
     top = _by_version(RCCL_MAXCHANNELS, version)
     why = ['MAXCHANNELS %d' % top]
     gfx = _gfx(facts)
@@ -117,13 +131,38 @@ def _rccl_channel_limit(version, facts, nnodes):
         if units and units < top and tuple(version[:2]) >= RCCL_CU_CHANNELS_SINCE:
             top = units
             why.append('%d: the %d compute units of each %s (a CPX-mode partition)' % (units, units, gfx[0]))
-    if (nnodes or 1) > 1 and top > RCCL_MULTI_NODE_CHANNELS and tuple(version[:2]) >= (2, 20):
+    lifted = tuple(version[:2]) >= RCCL_LIFTED_CAP_SINCE and (channels or 0) > RCCL_MULTI_NODE_CHANNELS
+    if (nnodes or 1) > 1 and top > RCCL_MULTI_NODE_CHANNELS and tuple(version[:2]) >= (2, 20) and not lifted:
         top = RCCL_MULTI_NODE_CHANNELS
-        why.append('%d when the job has more than one node (%d nodes)' % (RCCL_MULTI_NODE_CHANNELS, nnodes))
+        why.append('%d when the job has more than one node (%d nodes)%s' % (
+            RCCL_MULTI_NODE_CHANNELS, nnodes, ', unless channels is above 64' if tuple(version[:2]) >=
+            RCCL_LIFTED_CAP_SINCE else ''))
     return top, ', '.join(why)
 
 
-def _max_channels(vendor, library, facts, nnodes):
+def _rccl_min_limit(version, facts, nnodes, nranks, channels):
+    """(the largest NCCL_MIN_NCHANNELS RCCL ``version`` honours, what it does above it: 'clamp' to the limit or
+    'reset' to 2, why). ncclMinNchannels clamps to MAXCHANNELS, ncclTopoPostset to 64 across nodes (MAXCHANNELS from
+    RCCL_LIFTED_CAP_SINCE), and from RCCL_MIN_RESET_SINCE resets a minimum above maxChannels (or above 64 with fewer
+    than 8 ranks) to 2; before, a minimum above maxChannels (32 on gfx90a) is honoured."""
+    release = tuple(version[:2])
+    limit = _by_version(RCCL_MAXCHANNELS, version)
+    above, why = 'clamp', ['MAXCHANNELS %d' % limit]
+    if (nnodes or 1) > 1 and release >= (2, 20) and release < RCCL_LIFTED_CAP_SINCE and limit > RCCL_MULTI_NODE_CHANNELS:
+        limit = RCCL_MULTI_NODE_CHANNELS
+        why.append('%d when the job has more than one node (%d nodes)' % (RCCL_MULTI_NODE_CHANNELS, nnodes))
+    if release >= RCCL_MIN_RESET_SINCE:
+        top, top_why = _rccl_channel_limit(version, facts, nnodes, channels)
+        if top < limit:
+            limit, above = top, 'reset'
+            why = ['the %d channels RCCL allows here (%s)' % (top, top_why)]
+        if nranks is not None and nranks < RCCL_MIN_RESET_RANKS and limit > RCCL_MULTI_NODE_CHANNELS:
+            limit, above = RCCL_MULTI_NODE_CHANNELS, 'reset'
+            why = ['%d with fewer than %d ranks (%d)' % (RCCL_MULTI_NODE_CHANNELS, RCCL_MIN_RESET_RANKS, nranks)]
+    return limit, above, ', '.join(why)
+
+
+def _max_channels(vendor, library, facts, nnodes, channels=None):
     """(the largest NCCL_MAX_NCHANNELS the library honours, why); (None, why) when that depends on an unknown version.
 
     NCCL: MAXCHANNELS by version. RCCL: MAXCHANNELS by version, 32 off gfx942/gfx950, the CU count of a CPX partition,
@@ -132,40 +171,64 @@ def _max_channels(vendor, library, facts, nnodes):
     version = library.get('version')
     if vendor == 'amd':
         if version is None:
-            limits = sorted(set(_rccl_channel_limit(since, facts, nnodes)[0] for since, dummy in RCCL_MAXCHANNELS))
+            limits = sorted(set(_rccl_channel_limit(since, facts, nnodes, channels)[0] for since in RCCL_VERSIONS))
             return None, limits
-        return _rccl_channel_limit(version, facts, nnodes)
+        return _rccl_channel_limit(version, facts, nnodes, channels)
     if version is None:
         return None, sorted(set(value for dummy, value in NCCL_MAXCHANNELS))
     return _by_version(NCCL_MAXCHANNELS, version), 'MAXCHANNELS'
 
 
+def _min_channels(vendor, library, facts, nnodes, nranks, channels):
+    """(limit, 'clamp' | 'reset', why) for NCCL_MIN_NCHANNELS; (None, None, [limits]) when the version is unknown.
+    NCCL: ncclMinNchannels clamps it to MAXCHANNELS."""
+    version = library.get('version')
+    if vendor == 'amd':
+        if version is None:
+            return None, None, sorted(set(_rccl_min_limit(since, facts, nnodes, nranks, channels)[0]
+                                          for since in RCCL_VERSIONS))
+        return _rccl_min_limit(version, facts, nnodes, nranks, channels)
+    top, why = _max_channels(vendor, library, facts, nnodes, channels)
+    return top, None if top is None else 'clamp', why
+
+
+def _channel_problem(name, number, top, above, why, library):
+    """The error for a channel setting above what the library honours, None when it is within."""
+    if top is None and number > why[0]:
+        limits = '/'.join(str(v) for v in why)
+        return ('%s %d: the %s version is unknown and its limit depends on it (%s by version, the smallest %d): set '
+                '%s to the version the ranks load' % (name, number, library['name'].upper(), limits, why[0],
+                                                      LIBRARY_VERSION_KNOB))
+    if top is not None and number > top:
+        does = ('RCCL ignores it and uses 2 (ncclTopoPostset: "NCCL_MIN_NCHANNELS set by environment is ignored")'
+                if above == 'reset' else 'the library would silently use %d' % top)
+        return '%s %d is more than %s allows (%d, %s): %s' % (name, number, _library_label(library), top, why, does)
+    return None
+
+
 def _channels(out, settings, vendor, library, facts):
-    """NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS: left to the library unless set; a value the library would clamp is an
-    error naming its limit (the nNodes cap applies to both: ncclTopoPostset)."""
+    """NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS: left to the library unless set; a value the library would clamp or
+    ignore is an error naming its limit (the nNodes cap applies to both: ncclTopoPostset)."""
     channels = _int_setting(out, settings, 'channels', 1, None)
     low = _int_setting(out, settings, 'min_channels', 1, None)
     nnodes = _int_setting(out, settings, 'nnodes', 1, None)
     if channels is None and low is None:
         return
-    label = _library_label(library)
     if vendor == 'none':
         # kept in the ranks' environment as the record of the knob (the local and lab stand-ins for GPU nodes)
         out.warnings.append('channels/min_channels have no effect: the node has no GPUs, gloo does not use them')
         top, why = NCCL_MAXCHANNELS[0][1], 'no GPUs: no library reads it'
+        low_top, above, low_why = top, 'clamp', why
     else:
-        top, why = _max_channels(vendor, library, facts, nnodes)
-    for name, number in (('channels', channels), ('min_channels', low)):
-        if number is None:
-            continue
-        if top is None and number > why[0]:
-            out.errors.append('%s %d: the %s version is unknown and its limit depends on it (%s by version, the '
-                              'smallest %d): set %s to the version the ranks load' % (
-                                  name, number, library['name'].upper(), '/'.join(str(v) for v in why), why[0],
-                                  LIBRARY_VERSION_KNOB))
-        elif top is not None and number > top:
-            out.errors.append('%s %d is more than %s allows (%d, %s): the library would silently use %d' % (
-                name, number, label, top, why, top))
+        top, why = _max_channels(vendor, library, facts, nnodes, channels)
+        nproc = _int(settings.get('nproc_per_node'))
+        nranks = nproc * (nnodes or 1) if nproc and nproc > 0 else None
+        low_top, above, low_why = _min_channels(vendor, library, facts, nnodes, nranks, channels)
+    for name, number, limit, does, reason in (('channels', channels, top, 'clamp', why),
+                                              ('min_channels', low, low_top, above, low_why)):
+        problem = _channel_problem(name, number, limit, does, reason, library) if number is not None else None
+        if problem:
+            out.errors.append(problem)
     limit = ('at most %d: %s' % (top, why)) if top is not None else 'version unknown, within every version\'s limit'
     if channels is not None:
         out.set('NCCL_MAX_NCHANNELS', channels, 'knob', 'channels setting (%s)' % limit)
@@ -338,11 +401,12 @@ def _rocm(out, settings, vendor):
 
 
 def _scratch_reclaim_need(facts, library):
-    """(gfx, how, rocm) when RCCL may want HSA_NO_SCRATCH_RECLAIM=1 on this node, else None.
+    """(gfx, how, rocm) when RCCL checks HSA_NO_SCRATCH_RECLAIM on this node, else None.
 
     gfx: the node's gfx942/gfx950 targets; how: 'refuses' / 'warns' (RCCL_SCRATCH_RECLAIM), None when the RCCL
     version is unknown; rocm: facts.library.rocm as a version tuple, None when unknown. None when the GPUs are not
-    gfx942/gfx950, the RCCL is older than 2.26, or the ROCm runtime is SCRATCH_RECLAIM_ROCM_FIXED or later.
+    gfx942/gfx950 or the RCCL is older than 2.26. The ROCm release alone never clears it: from ROCm 6.4.2 RCCL also
+    wants MEC firmware >= 177 (gfx942) / >= 24 (gfx950), which the facts do not record, and "1" always passes.
     """
     gfx = [g for g in _gfx(facts) if g.startswith(SCRATCH_RECLAIM_GFX)]
     if not gfx:
@@ -350,20 +414,18 @@ def _scratch_reclaim_need(facts, library):
     how = _by_version(RCCL_SCRATCH_RECLAIM, library.get('version'))
     if library.get('version') is not None and how is None:
         return None
-    rocm = _version(_get(facts, 'library', 'rocm'))
-    if rocm is not None and rocm >= SCRATCH_RECLAIM_ROCM_FIXED:
-        return None
-    return gfx, how, rocm
+    return gfx, how, _version(_get(facts, 'library', 'rocm'))
 
 
 def _scratch_reclaim(out, facts, settings, vendor, library):
-    """HSA_NO_SCRATCH_RECLAIM=1 on gfx942/gfx950 nodes whose RCCL (2.26 and later) wants it below ROCm 6.4.2.
+    """HSA_NO_SCRATCH_RECLAIM=1 on every gfx942/gfx950 node whose RCCL (2.26 and later) checks it.
 
-    RCCL (src/init.cc checkHsaEnvSetting, src/rccl_wrap.cc validHsaScratchEnvSetting) accepts only the value "1"
-    there; 2.27/2.28 refuse to initialize without it, 2.26 and 2.30 warn. Set as detected unless env_overrides or
-    rocm_defaults name the variable; a value other than 1 (or its removal) is then an error where RCCL refuses, a
-    warning elsewhere. An unknown ROCm or RCCL version sets it too: on ROCm >= 6.4.2 it only keeps scratch memory
-    bound to the queues (ROCR, amd_gpu_agent.cpp), which RCCL accepts whatever the firmware.
+    RCCL (src/init.cc checkHsaEnvSetting, src/rccl_wrap.cc validHsaScratchEnvSetting) accepts "1" always, an unset
+    value only from HIP 6.4.43484 (ROCm 6.4.2) with MEC firmware >= 177 (gfx942) / >= 24 (gfx950); 2.27/2.28 refuse
+    to initialize otherwise, 2.26 and 2.30 warn. The firmware is not in the facts, so it is set on any ROCm: it only
+    keeps scratch memory bound to the queues (ROCR, amd_gpu_agent.cpp). Set as detected unless env_overrides or
+    rocm_defaults name the variable; a value other than 1 (or its removal) is then an error where RCCL refuses below
+    ROCm 6.4.2, a warning elsewhere.
     """
     var = 'HSA_NO_SCRATCH_RECLAIM'
     need = _scratch_reclaim_need(facts, library) if vendor == 'amd' else None
@@ -392,15 +454,17 @@ def _scratch_reclaim(out, facts, settings, vendor, library):
         source = 'rocm_defaults %s%s' % (var, ' null' if user is None else '=%s' % user)
     else:
         reason = '%s; %s' % (where, does)
-        if rocm is None:
-            reason += ('; the ROCm version is unknown (facts.library.rocm), so it is set anyway: on ROCm 6.4.2 and '
-                       'later it only keeps scratch memory bound to the queues (ROCR amd_gpu_agent.cpp)')
+        if rocm is None or rocm >= SCRATCH_RECLAIM_ROCM_FIXED:
+            reason += ('; %s, so it is set anyway: "1" always passes, and on ROCm 6.4.2 and later it only keeps '
+                       'scratch memory bound to the queues (ROCR amd_gpu_agent.cpp)' % (
+                           'the ROCm version is unknown (facts.library.rocm)' if rocm is None else
+                           'the MEC firmware RCCL also checks is not in the facts'))
         out.set(var, '1', 'detected', reason)
         return
     if user == '1':
         return
     message = '%s: %s; %s' % (source, where, does)
-    if how == 'refuses' and rocm is not None:
+    if how == 'refuses' and rocm is not None and rocm < SCRATCH_RECLAIM_ROCM_FIXED:
         out.errors.append(message + '; set it to 1 in %s' % source.split(' ')[0])
     else:
         out.warnings.append(message)

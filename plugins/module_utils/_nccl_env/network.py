@@ -28,8 +28,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.core 
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import (
     GPU_LOCAL, PATH_TYPES, _by_version, _describe_ports, _get, _gid_entry_problem, _gid_family, _gid_table,
-    _gid_usable, _int, _interfaces, _library_label, _natural, _pci_layout, _since, _version_text, nccl_gid_index,
-    pci_path_type,
+    _gid_usable, _int, _interfaces, _library_label, _natural, _pci_layout, _since, _version, _version_text,
+    nccl_gid_index, pci_path_type,
 )
 
 NETWORK_MODES = ('auto', 'rdma', 'tcp')
@@ -45,8 +45,19 @@ IB_FIFO_TC = (((2, 24), 'applied'), ((2, 22), 'nonzero'), ((0,), 'absent'))
 -1 and every value 0-255 is applied."""
 NCCL_IB_MAX_QPS = 128
 """src/transport/net_ib.cc #define NCCL_IB_MAX_QPS 128, the size of the qps/qpInfo arrays of a connection."""
-NCCL_IB_MAX_DEVS_PER_NIC = 4
-"""src/transport/net_ib.cc NCCL_IB_MAX_DEVS_PER_NIC: at most 4 ports merged into one virtual NIC."""
+NCCL_IB_MAX_DEVS_PER_NIC = (((2, 30), 8), ((0,), 4))
+"""NCCL_IB_MAX_DEVS_PER_NIC, the most ports merged into one virtual NIC, by NCCL version: 4 up to 2.29
+(v2.29.7-1 src/transport/net_ib/common.h:53), NCCL_NET_MAX_DEVS_PER_NIC = NCCL_NET_MAX_DEVS_PER_NIC_V12 = 8 from 2.30
+(v2.30.3-1 common.h:58, src/include/plugin/nccl_net.h:49, net/net_v12.h:11). RCCL: 4 (not changed here)."""
+RCCL_DMABUF_SEARCH_SINCE = (2, 28)
+"""RCCL 2.28 and later read the kernel config from the first of /proc/config.gz (with zcat), /boot/config-<release>,
+/usr/src, /usr/lib/modules/<release>/config, ... that opens, else the symbols in /proc/kallsyms, which containers see
+(rocm-systems projects/rccl src/misc/rocmwrap.cc initOnceFunc; CHANGELOG "RCCL 2.28.3 for ROCm 7.11": "additional
+paths when loading the RCCL DMABUF kernel configuration file"). Before, only /boot/config-<release>."""
+RCCL_DMABUF_DEFAULT_ON = ((2, 28), (7, 12))
+"""NCCL_DMABUF_ENABLE defaults to 1 from RCCL 2.28.3 for ROCm 7.12 (CHANGELOG "Changed": "NCCL_DMABUF_ENABLE now
+defaults to 1 (previously 0)"; rocmwrap.cc NCCL_PARAM(DmaBufEnable, "DMABUF_ENABLE", 1)); ROCm 7.11 ships the same
+RCCL 2.28.3 with 0, so 2.28.x needs the ROCm runtime to tell; 2.30 and later default to 1."""
 QPS_TIMES_PORTS_SINCE = (2, 20)
 """NCCL 2.20.3 net_ib.cc: nqps = ncclParamIbQpsPerConn() * ndevs (ports merged into one NIC, NCCL_IB_MERGE_NICS=1
 and, since 2.24, NCCL_NET_MERGE_LEVEL=PORT in src/graph/topo.cc); before 2.20 nqps = ncclParamIbQpsPerConn()."""
@@ -679,11 +690,26 @@ def _efa(out, transport, facts):
                             % plugin.rsplit('/', 1)[0])
 
 
-def _gpudirect(facts, vendor):
-    """'peer_mem' | 'dma_buf' | False (none usable) | None (facts do not say), for the node's GPUs."""
+def _rccl_dmabuf_search(gdr, library):
+    """The kernel config as RCCL >= 2.28 reads it (``dict(file, options)`` or None: nothing readable), when that is
+    what decides the dma-buf path; ``False`` for older or unknown RCCL, or facts that do not carry it."""
+    if library.get('name') != 'rccl' or not _since(library, RCCL_DMABUF_SEARCH_SINCE) or \
+            'dmabuf_kernel_search' not in gdr:
+        return False
+    search = gdr['dmabuf_kernel_search']
+    return search if isinstance(search, Mapping) and isinstance(search.get('options'), Mapping) else None
+
+
+def _gpudirect(facts, vendor, library=None):
+    """'peer_mem' | 'dma_buf' | False (none usable) | None (facts do not say), for the node's GPUs. For RCCL 2.28 and
+    later the dma-buf kernel options are the ones read where that RCCL looks (``dmabuf_kernel_search``)."""
     gdr = _get(facts, 'rdma', 'gpudirect')
     if not isinstance(gdr, Mapping):
         return None
+    search = _rccl_dmabuf_search(gdr, library or {})
+    if vendor == 'amd' and search is not False and gdr.get('dma_buf') and not gdr.get('amd_peer_mem') and \
+            _get(facts, 'rdma', 'devices'):
+        return 'dma_buf' if search and search['options'] and all(search['options'].values()) else False
     if 'path' in gdr:
         return gdr['path'] or False
     if isinstance(gdr.get('available'), bool) and not gdr['available']:
@@ -700,9 +726,66 @@ def _gpudirect(facts, vendor):
     return None
 
 
-def _gdr(out, settings, vendor, path, transport, facts):
-    """NCCL_NET_GDR_LEVEL (left to NCCL unless set), NCCL_DMABUF_ENABLE=1 for RCCL's dma-buf path (RCCL leaves it
-    off by default, src/misc/rocmwrap.cc), and a warning when traffic is staged through host memory."""
+def _dmabuf_default(library, facts):
+    """What NCCL_DMABUF_ENABLE defaults to in this RCCL: '1', '0', or None when RCCL 2.28.x's ROCm is unknown."""
+    since, rocm_since = RCCL_DMABUF_DEFAULT_ON
+    version = library.get('version')
+    if version is None or tuple(version[:2]) < since:
+        return '0' if version is not None else None
+    if tuple(version[:2]) > since:
+        return '1'
+    rocm = _version(_get(facts, 'library', 'rocm'))
+    return None if rocm is None else ('1' if rocm[:2] >= rocm_since else '0')
+
+
+def _dmabuf_reason(library, facts, gdr, search):
+    """Why NCCL_DMABUF_ENABLE=1 is set: RCCL's default for this version and where the kernel options were read."""
+    default = {'1': '%s defaults NCCL_DMABUF_ENABLE to 1 (since RCCL 2.28.3 for ROCm 7.12); set all the same',
+               '0': '%s leaves NCCL_DMABUF_ENABLE at 0 by default',
+               None: '%s defaults NCCL_DMABUF_ENABLE to 1 only in the ROCm 7.12 build of 2.28.3 and later (0 before; '
+                     'the ROCm runtime is unknown)'}[_dmabuf_default(library, facts)] % _library_label(library)
+    read_in = gdr.get('dmabuf_read_in') or 'host'
+    if search:
+        where = '%s has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA%s: the first place RCCL 2.28 and later read' % (
+            search['file'], ' (the symbols dma_buf_move_notify, pci_p2pdma)' if search['file'] == '/proc/kallsyms'
+            else '')
+    else:
+        where = '/boot/config-<release> has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA'
+    return 'GPUDirect RDMA through dma-buf: %s; %s, read where RCCL reads it (%s)' % (default, where, read_in)
+
+
+def _dmabuf_hint(gdr, search):
+    """Why RCCL will not use dma-buf although the kernel imports dma-bufs, and what to do."""
+    read_in = gdr.get('dmabuf_read_in') or 'host'
+    both = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA']
+    peer = 'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd)'
+    if search is None:
+        return ('the kernel has RDMA dma-buf, but RCCL 2.28 and later find no kernel config (/proc/config.gz, '
+                '/boot/config-<release>, /usr/lib/modules/<release>/config, ...) and cannot read /proc/kallsyms in %s; '
+                'or %s' % (read_in, peer))
+    if search:
+        missing = [k for k in both if not search['options'].get(k)]
+        options = ' and '.join('%s=y' % k for k in missing)
+        return ('the kernel has RDMA dma-buf, but RCCL only uses it with %s, not set in %s, the first place RCCL 2.28 '
+                'and later read in %s; or %s' % (options, search['file'], read_in, peer))
+    kernel = gdr.get('dmabuf_kernel')
+    if isinstance(kernel, Mapping) and kernel:
+        missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
+    elif read_in.startswith('container '):
+        missing = both
+        state = ('RCCL reads it inside %s, where it cannot be read: mount /boot read-only into the container '
+                 '(the container role does on AMD nodes)' % read_in)
+    else:
+        missing, state = both, 'that file could not be read'
+    return ('the kernel has RDMA dma-buf, but RCCL only uses it with %s in /boot/config-<release> (%s); or %s' % (
+        ' and '.join('%s=y' % k for k in missing), state, peer))
+
+
+def _gdr(out, settings, vendor, path, transport, facts, library=None):
+    """NCCL_NET_GDR_LEVEL (left to NCCL unless set), NCCL_DMABUF_ENABLE=1 for RCCL's dma-buf path (off by default
+    before RCCL 2.28.3 for ROCm 7.12, src/misc/rocmwrap.cc), and a warning when traffic is staged through host
+    memory."""
+    library = library or {}
     present = 'net_gdr_level' in settings
     value = settings.get('net_gdr_level')
     level = None
@@ -720,29 +803,16 @@ def _gdr(out, settings, vendor, path, transport, facts):
         if level is not None:
             out.warnings.append('net_gdr_level %s ignored: NCCL uses TCP sockets on this node' % level)
         return
+    gdr = _get(facts, 'rdma', 'gpudirect')
+    gdr = gdr if isinstance(gdr, Mapping) else {}
+    search = _rccl_dmabuf_search(gdr, library)
     if vendor == 'amd' and path == 'dma_buf':
-        out.set('NCCL_DMABUF_ENABLE', '1', 'detected', 'GPUDirect RDMA through dma-buf: RCCL leaves NCCL_DMABUF_ENABLE '
-                'at 0 by default, and /boot/config-<release> has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA, '
-                'read where RCCL reads it (%s)' % ((_get(facts, 'rdma', 'gpudirect') or {}).get('dmabuf_read_in')
-                                                   or 'host'))
+        out.set('NCCL_DMABUF_ENABLE', '1', 'detected', _dmabuf_reason(library, facts, gdr, search))
     if vendor != 'none' and path is False and level != 'LOC':
-        gdr = _get(facts, 'rdma', 'gpudirect') or {}
         if vendor == 'nvidia':
             hint = 'load nvidia_peermem (or use the open kernel modules with a kernel with RDMA dma-buf support)'
         elif gdr.get('dma_buf'):
-            kernel = gdr.get('dmabuf_kernel')
-            read_in = gdr.get('dmabuf_read_in') or 'host'
-            if isinstance(kernel, Mapping) and kernel:
-                missing, state = [k for k, v in sorted(kernel.items()) if not v], 'not set there'
-            elif read_in.startswith('container '):
-                missing = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA']
-                state = ('RCCL reads it inside %s, where it cannot be read: mount /boot read-only into the container '
-                         '(the container role does on AMD nodes)' % read_in)
-            else:
-                missing, state = ['CONFIG_DMABUF_MOVE_NOTIFY', 'CONFIG_PCI_P2PDMA'], 'that file could not be read'
-            hint = ('the kernel has RDMA dma-buf, but RCCL only uses it with %s in /boot/config-<release> (%s); or '
-                    'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd)' % (
-                        ' and '.join('%s=y' % k for k in missing), state))
+            hint = _dmabuf_hint(gdr, search)
         else:
             hint = 'install the amdgpu peer-memory client (/sys/kernel/mm/memory_peers/amdkfd) or use dma-buf'
         out.warnings.append('GPUDirect RDMA is not available on this node: %s will stage network traffic through host '
@@ -773,18 +843,25 @@ def _fifo_tc_problem(number, library):
     return None
 
 
-def _merged_ports(chosen):
+def _max_devs_per_nic(library):
+    """NCCL_IB_MAX_DEVS_PER_NIC of the library: 8 for NCCL 2.30 and later, 4 otherwise (RCCL, older or unknown)."""
+    if library.get('name') == 'nccl':
+        return _by_version(NCCL_IB_MAX_DEVS_PER_NIC, library.get('version')) or NCCL_IB_MAX_DEVS_PER_NIC[-1][1]
+    return NCCL_IB_MAX_DEVS_PER_NIC[-1][1]
+
+
+def _merged_ports(chosen, library):
     """The most ports NCCL merges into one virtual NIC: the chosen ports of one device (NCCL_NET_MERGE_LEVEL PORT),
     at most NCCL_IB_MAX_DEVS_PER_NIC."""
     per_dev = {}
     for port in chosen:
         per_dev[port['dev']] = per_dev.get(port['dev'], 0) + 1
-    return min(max(per_dev.values() or [1]), NCCL_IB_MAX_DEVS_PER_NIC)
+    return min(max(per_dev.values() or [1]), _max_devs_per_nic(library))
 
 
 def _qps_problem(number, library, chosen):
     """Why NCCL_IB_QPS_PER_CONNECTION=number overflows NCCL_IB_MAX_QPS once multiplied by the merged ports, or None."""
-    merged = _merged_ports(chosen)
+    merged = _merged_ports(chosen, library)
     if number * merged <= NCCL_IB_MAX_QPS or _since(library, QPS_TIMES_PORTS_SINCE) is False:
         return None
     return ('%d QPs x %d merged ports of one NIC = %d, more than NCCL_IB_MAX_QPS (%d): %s opens QPs per connection '

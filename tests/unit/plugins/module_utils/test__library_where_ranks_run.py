@@ -23,6 +23,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _node_fa
 from ansible_collections.trainops.multinode.plugins.module_utils import _torch_probe as tp
 from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
 
+from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils import native_libs as native
+
 _TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
 _SPEC = importlib.util.spec_from_file_location('library_fixture_tree', _TREE)
 fixture_tree = importlib.util.module_from_spec(_SPEC)
@@ -51,6 +53,7 @@ class NodeRunner:
                         ('ip', '-j', 'route', 'get', master): json.dumps([route])}
         self.host_root, self.site, self.container_root = host_root, site, container_root
         self.probes = []
+        self.env = {}  # the ranks' environment (LD_LIBRARY_PATH)
 
     def which(self, name):
         return None
@@ -69,7 +72,8 @@ class NodeRunner:
             raise FileNotFoundError(2, 'No such file or directory', argv[0])  # as run_command raises it
         assert argv[1] == '-c' and argv[2] == module_source(tp), argv[:2]
         self.probes.append(argv[3:])
-        env = dict(os.environ, PYTHONPATH=os.path.join(root, self.site), PYTHONDONTWRITEBYTECODE='1')
+        env = dict(dict((k, v) for k, v in os.environ.items() if k != 'LD_LIBRARY_PATH'),
+                   PYTHONPATH=os.path.join(root, self.site), PYTHONDONTWRITEBYTECODE='1', **self.env)
         proc = subprocess.run([sys.executable, '-S'] + argv[1:], capture_output=True, text=True, env=env, check=False)
         return proc.returncode, proc.stdout, proc.stderr
 
@@ -116,12 +120,14 @@ def test_the_wheel_torch_requires_wins_over_the_hosts_nccl(h100):
     assert 'NCCL_IB_GID_INDEX' not in compute(host_only, dict(nproc_per_node=8))['env']
 
 
-def test_what_torch_reports_wins_when_imported(h100):
+def test_without_a_library_to_ask_the_required_wheel_tells_not_the_compile_time_version(h100):
     root, runner = h100
     facts = nf.node_facts(runner, '10.0.0.11', root=root, probe=probe_for(runner, import_torch=True, root=root))
-    # torch/cuda/nccl.py version(): what the loaded library's ncclGetVersion says
+    # the stand-in torch maps no library (no libtorch_cuda.so built): torch.cuda.nccl.version() is only the version
+    # torch was compiled with (torch/csrc/cuda/nccl.cpp NCCL_MAJOR/MINOR/PATCH), ranked after the wheel's metadata
     assert facts['library']['version'] == '2.20.5'
-    assert facts['library']['source'] == 'torch.cuda.nccl.version() of torch 2.4.1'
+    assert facts['library']['source'] == 'python package nvidia-nccl-cu12, which torch 2.4.1 requires'
+    assert facts['library']['runtime_error'].startswith('torch maps no NCCL and libtorch_cuda.so')
     assert runner.probes == [[tp.IMPORT_FLAG, tp.LIBRARY_FLAG, 'nvidia', tp.ROOT_FLAG, root]]
 
 
@@ -145,7 +151,9 @@ def test_nothing_cheap_tells_so_torch_is_asked_and_an_unknown_version_fails_the_
     os.remove(os.path.join(root, 'usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4'))
     os.rename(os.path.join(site, 'nvidia_nccl_cu12-2.20.5.dist-info'), os.path.join(site, 'elsewhere'))
     facts = nf.node_facts(runner, '10.0.0.11', root=root, probe=probe_for(runner, root=root))
-    assert facts['library']['source'] == 'torch.cuda.nccl.version() of torch 2.4.1'  # imported: the wheel is gone
+    # the wheel is gone and no library is mapped: the compile-time version, said so
+    assert facts['library']['source'] == ('torch.cuda.nccl.version() of torch 2.4.1: the version torch was compiled '
+                                          'with, not read from the loaded library')
     with open(os.path.join(site, 'torch/cuda/nccl.py'), 'a') as handle:  # a CPU-only build has no NCCL
         handle.write('\n\ndef version():  # noqa: F811\n    raise RuntimeError("no NCCL in this build")\n')
     facts = nf.node_facts(runner, '10.0.0.11', root=root, probe=probe_for(runner, root=root))
@@ -165,8 +173,181 @@ def test_an_interpreter_that_cannot_be_asked_leaves_the_version_unknown(h100):
     assert 'No such file' in lib['probe_error']
 
 
+# ------------------------------------------------------------------------------------------------
+# The library the ranks' process maps, asked with ncclGetVersion (issue 42 item 6): real shared objects built with
+# cc (native_libs.py), loaded by the stand-in torch as torch._C's link chain loads them
+# ------------------------------------------------------------------------------------------------
+
+WHEEL_NCCL = os.path.join(H100_SITE, 'nvidia/nccl/lib/libnccl.so.2')
+
+
+def cuda_wheel(root, version='2.20.5', get_version=True, linked=True):
+    """torch 2.4.1's chain: torch/lib/libtorch_cuda.so -> libnccl.so.2, DT_RUNPATH $ORIGIN/../../nvidia/nccl/lib,
+    the nvidia-nccl-cu12 wheel's directory (``linked`` False: NCCL linked statically, no DT_NEEDED)."""
+    site = os.path.join(root, H100_SITE)
+    nccl = native.nccl_library(os.path.join(root, WHEEL_NCCL), version, get_version=get_version)
+    native.torch_library(os.path.join(site, 'torch/lib/libtorch_cuda.so'), nccl if linked else None,
+                         '$ORIGIN/../../nvidia/nccl/lib')
+    return os.path.realpath(nccl)
+
+
+def upgrade_wheel(root, version):
+    """``pip install -U nvidia-nccl-cu12==<version>`` after torch: the dist-info and the library are the new ones."""
+    site = os.path.join(root, H100_SITE)
+    new = os.path.join(site, 'nvidia_nccl_cu12-%s.dist-info' % version)
+    os.rename(os.path.join(site, 'nvidia_nccl_cu12-2.20.5.dist-info'), new)
+    with open(os.path.join(new, 'METADATA')) as handle:
+        text = handle.read().replace('Version: 2.20.5', 'Version: ' + version)
+    with open(os.path.join(new, 'METADATA'), 'w') as handle:
+        handle.write(text)
+    return cuda_wheel(root, version)
+
+
+def edit(path, old, new):
+    with open(path) as handle:
+        text = handle.read()
+    assert old in text
+    with open(path, 'w') as handle:
+        handle.write(text.replace(old, new))
+
+
+def probed_library(runner, root):
+    facts = nf.node_facts(runner, '10.0.0.11', root=root, probe=probe_for(runner, root=root))
+    return facts['library']
+
+
+def test_the_torch_wheels_nccl_as_mapped(h100):
+    root, runner = h100
+    nccl = cuda_wheel(root)
+    lib = probed_library(runner, root)
+    assert (lib['version'], lib['source']) == (
+        '2.20.5', 'ncclGetVersion() of %s, mapped after import torch (torch 2.4.1)' % nccl)
+    assert 'runtime_error' not in lib
+
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..')
+
+
+def test_the_standalone_command_in_the_docs(h100):
+    # docs/nccl.md and the module's docstring: `python3 plugins/module_utils/_torch_probe.py --library nvidia`, from
+    # the repository root, with nothing but the standard library and torch (-S: no site-packages, so no Ansible)
+    root, dummy = h100
+    nccl = cuda_wheel(root, '2.23.4')
+    env = dict(dict((k, v) for k, v in os.environ.items() if k not in ('LD_LIBRARY_PATH', 'PYTHONPATH')),
+               PYTHONPATH=os.path.join(root, H100_SITE), PYTHONDONTWRITEBYTECODE='1')
+    proc = subprocess.run([sys.executable, '-S', 'plugins/module_utils/_torch_probe.py', '--library', 'nvidia'],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    runtime = json.loads(proc.stdout)['library']['runtime']
+    assert runtime == dict(version='2.23.4', path=nccl, how='mapped after import torch', error=None,
+                           told_by='ncclGetVersion()')
+    assert json.loads(proc.stdout)['library']['reported'] == '2.20.5'  # torch.cuda.nccl.version(): compile time
+
+
+def test_a_newer_nvidia_nccl_wheel_is_the_one_reported(h100):
+    root, runner = h100
+    nccl = upgrade_wheel(root, '2.23.4')
+    lib = probed_library(runner, root)
+    # torch 2.4.1 still says 2.20.5 (compiled with it): the process maps the upgraded wheel's library
+    assert (lib['version'], lib['source']) == (
+        '2.23.4', 'ncclGetVersion() of %s, mapped after import torch (torch 2.4.1)' % nccl)
+    res = compute(nf.node_facts(runner, '10.0.0.11', root=root, probe=probe_for(runner, root=root)),
+                  dict(nproc_per_node=8))
+    # NCCL >= 2.21 picks a GID per port: NCCL_IB_GID_INDEX stays unset (the compile-time 2.20.5 would pin 3)
+    assert 'NCCL_IB_GID_INDEX' not in res['env']
+
+
+def test_a_library_on_ld_library_path_is_the_one_reported(h100):
+    root, runner = h100
+    cuda_wheel(root)
+    site_lib = native.nccl_library(os.path.join(root, 'opt/nccl-2.27.3/lib/libnccl.so.2'), '2.27.3')
+    # DT_RUNPATH is searched after LD_LIBRARY_PATH (ld.so(8)): the ranks' LD_LIBRARY_PATH wins over the wheel
+    runner.env = dict(LD_LIBRARY_PATH=os.path.dirname(site_lib))
+    lib = probed_library(runner, root)
+    assert (lib['version'], lib['source']) == (
+        '2.27.3', 'ncclGetVersion() of %s, mapped after import torch (torch 2.4.1)' % os.path.realpath(site_lib))
+
+
+def test_a_lazily_loaded_nccl_is_loaded_as_torch_loads_it(h100):
+    root, runner = h100
+    nccl = cuda_wheel(root)
+    torch_dir = os.path.join(root, H100_SITE, 'torch')
+    # a build that loads NCCL when torch.cuda.nccl is first used, not at import
+    edit(os.path.join(torch_dir, '__init__.py'), 'if os.path.exists(_LINKED):', 'if False:')
+    with open(os.path.join(torch_dir, 'cuda', 'nccl.py'), 'a') as handle:
+        handle.write('\n\nimport ctypes, os  # noqa: E401,E402\n\n\ndef version():  # noqa: F811\n'
+                     '    ctypes.CDLL(os.path.join(os.path.dirname(__file__), "..", "lib", "libtorch_cuda.so"))\n'
+                     '    return (2, 20, 5)\n')
+    lib = probed_library(runner, root)
+    assert lib['source'] == 'ncclGetVersion() of %s, mapped after torch.cuda.nccl was used (torch 2.4.1)' % nccl
+    # a build that maps it only with a communicator: the probe loads what libtorch_cuda.so names (DT_NEEDED),
+    # found as the loader finds it, and creates no communicator
+    edit(os.path.join(torch_dir, 'cuda', 'nccl.py'), '    ctypes.CDLL(', '    (')
+    lib = probed_library(runner, root)
+    assert (lib['version'], lib['source']) == (
+        '2.20.5', 'ncclGetVersion() of %s, loaded by the probe as libtorch_cuda.so links it (torch 2.4.1)' % nccl)
+
+
+def test_a_library_without_nccl_get_version_is_read_from_its_banner(h100):
+    root, runner = h100
+    nccl = cuda_wheel(root, '2.21.5', get_version=False)
+    lib = probed_library(runner, root)
+    assert (lib['version'], lib['source']) == (
+        '2.21.5', 'its version string of %s, mapped after import torch (torch 2.4.1)' % nccl)
+
+
+def test_statically_linked_nccl_falls_back_to_the_compile_time_version_said_so(h100):
+    root, runner = h100
+    cuda_wheel(root, linked=False)
+    site = os.path.join(root, H100_SITE)
+    os.remove(os.path.join(root, 'usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4'))
+    edit(os.path.join(site, 'torch-2.4.1.dist-info', 'METADATA'), 'Requires-Dist: nvidia-nccl-cu12', 'Requires-Dist: x')
+    lib = probed_library(runner, root)
+    assert lib['version'] == '2.20.5'
+    assert lib['source'].endswith('the version torch was compiled with, not read from the loaded library')
+    assert lib['runtime_error'] == ('torch maps no NCCL and libtorch_cuda.so, libtorch_global_deps.so link none '
+                                    '(linked statically, or a CPU build)')
+
+
+@pytest.mark.parametrize('rpath, first', [(False, 'ld_library_path'), (True, 'wheel')])
+def test_the_library_torch_links_is_searched_as_the_loader_searches(tmp_path, monkeypatch, rpath, first):
+    wheel = native.nccl_library(str(tmp_path / 'nvidia/nccl/lib/libnccl.so.2'), '2.20.5')
+    other = native.nccl_library(str(tmp_path / 'ld_library_path/libnccl.so.2'), '2.27.3')
+    torch_lib = str(tmp_path / 'torch' / 'lib')
+    native.torch_library(os.path.join(torch_lib, 'libtorch_cuda.so'), wheel, '$ORIGIN/../../nvidia/nccl/lib',
+                         rpath=rpath)
+    dynamic = tp.elf_dynamic(os.path.join(torch_lib, 'libtorch_cuda.so'))
+    assert 'libnccl.so.2' in dynamic['needed']
+    assert dynamic['rpath' if rpath else 'runpath'] == ['$ORIGIN/../../nvidia/nccl/lib']
+    monkeypatch.setenv('LD_LIBRARY_PATH', os.path.dirname(other))
+    found, linker = tp.linked_library('nvidia', torch_lib)
+    # DT_RPATH (without DT_RUNPATH) comes before LD_LIBRARY_PATH, DT_RUNPATH after it
+    expected = {'wheel': os.path.join(torch_lib, '../../nvidia/nccl/lib/libnccl.so.2'), 'ld_library_path': other}
+    assert (found, linker) == (expected[first], 'libtorch_cuda.so')
+    assert tp.nccl_get_version(found) == ({'wheel': '2.20.5', 'ld_library_path': '2.27.3'}[first], None)
+    monkeypatch.delenv('LD_LIBRARY_PATH')
+    os.remove(wheel)
+    assert tp.linked_library('nvidia', torch_lib) == ('libnccl.so.2', 'libtorch_cuda.so')  # the loader's cache
+
+
+def test_what_is_not_an_elf_shared_object_is_not_read(tmp_path):
+    text = tmp_path / 'libtorch_cuda.so'
+    text.write_text('ELF NCCL version 2.20.5+cuda12.4')
+    assert tp.elf_dynamic(str(text)) is None and tp.elf_dynamic(str(tmp_path / 'absent.so')) is None
+    assert tp.linked_library('nvidia', str(tmp_path)) == (None, None)
+    assert tp.nccl_get_version(str(text))[0] is None
+    assert tp.library_version_string(str(text)) == '2.20.5'
+    maps = tmp_path / 'maps'
+    maps.write_text('7f00-7f01 r-xp 00000000 08:01 1 /opt/x/libnccl.so.2.23.4 (deleted)\n'
+                    '7f01-7f02 r--p 00000000 08:01 2 /opt/x/libnccl-net.so\n7f02-7f03 rw-p 00000000 00:00 0 \n'
+                    '7f03-7f04 r-xp 00000000 08:01 3 /opt/rocm/lib/librccl.so.1.0\n')
+    assert tp.mapped_libraries('nvidia', str(maps)) == ['/opt/x/libnccl.so.2.23.4']
+    assert tp.mapped_libraries('amd', str(maps)) == ['/opt/rocm/lib/librccl.so.1.0']
+
+
 def test_probe_output_is_checked_not_trusted():
     data = dict(reported='2.21.5; rm -rf /', torch=dict(version='2.4.1', nccl_wheel='evil', bundled=['../x.so']),
+                runtime=dict(version='2.27.3', path='relative/libnccl.so.2', how='mapped after import torch',
+                             told_by='ncclGetVersion()'),
                 wheels={'nvidia-nccl-cu12': '2.20.5\n'}, files=dict(version='2.23.4', file='x' * 400),
                 aws_ofi_nccl='relative/lib.so', dmabuf_kernel=dict(CONFIG_PCI_P2PDMA='yes'))
     lib = nf.library_facts('/', 'nvidia', data)
@@ -246,19 +427,47 @@ def test_container_with_boot_mounted_enables_dmabuf(mi300x):
     assert 'read where RCCL reads it (container trainops-train)' in res['reasons']['NCCL_DMABUF_ENABLE']
 
 
-def test_a_replaced_bundled_rccl_is_asked_of_torch(mi300x):
+def swap_rccl(container, version):
+    """A librccl.so of ``version`` copied over torch/lib's, which libtorch_hip.so links (DT_RUNPATH $ORIGIN)."""
+    site = os.path.join(container, MI300X_SITE)
+    rccl = native.nccl_library(os.path.join(site, 'torch/lib/librccl.so'), version, vendor='amd')
+    native.torch_library(os.path.join(site, 'torch/lib/libtorch_hip.so'), rccl, '$ORIGIN')
+    return os.path.realpath(rccl)
+
+
+def test_rccl_2_28_in_a_container_without_boot_reads_the_kernel_symbols(mi300x):
+    host, container, runner = mi300x
+    swap_rccl(container, '2.28.3')
+    facts = in_container(runner, host)
+    assert facts['library']['version'] == '2.28.3'
+    # rocm-systems projects/rccl src/misc/rocmwrap.cc: no config file opens in the container (no /boot, no
+    # /proc/config.gz, no module directories), so RCCL 2.28 reads the host's /proc/kallsyms, which the container sees
+    gdr = facts['rdma']['gpudirect']
+    assert (gdr['dmabuf_kernel'], gdr['dmabuf_read_in']) == (None, 'container trainops-train')
+    assert gdr['dmabuf_kernel_search'] == dict(file='/proc/kallsyms', options={
+        'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
+    res = compute(facts, dict(nproc_per_node=8))
+    assert res['env']['NCCL_DMABUF_ENABLE'] == '1' and not [w for w in res['warnings'] if 'mount /boot' in w]
+    assert res['reasons']['NCCL_DMABUF_ENABLE'].endswith(
+        '/proc/kallsyms has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (the symbols dma_buf_move_notify, '
+        'pci_p2pdma): the first place RCCL 2.28 and later read, read where RCCL reads it (container trainops-train)')
+
+
+def test_a_replaced_bundled_rccl_is_the_one_asked(mi300x):
     host, container, runner = mi300x
     site = os.path.join(container, MI300X_SITE)
-    # RCCL's docs tell CPX users to copy a newer librccl.so over torch/lib's: its size no longer matches RECORD
-    with open(os.path.join(site, 'torch/lib/librccl.so'), 'ab') as handle:
-        handle.write(b'RCCL version 2.22.3+hip6.4\x00')
-    with open(os.path.join(site, 'torch/cuda/nccl.py'), 'a') as handle:
-        handle.write('\n\ndef version():  # noqa: F811\n    return (2, 22, 3)\n')
+    # RCCL's docs tell CPX users to copy a newer librccl.so over torch/lib's: torch 2.5.1+rocm6.2 still reports the
+    # RCCL it was compiled with (2.20.5)
+    rccl = swap_rccl(container, '2.22.3')
     facts = in_container(runner, host)
     assert facts['library']['version'] == '2.22.3'
-    assert facts['library']['source'] == 'torch.cuda.nccl.version() of torch 2.5.1+rocm6.2 (in container trainops-train)'
+    assert facts['library']['source'] == ('ncclGetVersion() of %s, mapped after import torch (torch 2.5.1+rocm6.2) '
+                                          '(in container trainops-train)' % rccl)
     # HIP of the wheel's ROCm: torch.version.hip
     assert facts['library']['rocm'] == '6.2'
+    # not asked: a replaced library whose version cannot be read is unknown, never the compile-time 2.20.5
+    os.remove(os.path.join(site, 'torch/lib/libtorch_hip.so'))
+    assert in_container(runner, host)['library']['version'] is None
 
 
 def test_channel_limit_of_the_container_rccl_on_two_nodes(mi300x):

@@ -601,7 +601,9 @@ def test_rccl_channel_limits_by_version_architecture_and_node_count():
     assert run(facts, channels=32)['errors'] == []
     assert has(run(facts, channels=96)['errors'], 'channels 96: the RCCL version is unknown',
                '32/64/128 by version', 'trainops_nccl_library_version')
-    assert has(run(facts, channels=96, nnodes=2)['errors'], 'channels 96: the RCCL version is unknown', '32/64 by')
+    # across nodes 64 up to 2.30, 128 in the 2.31 tree when channels asks for more than 64 (RCCL_LIFTED_CAP_SINCE)
+    assert has(run(facts, channels=96, nnodes=2)['errors'], 'channels 96: the RCCL version is unknown', '32/64/128 by')
+    assert has(run(facts, channels=60, nnodes=2)['errors'], 'channels 60: the RCCL version is unknown', '32/64 by')
     # no GPUs: no library reads it, only a warning (the CPU stand-ins of the e2e and lab tests)
     res = run(cpu_only(), channels=42, threads=512, nnodes=2)
     assert res['errors'] == [] and res['env']['NCCL_MAX_NCHANNELS'] == '42'
@@ -636,6 +638,16 @@ def test_ib_fifo_tc_and_qps_per_connection_by_version():
     old = run(with_library(copy.deepcopy(dual), 'nccl', '2.19.3'), ib_qps_per_connection=128, gid_index=3)
     assert old['errors'] == [] and old['env']['NCCL_IB_QPS_PER_CONNECTION'] == '128'
     assert res('2.21.5', ib_qps_per_connection=128)['errors'] == []  # one port per device
+    # NCCL 2.30 merges up to 8 ports into one NIC (NCCL_NET_MAX_DEVS_PER_NIC_V12, v2.30.3-1 net/net_v12.h:11), 2.29
+    # and older up to 4 (v2.29.7-1 src/transport/net_ib/common.h:53): a device with 6 chosen ports
+    six = copy.deepcopy(dual)
+    for number in range(3, 7):
+        six['rdma']['devices'][0]['ports'].append(dict(copy.deepcopy(second), port=number))
+    assert run(with_library(copy.deepcopy(six), 'nccl', '2.29.7'), ib_qps_per_connection=32)['errors'] == []
+    assert run(with_library(copy.deepcopy(six), 'nccl', '2.30.3'), ib_qps_per_connection=32)['errors'] == [
+        'ib_qps_per_connection 32: 32 QPs x 6 merged ports of one NIC = 192, more than NCCL_IB_MAX_QPS (128): '
+        'NCCL 2.30.3 opens QPs per connection times merged ports (src/transport/net_ib.cc, since 2.20)']
+    assert run(with_library(copy.deepcopy(six), 'nccl', '2.30.3'), ib_qps_per_connection=16)['errors'] == []
 
 
 def test_net_gdr_level():

@@ -7,6 +7,7 @@ library version each. Every expectation names the NCCL/RCCL source or document i
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -171,6 +172,65 @@ def test_mi300x_two_nodes_128_channels_refused(node):
     assert compute(facts, channels=128, nnodes=1)['errors'] == []
 
 
+ONE_GID = ['bnxt_re4', 'bnxt_re5', 'bnxt_re6', 'bnxt_re7']
+"""Ports that share their RoCE v2 GID index (5): RCCL before 2.21 takes one index per process."""
+
+
+def gfx90a(node, version):
+    """The MI300X tree's node read as an MI250X node (gfx90a): what ncclTopoPostset keys its channel limits on."""
+    facts = mi300x(node, version)
+    facts['gpu']['gfx'] = ['gfx90a'] * 8
+    return facts
+
+
+def test_min_channels_48_across_gfx90a_nodes_by_rccl_version(node):
+    # ncclMinNchannels clamps NCCL_MIN_NCHANNELS to MAXCHANNELS only (rocm-6.2.0 src/graph/connect.cc:524-533);
+    # ncclTopoPostset then copies channels up to it (:694) although maxChannels is 2*CHANNEL_LIMIT = 32 on gfx90a
+    # (:628), and caps it at 64 across nodes (:677). RCCL 2.20.5 runs 48 channels.
+    res = compute(gfx90a(node, '2.20.5'), min_channels=48, nnodes=2, nproc_per_node=8, ib_hca=ONE_GID)
+    assert res['errors'] == [] and res['env']['NCCL_MIN_NCHANNELS'] == '48'
+    # RCCL 2.18.6 (rocm-6.1.0): MAXCHANNELS 64, no cap across nodes
+    assert compute(gfx90a(node, '2.18.6'), min_channels=48, nnodes=2, ib_hca=ONE_GID)['errors'] == []
+    assert compute(gfx90a(node, '2.18.6'), min_channels=80, ib_hca=ONE_GID)['errors'] == [
+        'min_channels 80 is more than RCCL 2.18.6 allows (64, MAXCHANNELS 64): the library would silently use 64']
+    # from rocm-6.3 (2.21.5, connect.cc:686-689) a minimum above maxChannels is ignored: RCCL uses 2
+    assert compute(gfx90a(node, '2.21.5'), min_channels=48, nnodes=2, nproc_per_node=8)['errors'] == [
+        'min_channels 48 is more than RCCL 2.21.5 allows (32, the 32 channels RCCL allows here (32 on gfx90a (all '
+        'MAXCHANNELS only on gfx942/gfx950))): RCCL ignores it and uses 2 (ncclTopoPostset: "NCCL_MIN_NCHANNELS set '
+        'by environment is ignored")']
+    assert compute(gfx90a(node, '2.21.5'), min_channels=32, nnodes=2)['errors'] == []
+
+
+def test_min_channels_above_64_with_fewer_than_8_ranks_is_ignored(node):
+    # rocm-6.3 connect.cc:682-685: nRanks < 8 and NCCL_MIN_NCHANNELS > 64 -> 2
+    facts = mi300x(node)
+    assert compute(facts, min_channels=96, nproc_per_node=8)['errors'] == []
+    assert has(compute(facts, min_channels=96, nproc_per_node=4)['errors'],
+               'min_channels 96 is more than RCCL 2.21.5 allows (64, 64 with fewer than 8 ranks (4))',
+               'RCCL ignores it and uses 2')
+    # RCCL 2.20.5 has no such rule: 96 channels on one node
+    assert compute(mi300x(node, '2.20.5'), min_channels=96, nproc_per_node=4, ib_hca=ONE_GID)['errors'] == []
+
+
+def test_rccl_2_31_tree_lifts_the_64_channel_cap_across_nodes(node):
+    # rocm-systems projects/rccl src/graph/connect.cc ncclTopoPostset (RCCL 2.31 development): the 64 cap across
+    # nodes is skipped when NCCL_MAX_NCHANNELS > 64, and the minimum across nodes is capped at MAXCHANNELS, not 64
+    new = mi300x(node, '2.31.2')
+    assert new['library']['version'] == '2.31.2'
+    res = compute(new, channels=128, nnodes=2, nproc_per_node=8)
+    assert res['errors'] == [] and res['env']['NCCL_MAX_NCHANNELS'] == '128'
+    assert compute(new, channels=128, min_channels=96, nnodes=2, nproc_per_node=8)['errors'] == []
+    # without channels above 64 maxChannels stays 64, and a minimum above it is reset to 2
+    assert has(compute(new, min_channels=96, nnodes=2, nproc_per_node=8)['errors'],
+               'min_channels 96 is more than RCCL 2.31.2 allows (64', 'unless channels is above 64',
+               'RCCL ignores it and uses 2')
+    assert compute(new, channels=60, nnodes=2)['env']['NCCL_MAX_NCHANNELS'] == '60'
+    # RCCL 2.30.4 (ROCm 7.14) keeps the cap: 64
+    assert compute(mi300x(node, '2.30.4'), channels=128, nnodes=2)['errors'] == [
+        'channels 128 is more than RCCL 2.30.4 allows (64, MAXCHANNELS 128, 64 when the job has more than one node '
+        '(2 nodes)): the library would silently use 64']
+
+
 def test_mi300x_rccl_2_18_6_96_channels_refused(node):
     # RCCL rocm-6.1.0 (2.18.6) src/include/devcomm.h: #define MAXCHANNELS 64
     # (bnxt_re4..7 only: RCCL 2.18.6 takes one GID index per process, 5 on these ports)
@@ -224,10 +284,15 @@ def test_mi300x_rccl_2_27_on_rocm_6_3_sets_no_scratch_reclaim(node):
         assert 'RCCL %s warns without it' % version in res['reasons']['HSA_NO_SCRATCH_RECLAIM']
 
 
-def test_mi300x_rocm_6_4_2_and_later_needs_no_scratch_reclaim(node):
+def test_mi300x_rocm_6_4_2_and_later_sets_no_scratch_reclaim_too(node):
+    # rocm-systems projects/rccl src/rccl_wrap.cc validHsaScratchEnvSetting: from HIP 60443484 (ROCm 6.4.2) an unset
+    # value passes only with MEC firmware >= 177 (gfx942) / >= 24 (gfx950), not in the facts; "1" always passes
     for rocm in ('6.4.2', '6.4.3', '7.0.1', '7.2'):
         res = compute(mi300x_rocm(node, '2.27.7', rocm))
-        assert res['env'] == MI_BASE_ENV and res['errors'] == [] and res['warnings'] == [], rocm
+        assert res['env'] == dict(MI_BASE_ENV, HSA_NO_SCRATCH_RECLAIM='1'), rocm
+        assert res['errors'] == [] and res['warnings'] == [], rocm
+        assert 'the MEC firmware RCCL also checks is not in the facts, so it is set anyway' in res['reasons'][
+            'HSA_NO_SCRATCH_RECLAIM'], rocm
 
 
 def test_mi300x_rccl_before_2_26_needs_no_scratch_reclaim(node):
@@ -292,8 +357,12 @@ def test_scratch_reclaim_user_override(node):
     assert res['errors'] == [] and has(res['warnings'], 'HSA_NO_SCRATCH_RECLAIM=0', 'RCCL 2.30.4 warns')
     res = compute(mi300x_rocm(node, '2.27.7', None), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
     assert res['errors'] == [] and has(res['warnings'], 'a ROCm runtime of unknown version')
-    # where RCCL does not want it, a user value is left alone
+    # from ROCm 6.4.2 RCCL refuses a missing value only with old MEC firmware: a warning, the user's value kept
     res = compute(mi300x_rocm(node, '2.27.7', '6.4.2'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
+    assert res['errors'] == [] and res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0'
+    assert has(res['warnings'], 'env_overrides HSA_NO_SCRATCH_RECLAIM=0', 'gfx942 with ROCm 6.4.2')
+    # before 2.26 RCCL never reads it: a user value is left alone
+    res = compute(mi300x_rocm(node, '2.22.3', '6.3.1'), env_overrides={'HSA_NO_SCRATCH_RECLAIM': '0'})
     assert res['errors'] == [] and res['warnings'] == [] and res['env']['HSA_NO_SCRATCH_RECLAIM'] == '0'
 
 
@@ -307,6 +376,76 @@ def test_mi300x_without_dmabuf_kernel_support_stages_through_host(node):
     assert 'NCCL_DMABUF_ENABLE' not in res['env'] and res['gpudirect'] is False
     assert has(res['warnings'], 'RCCL will stage network traffic through host memory',
                'CONFIG_DMABUF_MOVE_NOTIFY=y in /boot/config-<release> (not set there)')
+
+
+# RCCL 2.28 and later (rocm-systems projects/rccl src/misc/rocmwrap.cc initOnceFunc): the kernel config is the first
+# of /proc/config.gz (when zcat is found), /boot/config-<release>, /usr/src/linux-<release>/.config, ...,
+# /usr/lib/modules/<release>/config, ... that opens; none: /proc/kallsyms (dma_buf_move_notify, pci_p2pdma).
+# NCCL_DMABUF_ENABLE defaults to 1 from RCCL 2.28.3 for ROCm 7.12 (CHANGELOG), 0 before.
+
+def mi300x_tree(node, version, rocm, edit):
+    """The MI300X gid_split node with RCCL ``version`` and ROCm ``rocm``, its tree changed by ``edit(root)``."""
+    dummy, root = node('mi300x_8gpu_bnxt_gid_split', MI_LINKS, '10.0.0.11', MI_ROUTE, version)
+    edit(root)
+    facts = nf.node_facts(IpRunner(MI_LINKS, '10.0.0.11', MI_ROUTE), '10.0.0.11', root=root)
+    facts['library']['rocm'] = rocm
+    return facts
+
+
+def no_boot(root):
+    os.remove(os.path.join(root, 'boot/config-6.8.0-45-generic'))  # as in a container without /boot
+
+
+def test_rccl_2_28_reads_the_kernel_symbols_where_boot_is_missing(node):
+    new = mi300x_tree(node, '2.28.3', '7.12.0', no_boot)
+    assert new['rdma']['gpudirect']['dmabuf_kernel'] is None
+    assert new['rdma']['gpudirect']['dmabuf_kernel_search'] == dict(
+        file='/proc/kallsyms', options={'CONFIG_DMABUF_MOVE_NOTIFY': True, 'CONFIG_PCI_P2PDMA': True})
+    res = compute(new)
+    assert res['env']['NCCL_DMABUF_ENABLE'] == '1' and res['gpudirect'] is True and res['warnings'] == []
+    assert res['reasons']['NCCL_DMABUF_ENABLE'] == (
+        'GPUDirect RDMA through dma-buf: RCCL 2.28.3 defaults NCCL_DMABUF_ENABLE to 1 (since RCCL 2.28.3 for ROCm '
+        '7.12); set all the same; /proc/kallsyms has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (the symbols '
+        'dma_buf_move_notify, pci_p2pdma): the first place RCCL 2.28 and later read, read where RCCL reads it (host)')
+    # the ROCm 7.11 build of the same 2.28.3 leaves it at 0; an unknown ROCm cannot tell
+    assert 'RCCL 2.28.3 leaves NCCL_DMABUF_ENABLE at 0 by default' in compute(mi300x_tree(
+        node, '2.28.3', '7.11.0', no_boot))['reasons']['NCCL_DMABUF_ENABLE']
+    assert 'only in the ROCm 7.12 build of 2.28.3 and later' in compute(mi300x_tree(
+        node, '2.28.3', None, no_boot))['reasons']['NCCL_DMABUF_ENABLE']
+    # RCCL 2.27 reads /boot/config-<release> only: it stages through host memory
+    old = compute(mi300x_tree(node, '2.27.7', '7.1.0', no_boot))
+    assert 'NCCL_DMABUF_ENABLE' not in old['env'] and old['gpudirect'] is False
+    assert has(old['warnings'], 'RCCL will stage network traffic through host memory', '/boot/config-<release> '
+               '(that file could not be read)')
+
+
+def test_rccl_2_28_takes_the_first_kernel_config_that_opens(node):
+    def modules_config(root):
+        no_boot(root)
+        os.makedirs(os.path.join(root, 'usr/lib/modules/6.8.0-45-generic'))
+        with open(os.path.join(root, 'usr/lib/modules/6.8.0-45-generic/config'), 'w') as handle:
+            handle.write('CONFIG_DMABUF_MOVE_NOTIFY=y\n# CONFIG_PCI_P2PDMA is not set\n')
+    res = compute(mi300x_tree(node, '2.30.4', '7.14.0', modules_config))
+    # the module directory's config decides, /proc/kallsyms (which has both symbols) is not read
+    assert 'NCCL_DMABUF_ENABLE' not in res['env'] and res['gpudirect'] is False
+    assert has(res['warnings'], 'RCCL only uses it with CONFIG_PCI_P2PDMA=y, not set in '
+               '/usr/lib/modules/6.8.0-45-generic/config, the first place RCCL 2.28 and later read in host')
+
+    def config_gz(root, zcat=True):
+        no_boot(root)
+        with gzip.open(os.path.join(root, 'proc/config.gz'), 'wt') as handle:
+            handle.write('CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\n')
+        os.makedirs(os.path.join(root, 'usr/bin'), exist_ok=True)
+        if zcat:
+            with open(os.path.join(root, 'usr/bin/zcat'), 'w') as handle:
+                handle.write('#!/bin/sh\n')
+            os.chmod(os.path.join(root, 'usr/bin/zcat'), 0o755)
+    facts = mi300x_tree(node, '2.30.4', '7.14.0', config_gz)
+    assert facts['rdma']['gpudirect']['dmabuf_kernel_search']['file'] == '/proc/config.gz'
+    assert compute(facts)['env']['NCCL_DMABUF_ENABLE'] == '1'
+    # RCCL reads /proc/config.gz through zcat: without it, the next place (here /proc/kallsyms)
+    facts = mi300x_tree(node, '2.30.4', '7.14.0', lambda root: config_gz(root, zcat=False))
+    assert facts['rdma']['gpudirect']['dmabuf_kernel_search']['file'] == '/proc/kallsyms'
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ fixture_tree = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(fixture_tree)
 
 ZERO_NONE = dict(nvidia_peermem=False, nv_peer_mem=False, amd_peer_mem=False, dma_buf=False, dmabuf_kernel=None,
-                 dmabuf_read_in=None, path=None, available=False)
+                 dmabuf_read_in=None, dmabuf_kernel_search=None, path=None, available=False)
 
 
 def strip_tables(devices):
@@ -146,7 +146,9 @@ def test_mi300x_bnxt_re_roce_v2(tree):
     # inbox kernel: RDMA dma-buf, no peer-memory client. RCCL uses dma-buf only when the kernel was built with
     # CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA (RCCL src/misc/rocmwrap.cc reads /boot/config-<release>); this
     # tree has no kernel config, so RCCL would stage through host memory: not available
-    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, dmabuf_read_in='host')
+    # RCCL 2.28 and later read /proc/kallsyms when no config file opens: these symbols are not there either
+    assert rdma['gpudirect'] == dict(ZERO_NONE, dma_buf=True, dmabuf_read_in='host', dmabuf_kernel_search=dict(
+        file='/proc/kallsyms', options={'CONFIG_DMABUF_MOVE_NOTIFY': False, 'CONFIG_PCI_P2PDMA': False}))
 
 
 def _strip_mi300x_sysfs(root):
