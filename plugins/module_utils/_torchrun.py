@@ -40,6 +40,7 @@ import os
 import re
 import shlex
 import signal
+import string
 import sys
 import time
 
@@ -88,7 +89,12 @@ QUERY_WATCH_POLL = 0.5
 """Seconds between two reads of a running run's state while a query waits for it to change (``wait_for_change``)."""
 
 # names are checked with fullmatch: ``$`` would let a trailing newline through
-RUN_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}')
+# The run-id rule, in one place: its characters, its length and no ``..``; RUN_ID_RE and the batch script's shell
+# test (run_id_shell_function, for the sbatch role) are both written from these.
+RUN_ID_FIRST = string.ascii_letters + string.digits
+RUN_ID_REST = RUN_ID_FIRST + '_.@+=-'
+RUN_ID_MAX = 200
+RUN_ID_RE = re.compile('[%s][%s]{0,%d}' % (re.escape(RUN_ID_FIRST), re.escape(RUN_ID_REST), RUN_ID_MAX - 1))
 ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
@@ -125,11 +131,36 @@ def iso_time(epoch):
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
 
 
+def is_run_id(run_id):
+    """Whether ``run_id`` is a run id: ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*``, at most 200 characters, without ``..``."""
+    return isinstance(run_id, str) and RUN_ID_RE.fullmatch(run_id) is not None and '..' not in run_id
+
+
 def validate_run_id(run_id):
     """Run ids become directory names: allow ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*`` (at most 200 characters)."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id) or '..' in run_id:
+    if not is_run_id(run_id):
         raise TorchrunError('Invalid run_id %r: use letters, digits and _ . @ + = - (starting with a letter or digit).' % (run_id, ))
     return run_id
+
+
+def run_id_shell_function(name):
+    """A bash function ``name`` that succeeds when its one argument is a run id (is_run_id), for a script that reads
+    one from a file (the sbatch role's batch script).
+
+    The same rule as RUN_ID_RE, written as a POSIX extended regular expression with every character listed (a range
+    such as ``A-Z`` may take other letters in some locales), and the same ``..`` check. Bash matches it against the
+    whole value: a newline inside it is an ordinary character, so it does not match.
+    """
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+        raise TorchrunError('Invalid shell function name %r' % (name, ))
+
+    def bracket(chars):
+        return '[' + ''.join(sorted(set(chars) - {'-'})) + ('-' if '-' in chars else '') + ']'
+    pattern = '^%s%s{0,%d}$' % (bracket(RUN_ID_FIRST), bracket(RUN_ID_REST), RUN_ID_MAX - 1)
+    return ('%s() {\n'
+            '  local pattern=%s\n'
+            '  [[ $1 =~ $pattern && $1 != *..* ]]\n'
+            '}\n' % (name, shlex.quote(pattern)))
 
 
 def _endpoint(addr, port):
