@@ -183,15 +183,20 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
 def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(tmp_path):
     # exiting on its own would make the job FAILED (143); Slurm ends it at the limit instead: TIMEOUT
     fake, calls = fake_playbook(tmp_path)
-    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30).returncode == 0
+    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30,
+                       trainops_sbatch_checkpoint_seconds=20).returncode == 0
     script, _variables = rendered(tmp_path)
     assert '#SBATCH --signal=B:USR1@30' in script.read_text()
     proc = start_script(script, calls, TMPDIR=str(tmp_path))  # pytest's: too long for SSH socket paths
     proc.send_signal(signal.SIGUSR1)  # --signal=B:USR1@30
     deadline = time.monotonic() + 30
-    while not calls.read_text().rstrip().endswith('/playbooks/stop.yml'):
+    while '/playbooks/stop.yml' not in calls.read_text():
         assert time.monotonic() < deadline, calls.read_text()
         time.sleep(0.05)
+    # the stop sends the checkpoint signal first and says the job reached its time limit (outcome timed_out)
+    stop = calls.read_text().rstrip().splitlines()[-1]
+    assert stop.endswith('/playbooks/stop.yml -e ' + json.dumps({
+        'trainops_stop_checkpoint_seconds': 20, 'trainops_stop_time_limit': {'job_id': '41', 'stop_seconds': 30}})), stop
     time.sleep(1)
     assert proc.poll() is None  # still there, after the stop playbook ran
     proc.send_signal(signal.SIGTERM)  # the time limit
