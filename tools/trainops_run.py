@@ -170,6 +170,7 @@ def redact_command_record(artifact_dir, extra_names=()):
 # A trainops_secret_env reference names the environment variable that holds the secret: its value is a secret too.
 _ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
 MIN_SECRET = 4
+JSON_ESCAPE_LEVELS = 2
 """Shorter values are not looked for in the records (they would blank out ordinary text); as redact_argv."""
 
 
@@ -202,11 +203,16 @@ class Redactor:
         self.learn(values)
 
     def learn(self, values):
-        """Look for these values too (and for their JSON-escaped forms, as a result shown as text has them)."""
+        """Look for these values too, and for their JSON-escaped forms: a result shown as text has them once, the text
+        of a result that holds a JSON argument (``-e '{...}'``) twice."""
         forms = set(self.values)
         for value in values:
             if isinstance(value, str) and len(value) >= MIN_SECRET:
-                forms.update((value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]))
+                level = [value]
+                for _ in range(JSON_ESCAPE_LEVELS):
+                    level = [json.dumps(form, ensure_ascii=ascii)[1:-1] for form in level for ascii in (True, False)]
+                    forms.update(level)
+                forms.add(value)
         self.values = tuple(sorted(forms, key=len, reverse=True))
 
     def text(self, text):
