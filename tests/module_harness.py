@@ -35,6 +35,18 @@ def patched_exits():
     return patch.multiple('ansible.module_utils.basic.AnsibleModule', exit_json=exit_json, fail_json=fail_json)
 
 
+def run_module(module, args):
+    """The result ``module.main()`` exits or fails with for these module arguments (exits patched: patched_exits)."""
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+
+    with patch_module_args(args):
+        try:
+            module.main()
+        except (ExitJson, FailJson) as exc:
+            return exc.args[0]
+    raise AssertionError('%s.main() neither exited nor failed' % module.__name__)
+
+
 def module_arguments(module):
     """The keyword arguments ``module.main()`` gives AnsibleModule (argument_spec, supports_check_mode, ...)."""
     captured = {}

@@ -29,10 +29,13 @@ with one test case per host, failed when the host had failures or was unreachabl
 Secrets only by reference: a ``trainops_secret_env`` value typed literally into an ``-e`` argument (this
 command line, and ansible-playbook's, are visible to any user's ``ps``) is refused before anything runs,
 with the ``lookup('ansible.builtin.env', NAME)`` form to use instead (plugins/plugin_utils/_secret_args.py,
-the rule the job role applies too). ansible-runner's record of the run (``<artifacts>/<run>/command``: the
-command line and the environment) keeps no secret: values of secret-named variables (``--secret-env``) in
-the environment, the values of ``trainops_secret_env`` in the ``-e`` arguments and any such secret value
-found in the command line are replaced with ``<redacted>``.
+the rule the job role applies too). ansible-runner's records of the run (``<artifacts>/<run>/``: ``command``,
+the command line and the environment; ``job_events/``, ``stdout``, ``stderr`` and every other file it writes
+there) keep no secret: values of secret-named variables (``--secret-env``) in the environment, the values of
+``trainops_secret_env`` in the ``-e`` arguments of any command line recorded (the health check's nested
+ansible-playbook too), the credentials of URLs and every secret value (of a secret-named variable, of one a
+``trainops_secret_env`` reference reads, or given in a vars file) found anywhere are replaced with ``<redacted>``.
+Events are redacted before ansible-runner writes them, the other files when the run ends.
 
 Exit status: 0 when ansible-playbook succeeded and no host failed or was unreachable, otherwise
 ansible-playbook's return code (or 1 when that is 0 or unknown); 2 for usage errors.
@@ -48,6 +51,7 @@ import re
 import shlex
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -161,6 +165,135 @@ def redact_command_record(artifact_dir, extra_names=()):
         json.dump(record, handle, ensure_ascii=False)
     os.replace(tmp, path)
     return True
+
+
+# A trainops_secret_env reference names the environment variable that holds the secret: its value is a secret too.
+_ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
+MIN_SECRET = 4
+JSON_ESCAPE_LEVELS = 2
+"""Shorter values are not looked for in the records (they would blank out ordinary text); as redact_argv."""
+
+
+def secret_values(extravars, extra_names=(), environ=None):
+    """The secret values this run knows, longest first: the values of ``trainops_secret_env`` given literally (in
+    a vars file: ``-e @secrets.yml``), the environment variables its references read
+    (``lookup('ansible.builtin.env', NAME)``), those named by ``--secret-env`` and those whose names look secret."""
+    environ = os.environ if environ is None else environ
+    names = set(extra_names)
+    values = []
+    secrets = (extravars or {}).get(secret_args().SECRET_VAR)
+    for value in (secrets.values() if isinstance(secrets, dict) else [secrets]):
+        if isinstance(value, str):
+            names.update(_ENV_LOOKUP.findall(value))
+            if not secret_args().is_reference(value):
+                values.append(value)
+        elif value is not None:
+            values.append(str(value))
+    values.extend(value for name, value in environ.items() if is_secret_name(name, names))
+    return tuple(sorted(set(value for value in values if len(value) >= MIN_SECRET), key=len, reverse=True))
+
+
+class Redactor:
+    """What every record of the run goes through: secret values, ``trainops_secret_env`` in ``-e`` arguments (of
+    any command line recorded, such as the health check's nested ansible-playbook) and the credentials of URLs
+    replaced with ``<redacted>``."""
+
+    def __init__(self, values=()):
+        self.values = ()
+        self.learn(values)
+
+    def learn(self, values):
+        """Look for these values too, and for their JSON-escaped forms: a result shown as text has them once, the text
+        of a result that holds a JSON argument (``-e '{...}'``) twice."""
+        forms = set(self.values)
+        for value in values:
+            if isinstance(value, str) and len(value) >= MIN_SECRET:
+                level = [value]
+                for _ in range(JSON_ESCAPE_LEVELS):
+                    level = [json.dumps(form, ensure_ascii=ascii)[1:-1] for form in level for ascii in (True, False)]
+                    forms.update(level)
+                forms.add(value)
+        self.values = tuple(sorted(forms, key=len, reverse=True))
+
+    def text(self, text):
+        for value in self.values:
+            text = text.replace(value, REDACTED)
+        return redact_urls_in(text) if '://' in text else text
+
+    def learn_from(self, value):
+        """The trainops_secret_env values typed into any command line in ``value`` (say, a command task's argv)."""
+        if isinstance(value, dict):
+            for item in value.values():
+                self.learn_from(item)
+        elif isinstance(value, list):
+            if value and all(isinstance(item, str) for item in value):
+                self.learn(secret_args().literal_secret_values(value))
+            for item in value:
+                self.learn_from(item)
+
+    def value(self, value):
+        """A record (JSON data) without secrets: first what its command lines give literally is learnt, then every
+        string is redacted."""
+        self.learn_from(value)
+        return self._value(value)
+
+    def _value(self, value):
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return dict((key, self._value(item)) for key, item in value.items())
+        if isinstance(value, list):
+            if all(isinstance(item, str) for item in value):
+                value = secret_args().redact_argv(value, self.values)
+            return [self._value(item) for item in value]
+        return value
+
+    def event(self, event):
+        """An ansible-runner event, redacted in place (ansible-runner writes the dict its handler got)."""
+        redacted = self.value(event)
+        if redacted != event:
+            event.clear()
+            event.update(redacted)
+        return event
+
+
+def _rewrite(path, data):
+    tmp = path + '.tmp'
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), 'wb') as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def redact_artifacts(artifact_dir, redactor):
+    """Every file ansible-runner left in ``artifact_dir`` (``job_events/``, ``stdout``, ``stderr``, ``command``,
+    ``fact_cache/``, ...) through ``redactor``: JSON files value by value, the others as text. Links are neither
+    followed nor changed. Returns the files it changed, relative to ``artifact_dir``."""
+    records = []
+    for folder, _dirs, files in os.walk(artifact_dir):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            with open(path, 'rb') as handle:
+                text = handle.read().decode('utf-8', errors='surrogateescape')
+            try:
+                records.append((path, text, json.loads(text)))
+            except ValueError:
+                records.append((path, text, None))
+    for _path, _text, record in records:   # every command line's secrets first: the text files show them too
+        redactor.learn_from(record)
+    changed = []
+    for path, text, record in records:
+        if record is None:
+            redacted = redactor.text(text)
+            new = None if redacted == text else redacted.encode('utf-8', errors='surrogateescape')
+        else:
+            redacted = redactor.value(record)
+            new = None if redacted == record else json.dumps(redacted, ensure_ascii=False).encode('utf-8')
+        if new is not None:
+            _rewrite(path, new)
+            changed.append(os.path.relpath(path, artifact_dir))
+    return changed
 
 
 def _redact_urls(value):
@@ -373,8 +506,9 @@ def failure_message(res):
 class RunRecorder:
     """Collects what the summary needs from the runner events and prints progress lines."""
 
-    def __init__(self, verbosity=0, out=None):
+    def __init__(self, verbosity=0, out=None, redactor=None):
         self.verbosity = verbosity
+        self.redactor = redactor or Redactor()
         self.out = out or sys.stdout
         self.failures = []
         self.stats = None
@@ -393,6 +527,11 @@ class RunRecorder:
         del self.tail[:-TAIL_LINES]
 
     def __call__(self, event):
+        try:
+            self.redactor.event(event)
+        except Exception as exc:  # an event that could not be redacted is not written
+            self._print('[trainops_run] could not redact event %s, left out of the records: %s' % (event.get('event'), type(exc).__name__))
+            return False
         try:
             self.handle(event)
         except Exception as exc:  # never let progress output break the run
@@ -583,8 +722,9 @@ def run(args):
     stem = re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.splitext(os.path.basename(playbook_path))[0])
     ident = '%s_%s_%s' % (time.strftime('%Y%m%dT%H%M%S'), stem, uuid.uuid4().hex[:6])
 
-    recorder = RunRecorder(verbosity=args.verbose)
     secret_names = tuple(args.secret_env)
+    redactor = Redactor(secret_values(extravars, secret_names))
+    recorder = RunRecorder(verbosity=args.verbose, redactor=redactor)
 
     def on_status(data, runner_config=None):
         # the command record is written before the process starts: redact it as soon as it runs
@@ -624,6 +764,7 @@ def run(args):
     finally:
         shutil.rmtree(private_data_dir, ignore_errors=True)
         redact_command_record(os.path.join(artifact_root, ident), secret_names)
+        redact_artifacts(os.path.join(artifact_root, ident), redactor)
     duration = time.monotonic() - t0
     rotate_artifacts(artifact_root, args.keep_artifacts)
 

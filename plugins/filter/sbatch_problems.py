@@ -22,13 +22,14 @@ description:
     the value and without a control character, and not one the role sets itself or that breaks the job
     (C(--job-name), C(--nodes), C(--output), C(--signal), C(--requeue), C(--no-requeue), C(--wrap), C(--parsable),
     C(--wait), also abbreviated, and C(-J), C(-N), C(-o), C(-W)); the output path without whitespace or control
-    characters; the nodes an integer of at least 1, the stop seconds one from 1 to 65535; the paths the script names
-    without control characters.
+    characters; the nodes an integer of at least 1, the stop seconds one from 1 to 65535, the checkpoint seconds one
+    from 0 to less than the stop seconds; the paths the script names without control characters.
 options:
   _input:
     description:
       - The role's variables by name (C(trainops_sbatch_job_name), C(trainops_sbatch_options),
-        C(trainops_sbatch_output), C(trainops_sbatch_nodes), C(trainops_sbatch_stop_seconds), C(trainops_sbatch_dir),
+        C(trainops_sbatch_output), C(trainops_sbatch_nodes), C(trainops_sbatch_stop_seconds),
+        C(trainops_sbatch_checkpoint_seconds), C(trainops_sbatch_dir),
         C(trainops_sbatch_inventory), C(trainops_sbatch_playbook), C(trainops_sbatch_stop_playbook),
         C(trainops_sbatch_ansible_playbook)); one left out is not checked.
     type: dict

@@ -109,8 +109,8 @@ def resume_nodes(nodes, hostvars, run_id):
 
 def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``, and from the first of ``nodes``
-    whose stat of the run's ``checkpoint.pt`` found it (resume.yml registers ``__trainops_resume_found``: the run, then
-    its checkpoint) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from that
+    where the run's ``checkpoint.pt`` was found (resume.yml registers ``__trainops_resume_found``, module
+    checkpoint_carry: its ``checkpoint``) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from that
     node's own ``checkpoint.json`` in ``per_node`` (the resumed run's manifest's ``checkpoints``), else from
     ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's ``checkpoint.json``), where it names the same
     file (the same node, or the same path below the run's directory: every node writes the same checkpoint);
@@ -119,8 +119,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     found = dict(run_id=_str(run_id), node=None, path=None, sha256=None, size=None, mtime=None, global_step=None,
                  epoch=None, copied_to=[])
     for node in nodes:
-        results = dig(host_vars(hostvars, node), '__trainops_resume_found', 'results') or []
-        stat = dig(results[1], 'stat') if len(results) > 1 and isinstance(results[1], dict) else None
+        stat = dig(host_vars(hostvars, node), '__trainops_resume_found', 'checkpoint')
         if isinstance(stat, dict) and stat.get('isreg'):
             found.update(node=node, path=stat.get('path'), sha256=stat.get('checksum'), size=stat.get('size'),
                          mtime=stat.get('mtime'))

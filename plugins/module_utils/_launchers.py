@@ -33,7 +33,7 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
 
 from __future__ import annotations
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _srun
+from ansible_collections.trainops.multinode.plugins.module_utils import _sbatch, _srun
 
 
 class LauncherError(Exception):
@@ -95,6 +95,13 @@ class Ssh(Launcher):
     """One detached supervisor per node, started by the torchrun module over the play's connection."""
 
     name = 'ssh'
+
+    def time_limit(self, end, results):
+        # under sbatch: the batch script's stop near the job's time limit says so (the nodes' records never do)
+        return _sbatch.batch_time_limit(end)
+
+    def end_record(self, end, time_limit):
+        return {'slurm_end': dict(end, time_limit=time_limit)} if time_limit else {}
 
 
 class Srun(Launcher):

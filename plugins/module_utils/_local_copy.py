@@ -12,6 +12,9 @@ top, a trailing ``/`` matches directories only, ``*`` ``**`` ``?`` ``[...]``), e
 with ``--delete-excluded``, never deleted; a file is copied when its size or modification time differs (with
 ``--checksum``: its size or content), else only attributes that differ are set; ``--delete`` removes what is not in
 ``src``; every file lands under a temporary name first and is renamed into place. Check mode only lists the items.
+Attributes are never set through a symbolic link: a new file's on its open descriptor, an existing item's by name
+in its directory, each directory below ``dest`` opened with ``O_NOFOLLOW`` (a link swapped in after the walk fails the
+copy with ``ELOOP``/``ENOTDIR``).
 
 What it does not implement raises ``Unsupported`` before anything changes, and the action runs rsync instead: another
 option, ``archive=false``, a ``src`` without its trailing ``/``, a ``.rsync-filter`` file (``-F``) in the tree, or a
@@ -290,15 +293,71 @@ def _seconds(st):
 
 def _set_attrs(path, sst, root, accurate=False):
     """The source's owner (as root) or group, permissions (not of a link) and times on ``path``: as rsync, the time
-    of a transferred file (``accurate``) to the nanosecond, of anything else only when its second differs."""
+    of a transferred file (``accurate``) to the nanosecond, of anything else only when its second differs.
+
+    Never through a symbolic link: every directory from the destination's parent down is opened with ``O_NOFOLLOW``,
+    and the item itself is changed by name relative to its directory without following it (a link swapped in for
+    a file or a directory after the walk is refused, ``ELOOP``; a link is changed itself)."""
+    head, name = os.path.split(path)
+    parent = os.open(head or '.', os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.chown(path, sst.st_uid if root else -1, sst.st_gid, follow_symlinks=False)
+        _attrs_at(parent, name, path, sst, root, accurate)
+    finally:
+        os.close(parent)
+
+
+def _open_dir_below(top, rel):
+    """A descriptor of the directory ``top``/``rel``, every component of ``rel`` opened without following a link
+    (``ELOOP`` or ``ENOTDIR`` where one is a link or no directory); ``top`` itself as given."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in [part for part in rel.split('/') if part]:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _attrs_at(dir_fd, name, path, sst, root, accurate):
+    """_set_attrs for the item ``name`` in the directory ``dir_fd`` (``path`` names it in errors)."""
+    try:
+        os.chown(name, sst.st_uid if root else -1, sst.st_gid, dir_fd=dir_fd, follow_symlinks=False)
     except PermissionError:
         pass    # rsync keeps the group only where the user may give it
     if not stat.S_ISLNK(sst.st_mode):
-        os.chmod(path, stat.S_IMODE(sst.st_mode))
-    if accurate or _seconds(os.lstat(path)) != _seconds(sst):
-        os.utime(path, ns=(sst.st_atime_ns, sst.st_mtime_ns), follow_symlinks=False)
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(errno.ELOOP, 'became a symbolic link during the copy; its attributes are not set', path)
+            _fchmod(fd, stat.S_IMODE(sst.st_mode))
+        finally:
+            os.close(fd)
+    if accurate or _seconds(os.stat(name, dir_fd=dir_fd, follow_symlinks=False)) != _seconds(sst):
+        os.utime(name, ns=(sst.st_atime_ns, sst.st_mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _fchmod(fd, mode):
+    """chmod of what the ``O_PATH`` descriptor ``fd`` holds (never a link: the caller checked): fchmod where the
+    kernel takes one on an ``O_PATH`` descriptor, else through /proc/self/fd (as glibc's fchmodat does)."""
+    try:
+        os.fchmod(fd, mode)
+    except OSError as exc:
+        if exc.errno != errno.EBADF:
+            raise
+        os.chmod('/proc/self/fd/%d' % fd, mode)
+
+
+def _set_file_attrs(fd, sst, root):
+    """_set_attrs for a new file the copy holds open (``fd``): owner or group, permissions, times to the nanosecond."""
+    try:
+        os.fchown(fd, sst.st_uid if root else -1, sst.st_gid)
+    except PermissionError:
+        pass
+    os.fchmod(fd, stat.S_IMODE(sst.st_mode))
+    os.utime(fd, ns=(sst.st_atime_ns, sst.st_mtime_ns))
 
 
 def _remove(path):
@@ -333,18 +392,32 @@ def _apply(plan):
             try:
                 with os.fdopen(fd, 'wb') as out, open(os.path.join(plan.src, rel), 'rb') as src:
                     shutil.copyfileobj(src, out, 1 << 20)
-                _set_attrs(temp, info, plan.root, accurate=True)
+                    out.flush()
+                    _set_file_attrs(out.fileno(), info, plan.root)
                 os.replace(temp, path)
             except BaseException:
                 _remove(temp)
                 raise
         else:
-            _set_attrs(path, info, plan.root)
+            _attrs_below(plan.dest, rel, info, plan.root)
     # a directory's own attributes last, deepest first: writing into it moved its time
     for rel, sst in reversed(plan.dirs):
         path = os.path.join(plan.dest, rel) if rel else plan.dest
         if _dir_attrs(os.lstat(path)) != _dir_attrs(sst):
-            _set_attrs(path, sst, plan.root)
+            if rel:
+                _attrs_below(plan.dest, rel, sst, plan.root)
+            else:
+                _set_attrs(plan.dest, sst, plan.root)
+
+
+def _attrs_below(dest, rel, sst, root):
+    """_set_attrs for ``dest``/``rel``, every directory below ``dest`` opened without following a link."""
+    head, name = os.path.split(rel)
+    parent = _open_dir_below(dest, head)
+    try:
+        _attrs_at(parent, name, os.path.join(dest, rel), sst, root, False)
+    finally:
+        os.close(parent)
 
 
 def _dir_attrs(st):

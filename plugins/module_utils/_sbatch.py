@@ -58,6 +58,23 @@ PATHS = ('trainops_sbatch_dir', 'trainops_sbatch_inventory', 'trainops_sbatch_pl
          'trainops_sbatch_stop_playbook', 'trainops_sbatch_ansible_playbook')
 
 
+def batch_time_limit(end):
+    """The time limit of the batch job the launch runs in, as its batch script told the stop playbook when Slurm warned
+    it (``--signal=B:USR1@<stop seconds>``: ``-e '{"trainops_stop_time_limit": {"job_id": "14", "stop_seconds":
+    120}}'``; the controller's own command line, never anything a node wrote). ``end``: ``{'batch': that mapping}``.
+    Returns ``{'by': 'job', 'source': 'sbatch', 'detail'}`` (a launcher's time limit, _launchers.Launcher.time_limit),
+    or None when ``end`` has no such mapping, or its job id or seconds are not digits."""
+    batch = (end or {}).get('batch') if isinstance(end, dict) else None
+    if not isinstance(batch, dict):
+        return None
+    job_id, seconds = batch.get('job_id'), _integer(batch.get('stop_seconds'))
+    if not isinstance(job_id, str) or not _DIGITS.fullmatch(job_id) or seconds is None:
+        return None
+    return {'by': 'job', 'source': 'sbatch',
+            'detail': 'batch job %s reached its time limit (Slurm warned it %d s before: sbatch --signal=B:USR1@%d)'
+                      % (job_id, seconds, seconds)}
+
+
 def _integer(value):
     """The value as an int when it is written with digits only (8 or '8', not -1, 8.5, True), else None."""
     if isinstance(value, bool):
@@ -128,6 +145,13 @@ def sbatch_problems(params):
             problems.append('trainops_sbatch_stop_seconds=%r: the seconds before the time limit at which the ranks are '
                             'stopped must be an integer from 1 to %d (e.g. -e trainops_sbatch_stop_seconds=120)'
                             % (seconds, STOP_SECONDS_MAX))
+        elif 'trainops_sbatch_checkpoint_seconds' in params:
+            checkpoint = params['trainops_sbatch_checkpoint_seconds']
+            if _integer(checkpoint) is None or _integer(checkpoint) >= _integer(seconds):
+                problems.append('trainops_sbatch_checkpoint_seconds=%r: the seconds the ranks get to checkpoint after '
+                                'the checkpoint signal must be an integer from 0 to less than trainops_sbatch_stop_seconds '
+                                '(%d), which also stops and collects them (e.g. -e trainops_sbatch_checkpoint_seconds=60)'
+                                % (checkpoint, _integer(seconds)))
     if 'trainops_sbatch_output' in params:
         problems.append(output_problem(params['trainops_sbatch_output']))
     if 'trainops_sbatch_options' in params:

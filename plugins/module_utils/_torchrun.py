@@ -40,6 +40,8 @@ import os
 import re
 import shlex
 import signal
+import stat
+import string
 import sys
 import time
 
@@ -89,7 +91,12 @@ QUERY_WATCH_POLL = 0.5
 """Seconds between two reads of a running run's state while a query waits for it to change (``wait_for_change``)."""
 
 # names are checked with fullmatch: ``$`` would let a trailing newline through
-RUN_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,199}')
+# The run-id rule, in one place: its characters, its length and no ``..``; RUN_ID_RE and the batch script's shell
+# test (run_id_shell_function, for the sbatch role) are both written from these.
+RUN_ID_FIRST = string.ascii_letters + string.digits
+RUN_ID_REST = RUN_ID_FIRST + '_.@+=-'
+RUN_ID_MAX = 200
+RUN_ID_RE = re.compile('[%s][%s]{0,%d}' % (re.escape(RUN_ID_FIRST), re.escape(RUN_ID_REST), RUN_ID_MAX - 1))
 ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
@@ -126,11 +133,36 @@ def iso_time(epoch):
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
 
 
+def is_run_id(run_id):
+    """Whether ``run_id`` is a run id: ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*``, at most 200 characters, without ``..``."""
+    return isinstance(run_id, str) and RUN_ID_RE.fullmatch(run_id) is not None and '..' not in run_id
+
+
 def validate_run_id(run_id):
     """Run ids become directory names: allow ``[A-Za-z0-9][A-Za-z0-9_.@+=-]*`` (at most 200 characters)."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id) or '..' in run_id:
+    if not is_run_id(run_id):
         raise TorchrunError('Invalid run_id %r: use letters, digits and _ . @ + = - (starting with a letter or digit).' % (run_id, ))
     return run_id
+
+
+def run_id_shell_function(name):
+    """A bash function ``name`` that succeeds when its one argument is a run id (is_run_id), for a script that reads
+    one from a file (the sbatch role's batch script).
+
+    The same rule as RUN_ID_RE, written as a POSIX extended regular expression with every character listed (a range
+    such as ``A-Z`` may take other letters in some locales), and the same ``..`` check. Bash matches it against the
+    whole value: a newline inside it is an ordinary character, so it does not match.
+    """
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+        raise TorchrunError('Invalid shell function name %r' % (name, ))
+
+    def bracket(chars):
+        return '[' + ''.join(sorted(set(chars) - {'-'})) + ('-' if '-' in chars else '') + ']'
+    pattern = '^%s%s{0,%d}$' % (bracket(RUN_ID_FIRST), bracket(RUN_ID_REST), RUN_ID_MAX - 1)
+    return ('%s() {\n'
+            '  local pattern=%s\n'
+            '  [[ $1 =~ $pattern && $1 != *..* ]]\n'
+            '}\n' % (name, shlex.quote(pattern)))
 
 
 def _endpoint(addr, port):
@@ -328,14 +360,37 @@ METRICS_TAIL_BYTES = 16384
 MAX_METRICS_FILES = 256
 
 
+def run_output_dir(job):
+    """The run's output directory: ``TRAINOPS_OUTPUT_DIR`` of its environment (job.json), else ``<run_dir>/outputs``;
+    None when job.json names neither as a string."""
+    env = job.get('env') if isinstance(job.get('env'), dict) else {}
+    out_dir = env.get('TRAINOPS_OUTPUT_DIR') or (job.get('run_dir') and os.path.join(job['run_dir'], 'outputs'))
+    return out_dir if isinstance(out_dir, str) and out_dir else None
+
+
+CHECKPOINT_RECORD = 'checkpoint.json'
+"""What the ranks write next to each checkpoint (files/workspace/train.py, docs/failures.md): a newer one after the
+checkpoint signal means the checkpoint asked for is written."""
+
+
+def checkpoint_written_since(out_dir, since):
+    """Whether ``out_dir``/checkpoint.json was written at or after ``since`` (epoch seconds); a link is not taken."""
+    if not out_dir:
+        return False
+    try:
+        st = os.lstat(os.path.join(out_dir, CHECKPOINT_RECORD))
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_mtime >= since
+
+
 def recent_step_times(job, records):
     """The node's step time while its run goes on: ``_stragglers.node_figure`` of the last ``records`` records of each
     ``rank_*_metrics.jsonl`` in the run's output directory (``TRAINOPS_OUTPUT_DIR`` of the run's environment, else
     ``<run_dir>/outputs``); None without such records. Reads at most METRICS_TAIL_BYTES of the end of each file
     (a cut first line does not parse and is skipped); symbolic links are not followed."""
-    env = job.get('env') if isinstance(job.get('env'), dict) else {}
-    out_dir = env.get('TRAINOPS_OUTPUT_DIR') or (job.get('run_dir') and os.path.join(job['run_dir'], 'outputs'))
-    if not out_dir or not isinstance(out_dir, str) or records <= 0:
+    out_dir = run_output_dir(job)
+    if not out_dir or records <= 0:
         return None
     by_file = {}
     for path in sorted(glob.glob(os.path.join(glob.escape(out_dir), _stragglers.METRICS_GLOB)))[:MAX_METRICS_FILES]:
@@ -715,7 +770,11 @@ class TorchrunNode(object):
 
     # --- stop ---------------------------------------------------------------------------------
     def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None,
-             signal_tree=True):
+             signal_tree=True, checkpoint_seconds=0):
+        """Stop the run: its stop record (``reason``, ``detail``), then SIGTERM to its process tree, SIGKILL after
+        ``stop_timeout``. With ``checkpoint_seconds`` (and a run that has a checkpoint signal), first the checkpoint
+        signal to its supervisor and process tree, as Slurm sends it before a time limit, and up to that many seconds
+        for the ranks to write their checkpoint (a newer checkpoint.json in the run's output directory)."""
         self._check_readable()
         run_id = run_id or self.current_run_id()
         if not run_id:
@@ -736,6 +795,9 @@ class TorchrunNode(object):
             others = others_run(self.system, state['verified'].owner)
             if others:
                 raise TorchrunError(others, job=self.job_view(state))
+            checkpoint = None
+            if checkpoint_seconds > 0 and signal_tree and not check_mode:
+                checkpoint = self._checkpoint_first(state, checkpoint_seconds)
             record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
             if not signal_tree:
                 # a run whose launcher signals it (a Slurm step's scancel, stop_srun.yml)
@@ -751,7 +813,35 @@ class TorchrunNode(object):
                     job=self.job_view(state))
             if not check_mode:
                 state = self.state(run_id)
-            return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings)
+            return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings,
+                                checkpoint_signal=checkpoint)
+
+    def _checkpoint_first(self, state, seconds):
+        """The run's checkpoint signal to its verified supervisor (which records it in exit.json) and to every process
+        group of its tree (torchrun ignores it, the ranks checkpoint), as the run's owner; then wait up to ``seconds``
+        for a checkpoint.json newer than the signal. ``{signal, sent_at, written, waited_s}``, or None when the run
+        has no checkpoint signal."""
+        sig = _supervisor.checkpoint_signal(state['spec'] or {})
+        if sig is None:
+            return None
+        verified = state['verified']
+        sender = signaller(self.system, verified.owner)
+        sent_at = time.time()
+        started = self.system.monotonic()
+        processes = self.system.list_processes()
+        tree = self._targets(state, processes)
+        sup = verified.supervisor
+        if sup is not None and is_alive(processes.get(sup.pid), sup.start_time):
+            sender.kill(sup.pid, sig)
+        first_group = verified.torchrun.pgid if verified.torchrun is not None else None
+        self._signal(sender, tree, sig, self._protected_pgids(state), first_group=first_group)
+        out_dir = run_output_dir(state['spec'] or {})
+        written = False
+        while not written and self.system.monotonic() - started < seconds:
+            self.system.sleep(POLL)
+            written = checkpoint_written_since(out_dir, sent_at)
+        return {'signal': _proc.signal_name(sig), 'sent_at': sent_at, 'written': written,
+                'waited_s': round(self.system.monotonic() - started, 3)}
 
     @staticmethod
     def _targets(state, processes):
@@ -880,6 +970,7 @@ def run_module(params, check_mode=False, system=None):
             raise TorchrunError('stop_timeout must be >= 0')
         return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode,
                          reason=params.get('stop_reason'), detail=params.get('stop_detail'),
+                         checkpoint_seconds=max(0, params.get('checkpoint_seconds') or 0),
                          signal_tree=params.get('signal') is not False)
     if state == 'query':
         result = node.query(params.get('run_id'), log_lines=log_lines, wait_for_change=params.get('wait_for_change'))

@@ -88,6 +88,15 @@ options:
     description:
       - With O(stop_reason), a line saying more (for example which node failed), recorded with it.
     type: str
+  checkpoint_seconds:
+    description:
+      - With O(state=stopped) and O(signal=true), first send the run's checkpoint signal (C(TRAINOPS_CHECKPOINT_SIGNAL)
+        of its environment) to its supervisor, which records it in C(exit.json), and to every process group of its
+        tree (torchrun ignores it, the ranks checkpoint), as Slurm does before a time limit; then wait up to this many
+        seconds for a C(checkpoint.json) newer than the signal in the run's output directory before the stop.
+      - V(0) sends nothing. A run without a checkpoint signal is stopped at once.
+    type: int
+    default: 0
   run_id:
     description:
       - Identifier of the run; it names the directory C(runs/<run_id>) below O(state_dir).
@@ -466,6 +475,13 @@ killed_pids:
   type: list
   elements: int
   sample: []
+checkpoint_signal:
+  description:
+    - With O(checkpoint_seconds), the checkpoint signal sent before the stop, when it was sent (C(sent_at), epoch
+      seconds), whether a newer C(checkpoint.json) was C(written) and how long the module waited (C(waited_s)).
+  returned: when O(state=stopped) signalled a running run with O(checkpoint_seconds) above 0 and a checkpoint signal
+  type: dict
+  sample: {"signal": "SIGUSR1", "sent_at": 1764291600.5, "written": true, "waited_s": 2.4}
 step_command:
   description: What a Slurm step runs on this node for the prepared run, C(python supervisor --foreground job).
   returned: when O(state=prepared)
@@ -531,6 +547,7 @@ def main():
         # the vocabulary's (module_utils/_outcomes.py); DOCUMENTATION's choices are held to it by a unit test
         stop_reason=dict(type='str', choices=list(ASKED_STOP_REASONS)),
         stop_detail=dict(type='str'),
+        checkpoint_seconds=dict(type='int', default=0),
         log_lines=dict(type='int', default=20),
         metrics_records=dict(type='int', default=0),
         wait_for_change=dict(type='float', default=0),

@@ -121,6 +121,39 @@ def redact_extra_vars_arg(text):
     return json.dumps(data, default=str, sort_keys=True)
 
 
+def extra_vars_args(argv):
+    """The values of the ``-e``/``--extra-vars`` arguments of a command line (a list of arguments), in order."""
+    found = []
+    after_flag = False
+    for arg in argv:
+        if not isinstance(arg, str):
+            after_flag = False
+            continue
+        if after_flag:
+            found.append(arg)
+        elif arg.startswith('--extra-vars='):
+            found.append(arg[len('--extra-vars='):])
+        elif arg.startswith('-e') and len(arg) > 2 and not arg.startswith('--'):
+            found.append(arg[2:])
+        after_flag = arg in ('-e', '--extra-vars')
+    return found
+
+
+def literal_secret_values(argv):
+    """The ``trainops_secret_env`` values typed literally into the ``-e`` arguments of a command line (strings that
+    are not references), for a record that shows the command line as text too (and must lose them there)."""
+    values = []
+    for text in extra_vars_args(argv):
+        data = parse_extra_vars_arg(text)
+        if data is None or SECRET_VAR not in data:
+            continue
+        secrets = data[SECRET_VAR]
+        for value in (secrets.values() if isinstance(secrets, Mapping) else [secrets]):
+            if value is not None and not is_reference(value):
+                values.append(str(value))
+    return values
+
+
 def redact_argv(argv, secret_values=()):
     """A command line (a list of arguments) as it may be recorded: the value of every ``-e``/``--extra-vars``
     argument through ``redact_extra_vars_arg``, and any of ``secret_values`` (tokens from the environment) that

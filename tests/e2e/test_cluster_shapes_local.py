@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import stat
+import time
 import uuid
 
 import pytest
@@ -157,7 +158,8 @@ def test_a_secret_reaches_every_rank_and_appears_nowhere_else(shape):
 def test_nodes_sharing_one_node_root_keep_their_own_state_and_sync_the_workspace_once(shape):
     lab = shape(shared_root=True)
     per_node = {'trainops_node_id': '{{ inventory_hostname }}'}
-    started = lab.run('playbooks/launch.yml', dict(per_node, wait=False))
+    started = lab.run('playbooks/launch.yml', dict(per_node, wait=False,
+                                                   overrides=['debug.sleep_per_step_s=0.5', 'training.epochs=20']))
     assert started.returncode == 0, started.stdout[-3000:] + started.failure_text
     shown = ' '.join(open(p).read() for p in glob.glob(os.path.join(lab.artifacts, '*', 'stdout')))  # ansible's output
     shown = ' '.join(re.sub(r'\x1b\[[0-9;]*m', '', shown).replace("'", ' ').split())
@@ -175,14 +177,30 @@ def test_nodes_sharing_one_node_root_keep_their_own_state_and_sync_the_workspace
     assert status.returncode == 0, status.stdout[-2000:]
     states = status.summary['artifact_data']['trainops_status']
     assert sorted(states) == ['node0', 'node1'] and {s['status'] for s in states.values()} <= {'running', 'exited'}
-    stopped = lab.run('playbooks/stop.yml', per_node)
+    # the stop the sbatch role's batch script runs near the job's time limit (launcher=ssh, docs/slurm.md): the
+    # checkpoint signal through each node's supervisor to the ranks, their checkpoint, then the stop; timed_out
+    run_dir = os.path.join(state_root, 'node0', 'runs', os.path.basename(experiment))
+    deadline = time.monotonic() + 120
+    while not glob.glob(os.path.join(run_dir, 'outputs', 'rank_*_metrics.jsonl')):  # the ranks train (handler installed)
+        assert time.monotonic() < deadline, 'no metrics in %s' % run_dir
+        time.sleep(0.5)
+    stopped = lab.run('playbooks/stop.yml', dict(per_node, trainops_stop_checkpoint_seconds=60,
+                                                 trainops_stop_time_limit={'job_id': '41', 'stop_seconds': 120}))
     assert stopped.returncode == 0, stopped.stdout[-2000:]
     for node in ('node0', 'node1'):
         job = read_json(glob.glob(os.path.join(state_root, node, 'runs', '*', 'job.json'))[0])
         assert job['host']['hostname'] == os.uname().nodename
-        assert os.path.exists(os.path.join(state_root, node, 'runs', os.path.basename(experiment), 'exit.json'))
+        ended = read_json(os.path.join(state_root, node, 'runs', os.path.basename(experiment), 'exit.json'))
+        assert [s['signal'] for s in ended['checkpoint_signals']] == ['SIGUSR1'], ended  # the supervisor got it
         assert_private_state(os.path.join(state_root, node))
-    assert read_json(os.path.join(experiment, 'manifest.json'))['outcome'] != 'running'
+    manifest = read_json(os.path.join(experiment, 'manifest.json'))
+    assert manifest['outcome'] == 'timed_out', manifest.get('outcome_detail')
+    step = manifest['checkpoint']['global_step']
+    assert manifest['checkpoint']['signal'] == 'SIGUSR1' and step > 0, manifest['checkpoint']
+    assert manifest['outcome_detail'].startswith(
+        'timed out: batch job 41 reached its time limit (Slurm warned it 120 s before: sbatch --signal=B:USR1@120); '
+        'last checkpoint: global step %d (SIGUSR1) on node0: ' % step), manifest['outcome_detail']
+    assert {r['stop']['reason'] for r in manifest['results'].values()} == {'timeout'}
 
 
 def test_a_shared_node_root_with_one_host_name_is_refused_before_anything_starts(shape):

@@ -183,15 +183,20 @@ def test_a_cancelled_job_stops_the_ranks_and_exits_143(tmp_path):
 def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(tmp_path):
     # exiting on its own would make the job FAILED (143); Slurm ends it at the limit instead: TIMEOUT
     fake, calls = fake_playbook(tmp_path)
-    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30).returncode == 0
+    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_stop_seconds=30,
+                       trainops_sbatch_checkpoint_seconds=20).returncode == 0
     script, _variables = rendered(tmp_path)
     assert '#SBATCH --signal=B:USR1@30' in script.read_text()
     proc = start_script(script, calls, TMPDIR=str(tmp_path))  # pytest's: too long for SSH socket paths
     proc.send_signal(signal.SIGUSR1)  # --signal=B:USR1@30
     deadline = time.monotonic() + 30
-    while not calls.read_text().rstrip().endswith('/playbooks/stop.yml'):
+    while '/playbooks/stop.yml' not in calls.read_text():
         assert time.monotonic() < deadline, calls.read_text()
         time.sleep(0.05)
+    # the stop sends the checkpoint signal first and says the job reached its time limit (outcome timed_out)
+    stop = calls.read_text().rstrip().splitlines()[-1]
+    assert stop.endswith('/playbooks/stop.yml -e ' + json.dumps({
+        'trainops_stop_checkpoint_seconds': 20, 'trainops_stop_time_limit': {'job_id': '41', 'stop_seconds': 30}})), stop
     time.sleep(1)
     assert proc.poll() is None  # still there, after the stop playbook ran
     proc.send_signal(signal.SIGTERM)  # the time limit
@@ -204,20 +209,24 @@ def test_near_the_time_limit_the_ranks_stop_and_the_script_waits_for_the_limit(t
 
 
 def test_with_requeue_a_restarted_attempt_resumes_the_run_the_last_one_recorded(tmp_path):
+    # a batch directory with a space and a quote in its name: the script quotes it, and the launch gets it whole
+    batch = tmp_path / "batch dir's"
     fake, calls = fake_playbook(tmp_path)
     proc = sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_requeue=True,
-                       trainops_sbatch_job_name='rq')
+                       trainops_sbatch_job_name='rq', trainops_sbatch_dir=str(batch),
+                       trainops_sbatch_output=str(tmp_path / '%x-%j.out'))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    script, _variables = rendered(tmp_path)
+    (script,) = sorted(batch.glob('*.sbatch'))
     assert '#SBATCH --requeue' in script.read_text().splitlines()
     run_id_file = str(script)[:-len('.sbatch')] + '.41.run_id'
+    run_id_arg = '-e ' + json.dumps({'trainops_run_id_file': run_id_file})
 
     # the first attempt: no resume; the launch is told where to record its run id
     first = start_script(script, calls)
     first.send_signal(signal.SIGTERM)  # scontrol requeue
     assert first.communicate(timeout=30)[0] and first.returncode == 143
     launch = [line for line in calls.read_text().splitlines() if 'launch.yml' in line]
-    assert launch[-1].endswith('launch.yml -e trainops_run_id_file=%s' % run_id_file), launch
+    assert launch[-1].endswith('launch.yml ' + run_id_arg), launch
 
     # restarted before the launch recorded a run: from scratch
     calls.unlink()
@@ -227,14 +236,29 @@ def test_with_requeue_a_restarted_attempt_resumes_the_run_the_last_one_recorded(
     assert 'restarted (1); no earlier attempt started a run: starting from scratch' in out
     assert 'trainops_resume_from' not in calls.read_text()
 
-    # restarted after it did: the run is resumed
+    # restarted after it did: the run is resumed (the launch writes the id and a newline)
     with open(run_id_file, 'w') as handle:
-        handle.write('multinode_autoch_autoth_20261123_101500')
+        handle.write('multinode_autoch_autoth_20261123_101500\n')
     calls.unlink()
     restarted = start_script(script, calls, SLURM_RESTART_COUNT='2')
     restarted.send_signal(signal.SIGTERM)
     out = restarted.communicate(timeout=30)[0]
     assert 'restarted (2): resuming run multinode_autoch_autoth_20261123_101500 from its latest checkpoint' in out
     launch = [line for line in calls.read_text().splitlines() if 'launch.yml' in line]
-    assert launch[-1].endswith('launch.yml -e trainops_run_id_file=%s -e trainops_resume_from='
-                               'multinode_autoch_autoth_20261123_101500' % run_id_file), launch
+    assert launch[-1].endswith('launch.yml %s -e {"trainops_resume_from": "multinode_autoch_autoth_20261123_101500"}'
+                               % run_id_arg), launch
+
+
+def test_with_requeue_a_run_id_file_that_is_no_run_id_is_refused(tmp_path):
+    # the same rule as the launch's (filter run_id_shell_function; tests/unit/.../test__run_id_rule.py)
+    fake, calls = fake_playbook(tmp_path)
+    assert sbatch_play(tmp_path, trainops_sbatch_ansible_playbook=str(fake), trainops_sbatch_requeue=True).returncode == 0
+    script, _variables = rendered(tmp_path)
+    env = dict(os.environ, SLURM_JOB_ID='41', SLURM_JOB_NODELIST='n1', SLURM_RESTART_COUNT='1')
+    for content in ('run1 trainops_sbatch_submit=true', 'run1\nrun2', '../../etc', 'r' * 201, 'run1"}, "x": {"y": 1'):
+        with open(str(script)[:-len('.sbatch')] + '.41.run_id', 'w') as handle:
+            handle.write(content + '\n')
+        run = subprocess.run(['bash', str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert 'does not hold a run id' in run.stderr and 'not resuming' in run.stderr, run.stderr
+        assert not calls.exists()  # no launch

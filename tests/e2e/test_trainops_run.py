@@ -396,6 +396,42 @@ def test_the_runner_record_of_the_command_line_loses_secret_values(tmp_path):
     assert tr.redact_command_record(str(tmp_path)) is False  # the same rule again changes nothing
 
 
+def test_every_runner_record_loses_the_secrets_it_holds(tmp_path):
+    # what ansible-runner leaves: an event whose command line (the health check's nested ansible-playbook) types a
+    # secret into -e and whose display shows it as JSON text; the stdout file; a link, which is neither followed
+    # nor changed
+    nested = ['ansible-playbook', 'health.yml', '--extra-vars', '{"trainops_secret_env": {"K": "typed \\"in\\" 42"}}',
+              '-e', 'repo=https://u:pw_in_url_77@h/r.git']
+    event = {'event': 'runner_on_ok', 'stdout': 'ok: %s' % json.dumps({'cmd': nested}),
+             'event_data': {'res': {'cmd': nested, 'stdout': 'env_secret_value_1 and more'}}}
+    (tmp_path / 'run' / 'job_events').mkdir(parents=True)
+    (tmp_path / 'run' / 'job_events' / '1-a.json').write_text(json.dumps(event))
+    (tmp_path / 'run' / 'stdout').write_text('ok: %s\nenv_secret_value_1\n' % json.dumps(nested))
+    outside = tmp_path / 'outside.txt'
+    outside.write_text('env_secret_value_1')
+    os.symlink(str(outside), str(tmp_path / 'run' / 'link'))
+    redactor = tr.Redactor(tr.secret_values({}, environ={'HF_TOKEN': 'env_secret_value_1', 'HOME': '/root', 'API_KEY': 'x'}))
+    changed = tr.redact_artifacts(str(tmp_path / 'run'), redactor)
+    assert sorted(changed) == ['job_events/1-a.json', 'stdout']
+    for path in changed:
+        text = (tmp_path / 'run' / path).read_text()
+        for value in ('typed', 'pw_in_url_77', 'env_secret_value_1'):
+            assert value not in text, (path, text)
+    saved = json.loads((tmp_path / 'run' / 'job_events' / '1-a.json').read_text())
+    assert saved['event_data']['res']['cmd'][3] == '{"trainops_secret_env": {"K": "<redacted>"}}'
+    assert saved['event_data']['res']['cmd'][5] == 'repo=https://h/r.git'
+    assert outside.read_text() == 'env_secret_value_1'
+    assert tr.redact_artifacts(str(tmp_path / 'run'), redactor) == []  # nothing left
+
+
+def test_the_secret_values_a_run_knows():
+    extravars = {'trainops_secret_env': {'A': 'from_a_vars_file', 'B': "{{ lookup('ansible.builtin.env', 'PLAIN') }}",
+                                         'C': 'abc'}}
+    environ = {'PLAIN': 'read_by_reference', 'MY_TOKEN': 'token_value', 'OTHER': 'other_value', 'NAMED': 'named_value'}
+    assert sorted(tr.secret_values(extravars, ('NAMED', ), environ)) == [
+        'from_a_vars_file', 'named_value', 'read_by_reference', 'token_value']  # 'abc': too short to look for
+
+
 SECRET_PLAYBOOK = textwrap.dedent("""\
     - name: Secret play
       hosts: all
@@ -405,10 +441,21 @@ SECRET_PLAYBOOK = textwrap.dedent("""\
           ansible.builtin.assert:
             quiet: true
             that:
-              - trainops_secret_env.HF_TOKEN == lookup('ansible.builtin.env', 'HF_TOKEN')
+              - trainops_secret_env.HF_TOKEN == lookup('ansible.builtin.env', 'HUB_T')
               - trainops_secret_env.HF_TOKEN | length > 8
+        # as the health check's nested ansible-playbook: a command line that carries the launch's -e arguments,
+        # whose result (and, with -vvv, its arguments) ansible-runner records in job_events/ and stdout
+        - name: A command line with the secrets in it
+          ansible.builtin.command:
+            argv: [echo, "{{ trainops_secret_env.HF_TOKEN }}", "{{ trainops_secret_env.FILE_KEY }}", --extra-vars,
+                   '{"trainops_secret_env": {"X_TOKEN": "typed_in_nested_0042"}}', "{{ repo_url }}"]
+          changed_when: false
+        - name: Show them
+          ansible.builtin.debug:
+            msg: "{{ trainops_secret_env.HF_TOKEN }} {{ trainops_secret_env.FILE_KEY }} {{ repo_url }}"
     """)
 TOKEN = 'hf_e2e_token_value_4711'
+HIDDEN = (TOKEN, 'file_secret_value_0815', 'typed_in_nested_0042', 'url_password_0099')
 
 
 @pytest.mark.e2e
@@ -433,20 +480,32 @@ def test_a_literal_secret_on_the_command_line_is_refused_before_anything_runs(pr
 def test_a_secret_by_reference_reaches_the_play_and_no_runner_record(project, tmp_path):
     (project / 'secret.yml').write_text(SECRET_PLAYBOOK)
     summary_path = tmp_path / 'summary.json'
-    reference = '{"trainops_secret_env": {"HF_TOKEN": "{{ lookup(\'ansible.builtin.env\', \'HF_TOKEN\') }}"}}'
-    env = dict(os.environ, HF_TOKEN=TOKEN)
+    # the token by reference, from an environment variable whose name does not look secret; another in a vars file
+    (tmp_path / 'secrets.yml').write_text('trainops_secret_env:\n  FILE_KEY: file_secret_value_0815\n'
+                                          '  HF_TOKEN: "{{ lookup(\'ansible.builtin.env\', \'HUB_T\') }}"\n')
+    env = dict(os.environ, HUB_T=TOKEN)
     env.pop('ANSIBLE_CONFIG', None)
     proc = subprocess.run([sys.executable, ENTRY, 'secret.yml', '--project-dir', str(project), '--artifacts',
-                           str(tmp_path / 'art'), '--summary', str(summary_path), '-e', reference, '-vvv'],
+                           str(tmp_path / 'art'), '--summary', str(summary_path), '-e', '@' + str(tmp_path / 'secrets.yml'),
+                           '-e', 'repo_url=https://ci:url_password_0099@git.example.com/r.git', '-vvv'],
                           cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(summary_path.read_text())
-    assert summary['extravars'] == {'trainops_secret_env': {'HF_TOKEN': '<redacted>'}}
+    assert summary['extravars']['trainops_secret_env'] == {'HF_TOKEN': '<redacted>', 'FILE_KEY': '<redacted>'}
     record = json.loads((tmp_path / 'art' / os.path.basename(summary['artifact_dir']) / 'command').read_text())
-    assert record['env']['HF_TOKEN'] == '<redacted>'
-    assert record['command'][record['command'].index('-e') + 1] == '{"trainops_secret_env": {"HF_TOKEN": "<redacted>"}}'
+    assert record['env']['HUB_T'] == '<redacted>'
+    seen = []
     for folder, _dirs, files in os.walk(str(tmp_path / 'art')):
         for name in files:
             with open(os.path.join(folder, name), encoding='utf-8', errors='replace') as handle:
-                assert TOKEN not in handle.read(), os.path.join(folder, name)
-    assert TOKEN not in proc.stdout + proc.stderr + summary_path.read_text()
+                text = handle.read()
+            seen.append(os.path.relpath(os.path.join(folder, name), str(tmp_path / 'art')))
+            for value in HIDDEN:
+                assert value not in text, (value, os.path.join(folder, name))
+            if 'typed_in_nested' in text.replace('<redacted>', ''):
+                raise AssertionError(name)
+    assert any('/job_events/' in path for path in seen) and any(path.endswith('/stdout') for path in seen), seen
+    events = ''.join(open(os.path.join(str(tmp_path / 'art'), path)).read() for path in seen if '/job_events/' in path)
+    assert 'A command line with the secrets in it' in events and '<redacted>' in events  # the events are there, redacted
+    for value in HIDDEN:
+        assert value not in proc.stdout + proc.stderr + summary_path.read_text()

@@ -220,9 +220,9 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
 
 def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_the_resumed_run():
     def found(path=None):
-        stat = {'exists': True, 'isreg': True, 'path': path, 'checksum': 'ab' * 32, 'size': 10, 'mtime': 1.5} if path \
-            else {'exists': False}
-        return {'__trainops_resume_found': {'results': [{'stat': {'isdir': True}}, {'stat': stat}]}}
+        stat = {'isreg': True, 'path': path, 'checksum': 'ab' * 32, 'size': 10, 'mtime': 1.5} if path \
+            else {'isreg': False, 'path': '/s/runs/r1/outputs/checkpoint.pt'}
+        return {'__trainops_resume_found': {'run': True, 'checkpoint': stat}}
     hostvars = {'node0': found(), 'node1': found('/s/runs/r1/outputs/checkpoint.pt'), 'node2': {}}
     recorded = {'global_step': 8, 'epoch': 0, 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt'}
     assert resume_checkpoint(['node0', 'node1', 'node2'], hostvars, 'r1', recorded) == {
@@ -238,9 +238,9 @@ def test_a_checkpoint_copied_to_a_spare_names_the_node_it_came_from_and_that_nod
     """Every node writes the checkpoint (files/workspace/train.py); a spare that replaced the master has none and gets
     a copy from the first node that has it (resume.yml registers __trainops_resume_copied)."""
     def found(path=None):
-        stat = {'exists': True, 'isreg': True, 'path': path, 'checksum': 'cd' * 32, 'size': 10, 'mtime': 2.0} if path \
-            else {'exists': False}
-        return {'__trainops_resume_found': {'results': [{'stat': {'isdir': bool(path)}}, {'stat': stat}]}}
+        stat = {'isreg': True, 'path': path, 'checksum': 'cd' * 32, 'size': 10, 'mtime': 2.0} if path \
+            else {'isreg': False, 'path': '/spare/runs/r1/outputs/checkpoint.pt'}
+        return {'__trainops_resume_found': {'run': bool(path), 'checkpoint': stat}}
     hostvars = {'spare': dict(found(), __trainops_resume_copied={'stat': {'isreg': True, 'checksum': 'cd' * 32}}),
                 'node1': found('/n1/runs/r1/outputs/checkpoint.pt')}
     rank_zero = {'global_step': 12, 'epoch': 0, 'node': 'node0', 'path': '/n0/runs/r1/outputs/checkpoint.pt'}

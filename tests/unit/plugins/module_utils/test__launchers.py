@@ -129,6 +129,18 @@ def test_judgment_ssh_ends_nothing_itself():
     assert ssh.end_record({'job_id': '14'}, None) == {}
 
 
+def test_judgment_ssh_under_sbatch_the_batch_script_says_the_job_reached_its_time_limit():
+    ssh = _launchers.LAUNCHERS['ssh']
+    end = {'batch': {'job_id': '41', 'stop_seconds': 120}}
+    limit = ssh.time_limit(end, {'n0': ssh_job(143, signals=['SIGTERM'])})
+    assert limit == {'by': 'job', 'source': 'sbatch', 'detail': 'batch job 41 reached its time limit (Slurm warned it '
+                                                                '120 s before: sbatch --signal=B:USR1@120)'}
+    assert ssh.end_record(end, limit) == {'slurm_end': dict(end, time_limit=limit)}
+    for bad in ({'batch': {'job_id': '41; rm', 'stop_seconds': 120}}, {'batch': {'job_id': 41, 'stop_seconds': 120}},
+                {'batch': {'job_id': '41', 'stop_seconds': '-1'}}, {'batch': 'x'}, {}, None):
+        assert ssh.time_limit(bad, {}) is None, bad
+
+
 def test_judgment_srun_the_step_ends_the_other_nodes_and_may_end_at_a_time_limit():
     srun = _launchers.LAUNCHERS['srun']
     assert srun.peer_failure_ends_node and srun.stop_by == 'slurm'

@@ -9,6 +9,7 @@ destination, the local copy into another, and they must leave the same trees and
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -238,3 +239,46 @@ def test_a_destination_that_is_a_file_is_an_error_and_stays(tmp_path):
     with pytest.raises(NotADirectoryError):
         lc.local_copy(str(src) + '/', str(dest) + '/', lc.copy_options())
     assert dest.read_text() == 'a file'
+
+
+@pytest.mark.parametrize('swapped, victim_name', [
+    ('run.sh', 'victim.sh'),                        # a file whose permissions differ: the 'attrs' operation
+    ('config', 'victim_dir'),                       # a directory on the way to such a file
+    ('data', 'victim_dir'),                         # a directory whose own attributes are set at the end
+])
+def test_no_attribute_is_set_through_a_link_swapped_in_after_the_walk(tmp_path, monkeypatch, swapped, victim_name):
+    src, dest = tmp_path / 'src', tmp_path / 'dest'
+    write(str(src / 'run.sh'), '#!/bin/sh\n', mtime=1_700_000_000, mode=0o750)
+    write(str(src / 'config' / 'default.yaml'), 'lr: 0.1\n', mtime=1_700_000_000, mode=0o644)
+    write(str(src / 'data' / 'keep.txt'), 'data\n', mtime=1_700_000_000)
+    os.chmod(str(src / 'data'), 0o750)
+    lc.local_copy(str(src) + '/', str(dest) + '/', lc.copy_options())
+    # the next copy only sets attributes: the destination's modes differ from the source's
+    os.chmod(str(dest / 'run.sh'), 0o700)
+    os.chmod(str(dest / 'config' / 'default.yaml'), 0o600)
+    os.chmod(str(dest / 'data'), 0o700)
+    # what a link swapped in would point at: files that are not the copy's
+    write(str(tmp_path / 'victim.sh'), 'secret', mode=0o600)
+    write(str(tmp_path / 'victim_dir' / 'default.yaml'), 'secret', mode=0o600)
+    os.chmod(str(tmp_path / 'victim_dir'), 0o700)
+    before = {path: stat.S_IMODE(os.stat(path).st_mode) for path in
+              (str(tmp_path / 'victim.sh'), str(tmp_path / 'victim_dir'), str(tmp_path / 'victim_dir' / 'default.yaml'))}
+    real_apply = lc._apply
+
+    def swap_then_apply(plan):
+        assert plan.ops or plan.dirs  # the walk is done, nothing is changed yet
+        target = str(dest / swapped)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        else:
+            os.unlink(target)
+        os.symlink(str(tmp_path / victim_name), target)
+        return real_apply(plan)
+
+    monkeypatch.setattr(lc, '_apply', swap_then_apply)
+    with pytest.raises(OSError) as raised:
+        lc.local_copy(str(src) + '/', str(dest) + '/', lc.copy_options())
+    assert raised.value.errno in (errno.ELOOP, errno.ENOTDIR), raised.value
+    after = {path: stat.S_IMODE(os.stat(path).st_mode) for path in before}
+    assert after == before
+    assert (tmp_path / 'victim.sh').read_text() == 'secret'

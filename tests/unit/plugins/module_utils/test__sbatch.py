@@ -105,6 +105,13 @@ def test_stop_seconds_must_be_from_1_to_65535(seconds):
     assert line.startswith('trainops_sbatch_stop_seconds=%r: ' % (seconds, )) and 'from 1 to 65535' in line
 
 
+@pytest.mark.parametrize('checkpoint', [120, 121, -1, '1m', None, True])
+def test_checkpoint_seconds_must_leave_time_before_the_limit(checkpoint):
+    (line, ) = problems(trainops_sbatch_checkpoint_seconds=checkpoint)
+    assert line.startswith('trainops_sbatch_checkpoint_seconds=%r: ' % (checkpoint, )) and 'less than' in line
+    assert problems(trainops_sbatch_checkpoint_seconds=0) == problems(trainops_sbatch_checkpoint_seconds='119') == []
+
+
 @pytest.mark.parametrize('output', ['/x/a b.out', '/x/%j\n.out', '', '/x/\x1b.out', None])
 def test_the_output_path_is_one_token_on_one_line(output):
     (line, ) = problems(trainops_sbatch_output=output)

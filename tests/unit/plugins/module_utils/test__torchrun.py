@@ -564,6 +564,45 @@ def test_stop_term_is_enough(tmp_path, fake, node):
     assert not [s for s in fake.signals if s[1] in (600, 599, FakeSystem.OWN_PGID)]
 
 
+def test_stop_with_checkpoint_seconds_sends_the_checkpoint_signal_first_and_waits_for_the_checkpoint(tmp_path, fake, node):
+    # launcher=ssh under sbatch, near the time limit (docs/slurm.md): the ranks checkpoint, then the run is stopped
+    out_dir = tmp_path / 'out'
+    out_dir.mkdir()
+    make_run(node, fake, 'run1', params={'env': {'TRAINOPS_CHECKPOINT_SIGNAL': 'USR1', 'TRAINOPS_OUTPUT_DIR': str(out_dir)}},
+             sup_pid=600, torchrun_pid=601, workers=(602, 603))
+    real_sleep = fake.sleep
+
+    def sleep(seconds):  # the ranks write their checkpoint record 2 s after the signal
+        real_sleep(seconds)
+        if fake.clock - 1000.0 >= 2 and not (out_dir / 'checkpoint.json').exists():
+            (out_dir / 'checkpoint.json').write_text('{"global_step": 8}')
+    fake.sleep = sleep
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0,
+                                stop_reason='timeout', checkpoint_seconds=60), system=fake)
+    checkpoint = result['checkpoint_signal']
+    assert checkpoint['signal'] == 'SIGUSR1' and checkpoint['written'] is True and 2 <= checkpoint['waited_s'] < 3
+    usr1 = [s for s in fake.signals if s[2] == signal.SIGUSR1]
+    # the supervisor by pid (it records it in exit.json), then torchrun's group first and each worker's group
+    assert usr1[0] == ('pid', 600, signal.SIGUSR1) and usr1[1] == ('pg', 601, signal.SIGUSR1)
+    assert {('pg', 602, signal.SIGUSR1), ('pg', 603, signal.SIGUSR1)} <= set(usr1)
+    terms = [i for i, s in enumerate(fake.signals) if s[2] == signal.SIGTERM]
+    assert max(i for i, s in enumerate(fake.signals) if s[2] == signal.SIGUSR1) < min(terms)  # then the stop
+    assert result['job']['stop']['reason'] == 'timeout' and result['stopped_pids'] == [601, 602, 603]
+
+
+def test_stop_with_checkpoint_seconds_waits_at_most_that_long_and_a_run_without_the_signal_gets_none(tmp_path, fake, node):
+    make_run(node, fake, 'run1', params={'env': {'TRAINOPS_CHECKPOINT_SIGNAL': 'USR2'}}, sup_pid=600, torchrun_pid=601)
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0,
+                                checkpoint_seconds=3), system=fake)
+    assert result['checkpoint_signal']['written'] is False and 3 <= result['checkpoint_signal']['waited_s'] < 3.5
+    assert ('pid', 600, signal.SIGUSR2) in fake.signals
+    fake.signals[:] = []
+    make_run(node, fake, 'run2', sup_pid=700, torchrun_pid=701)  # no TRAINOPS_CHECKPOINT_SIGNAL
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run2', stop_timeout=5, log_lines=0,
+                                checkpoint_seconds=3), system=fake)
+    assert result['checkpoint_signal'] is None and not [s for s in fake.signals if s[2] != signal.SIGTERM]
+
+
 def test_stop_escalates_to_kill(tmp_path, fake, node):
     make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
     fake.procs[603].ignore_term = True

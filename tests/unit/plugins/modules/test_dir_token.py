@@ -8,20 +8,13 @@ from __future__ import annotations
 import os
 import stat
 
-import pytest
-
-from ansible.module_utils.testing import patch_module_args
-
-from module_harness import ExitJson, FailJson, assert_documentation_matches_argument_spec
+from module_harness import assert_documentation_matches_argument_spec, run_module
 
 from ansible_collections.trainops.multinode.plugins.modules import dir_token as module
 
 
 def run(args):
-    with patch_module_args(args):
-        with pytest.raises((ExitJson, FailJson)) as result:
-            module.main()
-    return result.value.args[0]
+    return run_module(module, args)
 
 
 def test_documentation_matches_argument_spec():
