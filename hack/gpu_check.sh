@@ -142,7 +142,7 @@ step "launch.yml, nproc=1, config/gpu.yaml, NCCL_DEBUG=VERSION"
 timeout 400 ansible-playbook -i /tmp/gpu-inventory.yml playbooks/launch.yml -e nproc=1 -e config=config/gpu.yaml \
   -e trainops_nccl_debug=VERSION -e '{"overrides": ["training.max_steps=40"]}'
 echo "rc=$?"
-exp=$(ls -td experiments/*/ 2>/dev/null | head -1)
+exp=$(find experiments -mindepth 1 -maxdepth 1 -type d -printf "%T@ %p\n" 2>/dev/null | sort -rn | head -1 | cut -d" " -f2-)
 if [ -n "$exp" ]; then
   cat "$exp/summary.txt"
   grep -h "NCCL version" "$exp"/logs/* | head -3
@@ -162,7 +162,9 @@ PY
 fi
 }
 
-for stage in ${@:-machine facts probe matmul workload compile allreduce launch}; do
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(machine facts probe matmul workload compile allreduce launch)
+for stage in "${stages[@]}"; do
   "stage_$stage"
 done
 step "done"

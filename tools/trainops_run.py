@@ -209,7 +209,7 @@ class Redactor:
         for value in values:
             if isinstance(value, str) and len(value) >= MIN_SECRET:
                 level = [value]
-                for _ in range(JSON_ESCAPE_LEVELS):
+                for _level in range(JSON_ESCAPE_LEVELS):
                     level = [json.dumps(form, ensure_ascii=ascii)[1:-1] for form in level for ascii in (True, False)]
                     forms.update(level)
                 forms.add(value)

@@ -111,7 +111,7 @@ def test_carry_falls_back_to_a_plain_copy(run, monkeypatch):
     def no(*_args):
         raise OSError(errno.EOPNOTSUPP, 'not here')
     monkeypatch.setattr(rs.fcntl, 'ioctl', no)
-    monkeypatch.setattr(rs.os, 'copy_file_range', lambda *args: (_ for _ in ()).throw(OSError(errno.EXDEV, 'x')))
+    monkeypatch.setattr(rs.os, 'copy_file_range', lambda *args: (never for never in ()).throw(OSError(errno.EXDEV, 'x')))
     got = rs.carry(str(run_dir), str(new), hashlib.sha256(CONTENT).hexdigest())
     assert got['method'] == 'copy' and (new / 'checkpoint.pt').read_bytes() == CONTENT
 

@@ -28,9 +28,9 @@ def _random_values(count, seed=37):
     rng = random.Random(seed)
     alphabet = tr.RUN_ID_REST + ' \t\n/\\"\'$`;*?[]{}()<>|&!#~%,:^éß\u00a0'
     values = []
-    for _ in range(count):
+    for _value in range(count):
         length = rng.choice([1, 2, 3, 5, 8, 40, 199, 200, 201])
-        values.append(''.join(rng.choice(alphabet) for _ in range(length)))
+        values.append(''.join(rng.choice(alphabet) for _char in range(length)))
     return values
 
 
