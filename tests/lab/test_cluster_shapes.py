@@ -206,7 +206,6 @@ def test_launch_with_become_as_a_user_on_the_controller_leaves_no_file_of_roots(
         started = time.monotonic()
         proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
         print('launch --become as %s took %.1f s, rc %d' % (USER, time.monotonic() - started, proc.returncode))
-        open('/tmp/i37-a-stdout.txt', 'w').write(proc.stdout + proc.stderr)  # DEBUG
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
         (run_id, ) = [name for name in os.listdir(experiments) if '_health_' not in name]
         (health, ) = [name for name in os.listdir(experiments) if name.startswith(run_id + '_health_')]
