@@ -298,6 +298,7 @@ def run_record(run_id, views):
 
 
 def valid_uid(uid):
+    """Whether ``uid`` (a node's answer) is a uid: an int >= 0, never a bool or a string."""
     return isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0
 
 
@@ -493,10 +494,7 @@ class Slurm(object):
         Root runs it as the run's owner ``owner_uid`` (:func:`scancel_user`)."""
         argv = ['scancel'] + (['--signal=%s' % signal_name] if signal_name else []) + ['%s.%s' % (job_id, step_id)]
         uid = scancel_user(self.system.euid(), owner_uid)
-        if uid is None:
-            rc, out, err = self.run(argv)
-        else:
-            rc, out, err = self.run(argv, user=uid)
+        rc, out, err = self.run(argv, user=uid)
         if rc != 0:
             raise SrunError('%s%s failed (rc %d): %s' % (' '.join(argv), ' (as %s)' % user_name(uid) if uid is not None
                                                           else '', rc, (err or out).strip()))
