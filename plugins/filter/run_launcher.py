@@ -19,7 +19,9 @@ description:
     run is the first node's that has one. It is a Slurm step's when its nodes' C(job.json) says C(launcher=srun); the
     step is the one the nodes' supervisors recorded from inside it (C(pids.json)), so neither C(run_id) nor the
     experiment's manifest is needed.
-  - Nodes that recorded the same run in different steps are refused.
+  - Nodes that recorded the same run in different steps, or whose run directories belong to different users, make the
+    record C(refused) (no step): the launcher's task files then say why and act on nothing through Slurm, and a stop
+    still stops the nodes' own torchrun.
 positional: ''
 options:
   _input:
@@ -35,8 +37,10 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     __launcher: "{{ nodes | map('extract', hostvars, ['queried', 'job']) | trainops.multinode.run_launcher }}"
   run_once: true
-  # {name: srun, run_id: r1, job_id: '42', step_id: '3', step: '42.3', step_name: trainops-r1, own_tasks: true}, or
-  # {name: ssh, run_id: r1, job_id: null, step_id: null, step: null, step_name: null, own_tasks: false}
+  # {name: srun, run_id: r1, job_id: '42', step_id: '3', step: '42.3', step_name: trainops-r1, owner_uid: 1001,
+  #  refused: null, own_tasks: true}, or
+  # {name: ssh, run_id: r1, job_id: null, step_id: null, step: null, step_name: null, owner_uid: null, refused: null,
+  #  own_tasks: false}
 """
 
 RETURN = r"""
@@ -62,10 +66,19 @@ _value:
     step_name:
       description: The step's name, C(trainops-<run_id>) (V(null) over SSH).
       type: str
+    owner_uid:
+      description:
+        - The run's owner, the uid that owns its run directory on the nodes (V(null) over SSH). Slurm's job and step
+          must belong to it (M(trainops.multinode.srun_step)).
+      type: int
+    refused:
+      description: Why the nodes' records of the step are not acted on (they contradict each other), else V(null).
+      type: str
     own_tasks:
       description:
         - Whether roles/job runs the launcher's own task files for the run (V(true) for a Slurm step's run once a node
-          recorded the step; V(false) over SSH, whose nodes' own records are all there is).
+          recorded the step, or when its records are refused; V(false) over SSH, whose nodes' own records are all there
+          is).
       type: bool
 """
 
@@ -73,7 +86,6 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.multinode.plugins.module_utils._launchers import LauncherError
 from ansible_collections.trainops.multinode.plugins.module_utils._launchers import run_launcher as _run_launcher
 
 
@@ -81,10 +93,7 @@ def run_launcher(jobs):
     """The run's launcher (see DOCUMENTATION)."""
     if isinstance(jobs, (str, bytes, Mapping)) or not hasattr(jobs, '__iter__'):
         raise AnsibleFilterError('run_launcher: the input must be a list of the nodes\' job records, not %r' % (jobs, ))
-    try:
-        return _run_launcher([dict(job) if isinstance(job, Mapping) else job for job in jobs])
-    except LauncherError as exc:
-        raise AnsibleFilterError('run_launcher: %s' % exc.msg)
+    return _run_launcher([dict(job) if isinstance(job, Mapping) else job for job in jobs])
 
 
 class FilterModule(object):

@@ -36,14 +36,6 @@ from __future__ import annotations
 from ansible_collections.trainops.multinode.plugins.module_utils import _sbatch, _srun
 
 
-class LauncherError(Exception):
-    """A launcher's records of a run contradict each other (run_launcher)."""
-
-    def __init__(self, msg):
-        super(LauncherError, self).__init__(msg)
-        self.msg = msg
-
-
 class Launcher(object):
     """The interface, with what a launcher that adds nothing does (the ``ssh`` one)."""
 
@@ -63,7 +55,7 @@ class Launcher(object):
     def run_record(self, run_id, views):
         """The run's launcher (filter run_launcher) from its nodes' ``launcher`` views (``views``)."""
         return {'name': self.name, 'run_id': run_id, 'job_id': None, 'step_id': None, 'step': None, 'step_name': None,
-                'own_tasks': False}
+                'owner_uid': None, 'refused': None, 'own_tasks': False}
 
     def ended_it(self, job):
         """Whether the launcher, not the run itself, ended this node's run (``job``: the torchrun module's view)."""
@@ -122,11 +114,9 @@ class Srun(Launcher):
         return _srun.launcher_view(pids)
 
     def run_record(self, run_id, views):
-        try:
-            record = _srun.run_record(run_id, views)
-        except _srun.SrunError as exc:
-            raise LauncherError(exc.msg)
-        record['own_tasks'] = record['step'] is not None
+        record = _srun.run_record(run_id, views)
+        # a refused record still runs the launcher's part: it says why nothing goes through Slurm
+        record['own_tasks'] = record['step'] is not None or record['refused'] is not None
         return record
 
     def ended_it(self, job):
@@ -192,11 +182,12 @@ def run_launcher(jobs):
     """What launched a run, from its nodes' own records (``jobs``: each node's ``job`` as the torchrun module's query
     returns it, in node order): the one rule by which ``stop``, ``status`` and ``collect`` choose the launcher's own
     task files. The run is the first node's that has one; its launcher is the first that its nodes name other than
-    the default one. Returns :meth:`Launcher.run_record`; a :class:`LauncherError` for contradicting records."""
+    the default one. Returns :meth:`Launcher.run_record` (``refused``: why its records are not acted on)."""
     jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
     run_id = jobs[0]['run_id'] if jobs else None
-    views = [job.get('launcher') if isinstance(job.get('launcher'), dict) else {} for job in jobs
-             if job['run_id'] == run_id]
+    # each node's view with the owner of its run directory (the node's lstat, not a record the job writes)
+    views = [dict(job.get('launcher') if isinstance(job.get('launcher'), dict) else {}, owner_uid=job.get('owner_uid'))
+             for job in jobs if job['run_id'] == run_id]
     launcher = next((of_job({'launcher': view}) for view in views if of_job({'launcher': view}).name != DEFAULT),
                     LAUNCHERS[DEFAULT])
     return launcher.run_record(run_id, views)

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -199,11 +200,18 @@ class System(object):
         except subprocess.TimeoutExpired:
             return None
 
-    def run(self, argv, timeout=60):
-        """Run ``argv`` to completion; return (rc, stdout, stderr) as text (rc 127 when it cannot start)."""
+    def run(self, argv, timeout=60, user=None):
+        """Run ``argv`` to completion; return (rc, stdout, stderr) as text (rc 127 when it cannot start). ``user``
+        (a uid; root only): run it as that user, with the user's primary group and no supplementary groups."""
+        ids = {}
+        if user is not None:
+            try:
+                ids = dict(user=user, group=pwd.getpwuid(user).pw_gid, extra_groups=[])
+            except KeyError:
+                return 127, '', 'uid %d has no user on this host: %s cannot run as it' % (user, argv[0])
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=timeout, check=False)
+                                  timeout=timeout, check=False, **ids)
         except OSError as exc:
             return 127, '', str(exc)
         except subprocess.TimeoutExpired:

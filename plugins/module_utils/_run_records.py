@@ -93,6 +93,15 @@ def recorded_start_time(run_id, pids, key):
     return _int_record(run_id, pids, key)
 
 
+def run_dir_owner(system, run_dir):
+    """The uid that owns ``run_dir`` itself (lstat), None when it is not a directory (a symlink) or is gone."""
+    try:
+        st = system.lstat(run_dir)
+    except OSError:
+        return None
+    return st.st_uid if stat.S_ISDIR(st.st_mode) else None
+
+
 def run_owner(system, run_id, run_dir, spec):
     """The run directory's owner, which must be a real directory and the uid job.json records."""
     st = system.lstat(run_dir)

@@ -23,6 +23,7 @@ import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._proc import System, is_alive
+from ansible_collections.trainops.multinode.plugins.module_utils._run_records import user_name
 from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import (
     CHECKPOINT_SIGNAL_NAMES,
     VISIBLE_DEVICE_NAMES,
@@ -275,17 +276,30 @@ def launch_problems(params, integer_rule):
 
 def run_record(run_id, views):
     """The run's launcher record (_launchers.run_launcher, filter run_launcher) for a Slurm step's run, from the
-    ``launcher`` views of its nodes (``views``, the run ``run_id``): the step the nodes' supervisors recorded from inside
-    it (``step`` None when no node has run in the step yet). Nodes that name different steps are refused (their records
-    contradict each other)."""
+    ``launcher`` views of its nodes (``views``, the run ``run_id``, each with ``owner_uid``: the owner of the node's run
+    directory): the step the nodes' supervisors recorded from inside it (``step`` None when no node has run in the step
+    yet) and the run's owner. Nodes that name different steps or owners contradict each other: the record is
+    ``refused`` (a message), with no step, and never raises, so that a stop still stops the nodes' own torchrun."""
     steps = sorted(set((str(view['job_id']), str(view['step_id'])) for view in views
                        if view.get('job_id') and view.get('step_id')))
+    owners = sorted(set(view.get('owner_uid') for view in views if view.get('job_id') and view.get('step_id')),
+                    key=str)
+    refused = None
     if len(steps) > 1:
-        raise SrunError('The nodes of run %s recorded different Slurm steps (%s): their records contradict each other.'
-                        % (run_id, ', '.join('%s.%s' % step for step in steps)))
-    job_id, step_id = steps[0] if steps else (None, None)
+        refused = ('The nodes of run %s recorded different Slurm steps (%s): their records contradict each other.'
+                   % (run_id, ', '.join('%s.%s' % step for step in steps)))
+    elif len(owners) > 1 or (owners and not valid_uid(owners[0])):
+        refused = ('The run directories of run %s on its nodes belong to different users or to none (%s): whose '
+                   'Slurm step it is cannot be told.' % (run_id, ', '.join(str(owner) for owner in owners)))
+    job_id, step_id = steps[0] if steps and not refused else (None, None)
     return {'name': 'srun', 'run_id': run_id, 'job_id': job_id, 'step_id': step_id,
-            'step': '%s.%s' % (job_id, step_id) if steps else None, 'step_name': step_name(run_id)}
+            'step': '%s.%s' % (job_id, step_id) if job_id else None, 'step_name': step_name(run_id),
+            'owner_uid': owners[0] if owners and not refused else None, 'refused': refused}
+
+
+def valid_uid(uid):
+    """Whether ``uid`` (a node's answer) is a uid: an int >= 0, never a bool or a string."""
+    return isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0
 
 
 def launcher_view(pids):
@@ -359,8 +373,10 @@ class Slurm(object):
         self.system = system or System()
         self.env = env
 
-    def run(self, argv, timeout=60):
-        return self.system.run(argv, timeout=timeout)
+    def run(self, argv, timeout=60, user=None):
+        if user is None:
+            return self.system.run(argv, timeout=timeout)
+        return self.system.run(argv, timeout=timeout, user=user)
 
     def squeue_step(self, job_id, name):
         rc, out, err = self.run(['squeue', '--steps', '--jobs', str(job_id), '--noheader', '--format', '%i|%j'])
@@ -401,11 +417,15 @@ class Slurm(object):
 
     def step_state(self, job_id, step_id):
         """``{'state': RUNNING|COMPLETED|FAILED|CANCELLED|..., 'exit_code': 'N:S' or None, 'name': the step's name
-        as Slurm knows it (None when neither squeue nor sacct shows the step), 'source': ...}``."""
-        rc, out, err = self.run(['squeue', '--steps', '%s.%s' % (job_id, step_id), '--noheader', '--format', '%i|%j'])
-        if rc == 0 and out.strip():
-            name = out.strip().splitlines()[0].split('|', 1)[-1]
-            return {'state': 'RUNNING', 'exit_code': None, 'name': name, 'source': 'squeue'}
+        as Slurm knows it (None when neither squeue nor sacct shows the step), 'source': ...}``, and while squeue lists
+        the step whom it runs as (``uid``, ``user``)."""
+        rc, out, err = self.run(['squeue', '--steps', '%s.%s' % (job_id, step_id), '--noheader', '--format',
+                                 '%i|%U|%u|%j'])
+        fields = out.strip().splitlines()[0].split('|', 3) if rc == 0 and out.strip() else []
+        if len(fields) == 4 and fields[1].isdigit():
+            # the name last: it is the step's choice and may hold a '|'
+            return {'state': 'RUNNING', 'exit_code': None, 'name': fields[3], 'source': 'squeue',
+                    'uid': int(fields[1]), 'user': fields[2]}
         record, err2 = self.sacct_step(job_id, step_id=step_id)
         if record is not None:
             return {'state': record['state'], 'exit_code': record['exit_code'], 'name': record['name'], 'source': 'sacct'}
@@ -453,29 +473,83 @@ class Slurm(object):
                 if (err or err2).strip() else '')
         return min(limits)
 
-    def cancel(self, job_id, step_id, signal_name=None):
+    def job_owner(self, job_id):
+        """Whose job ``job_id`` is: ``{'uid', 'name', 'source'}`` from squeue (a job that ended: sacct), or ``uid``
+        None with the ``error`` when neither says (:func:`parse_job_owner`)."""
+        errors = []
+        for source, argv in (('squeue', ['squeue', '--jobs', str(job_id), '--noheader', '--format', '%i|%U|%u']),
+                             ('sacct', ['sacct', '--jobs', str(job_id), '-X', '--noheader', '--parsable2',
+                                        '--format', 'JobID,UID,User'])):
+            rc, out, err = self.run(argv)
+            record = parse_job_owner(out, job_id) if rc == 0 else None
+            if record is not None:
+                return dict(record, source=source)
+            if err.strip():
+                errors.append(err.strip())
+        return {'uid': None, 'name': None, 'source': None, 'error': '; '.join(errors) or 'not in squeue or sacct'}
+
+    def cancel(self, job_id, step_id, signal_name=None, owner_uid=None):
         """``scancel JOB.STEP`` cancels the step (Slurm 22.05 sends its tasks SIGKILL at once, and accounts the
-        step CANCELLED); with ``signal_name`` (``TERM``) ``scancel --signal=TERM JOB.STEP`` only signals its tasks."""
+        step CANCELLED); with ``signal_name`` (``TERM``) ``scancel --signal=TERM JOB.STEP`` only signals its tasks.
+        Root runs it as the run's owner ``owner_uid`` (:func:`scancel_user`)."""
         argv = ['scancel'] + (['--signal=%s' % signal_name] if signal_name else []) + ['%s.%s' % (job_id, step_id)]
-        rc, out, err = self.run(argv)
+        uid = scancel_user(self.system.euid(), owner_uid)
+        rc, out, err = self.run(argv, user=uid)
         if rc != 0:
-            raise SrunError('%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()))
+            raise SrunError('%s%s failed (rc %d): %s' % (' '.join(argv), ' (as %s)' % user_name(uid) if uid is not None
+                                                          else '', rc, (err or out).strip()))
 
 
-def check_step_of_run(job_id, step_id, run_id, step):
-    """Refuse to act on step ``job_id.step_id`` unless Slurm names it run ``run_id``'s step (``step``: its
-    :meth:`Slurm.step_state`). The step id comes from the nodes' records (pids.json), which the job's own code can
-    rewrite; the step's name is the one the launch gave it, and only Slurm's view of it is trusted."""
-    expected = step_name(run_id)
-    if step.get('name') == expected:
-        return
-    if step.get('name') is None:
+def parse_job_owner(text, job_id):
+    """``squeue --jobs JOB --noheader --format %i|%U|%u`` (or ``sacct --jobs JOB -X --noheader --parsable2 --format
+    JobID,UID,User``) -> ``{'uid', 'name'}`` of the job's user, None when it is not listed. Neither output has the job's
+    name, which its user chooses: ``scontrol show job --oneliner`` prints ``JobName=x UserId=root(0) UserId=alice(1001)``
+    for a job named ``x UserId=root(0)``."""
+    for line in text.splitlines():
+        fields = line.strip().split('|')
+        if len(fields) == 3 and fields[0] == str(job_id) and fields[1].isdigit():
+            return {'uid': int(fields[1]), 'name': fields[2]}
+    return None
+
+
+def slurm_user(record):
+    """``uid 1001 (alice)`` of a Slurm answer ``{'uid', 'name'}``."""
+    return 'uid %d (%s)' % (record['uid'], record['name']) if record.get('name') else 'uid %d' % record['uid']
+
+
+def step_refusal(job_id, step_id, run_id, owner_uid, step, job_owner):
+    """Why step ``job_id.step_id`` must not be signalled, cancelled or taken for run ``run_id``'s, else None.
+
+    The step id comes from the nodes' records (pids.json) and the launcher from job.json, which the job's own code can
+    rewrite; its run id is the job's choice too. What it cannot forge: the owner of its run directory on the nodes
+    (``owner_uid``) and what Slurm says. The step is the run's only when Slurm's job ``job_owner`` (:meth:`Slurm.job_owner`)
+    and the step itself (``step``: :meth:`Slurm.step_state`, ``uid`` while squeue lists it) belong to that owner, and
+    Slurm names the step ``trainops-<run_id>``."""
+    where = 'Step %s.%s is not run %s\'s' % (job_id, step_id, run_id)
+    if not valid_uid(owner_uid):
+        found = 'its nodes\' records name no owner of its run directory (%r)' % (owner_uid, )
+    elif job_owner.get('uid') is None:
+        found = 'Slurm does not say whose job %s is (%s)' % (job_id, job_owner.get('error') or 'not in squeue or sacct')
+    elif job_owner['uid'] != owner_uid:
+        found = 'Slurm job %s belongs to %s, but run %s belongs to %s (the owner of its run directory on the nodes)' % (
+            job_id, slurm_user(job_owner), run_id, user_name(owner_uid))
+    elif step.get('uid') is not None and step['uid'] != owner_uid:
+        found = 'Slurm runs that step as %s, but run %s belongs to %s (the owner of its run directory on the nodes)' % (
+            slurm_user({'uid': step['uid'], 'name': step.get('user')}), run_id, user_name(owner_uid))
+    elif step.get('name') == step_name(run_id):
+        return None
+    elif step.get('name') is None:
         found = 'Slurm does not show that step (%s)' % (step.get('error') or 'not in squeue or sacct')
     else:
-        found = 'Slurm names that step %r' % step['name']
-    raise SrunError('Step %s.%s is not the step of run %s (%s): %s, so its records (pids.json) are not trusted. Nothing '
-                    'was signalled or cancelled.' % (job_id, step_id, run_id, expected, found),
-                    job_id=str(job_id), step_id=str(step_id), step=step)
+        found = 'Slurm names that step %r, not %s' % (step['name'], step_name(run_id))
+    return '%s: %s. Its records (pids.json, job.json) are not trusted: nothing was signalled or cancelled through Slurm.' % (
+        where, found)
+
+
+def scancel_user(euid, owner_uid):
+    """Whom scancel runs as: the run's owner when root acts on another user's run (Slurm then lets it cancel only
+    what that user may), else None (the invoking user)."""
+    return owner_uid if euid == 0 and valid_uid(owner_uid) and owner_uid != 0 else None
 
 
 def spawn_srun(argv, output_path, env):

@@ -71,6 +71,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._outcomes impor
 from ansible_collections.trainops.multinode.plugins.module_utils._run_records import (
     RecordRefused,
     others_run,
+    run_dir_owner,
     signaller,
     unreadable_dir,
     verify_run,
@@ -491,6 +492,7 @@ class TorchrunNode(object):
         result['spec'] = spec
         if spec is None:
             return result
+        result['owner_uid'] = run_dir_owner(self.system, paths['run_dir'])
         host = same_host(spec.get('host'), self.identity)
         if host == 'other':
             recorded = spec.get('host') or {}
@@ -582,6 +584,8 @@ class TorchrunNode(object):
             # the signals the supervisor itself received (a SIGTERM from slurmstepd, from a stop)
             'supervisor_signals': exit_rec.get('signals') or [],
             'launcher': _launchers.launcher_view(spec, pids),
+            # whose run it is: the owner of its run directory (lstat), which the job cannot forge
+            'owner_uid': state.get('owner_uid'),
             'lost_reason': state.get('lost_reason'),
             'host': spec.get('host'),
             'secret_env_names': spec.get('secret_env_names') or [],

@@ -43,7 +43,12 @@ description:
     undone after the step started), and only when its C(/proc) command line is the client of step C(trainops-<run_id>).
     Without O(step_id), the step is looked up by its name C(trainops-<run_id>) (C(squeue), then C(sacct)), and nothing
     is done when Slurm has none.
-  - A step that Slurm does not name C(trainops-<run_id>) is neither signalled nor cancelled (the module fails saying so).
+  - With O(step_id) the step comes from the nodes' records (C(pids.json)), which the job itself can rewrite. It is the
+    run's only when Slurm's job (C(squeue), or C(sacct) once it ended) and the step itself belong to O(owner_uid),
+    the owner of the run's directory on the nodes, and Slurm names the step C(trainops-<run_id>). Another step is
+    neither signalled nor cancelled (the module fails naming the step's and the run's users), and a query reports
+    its state C(UNKNOWN) with RV(refused) instead of the other step's.
+  - Root (the controller's user) runs C(scancel) as O(owner_uid), so Slurm lets it cancel only what the run's owner may.
   - "Meant to run on the controller (C(delegate_to: localhost), C(run_once: true)), where the Slurm client commands are."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -68,12 +73,15 @@ options:
     required: true
   run_id:
     description:
-      - The run, which names the step C(trainops-<run_id>). Required with O(state=started), O(state=signalled) and
-        O(state=cancelled).
-      - With O(state=signalled) and O(state=cancelled) the step is signalled or cancelled only when Slurm (C(squeue),
-        then C(sacct)) names it C(trainops-<run_id>), since O(step_id) comes from the nodes' records, which the job
-        itself can rewrite.
+      - The run, which names the step C(trainops-<run_id>). Required with every O(state).
+      - With O(step_id) the step is queried, signalled or cancelled only when Slurm (C(squeue), then C(sacct)) names it
+        C(trainops-<run_id>) and it belongs to O(owner_uid).
     type: str
+  owner_uid:
+    description:
+      - The uid that owns the run's directory on the nodes (the C(trainops.multinode.run_launcher) filter's
+        C(owner_uid)). Required with O(step_id).
+    type: int
   step_id:
     description:
       - The step, as O(state=started) returned it. Required with O(state=query) and O(state=signalled).
@@ -164,6 +172,7 @@ EXAMPLES = r"""
     job_id: "{{ step.job_id }}"
     step_id: "{{ step.step_id }}"
     run_id: run-20260101
+    owner_uid: 1001
   delegate_to: localhost
   run_once: true
 """
@@ -225,9 +234,14 @@ client:
 step:
   description:
     - The step's state, C(state) (C(RUNNING), C(COMPLETED), C(FAILED), C(CANCELLED), C(TIMEOUT), ...), C(exit_code),
-      C(name) (the step's name as Slurm shows it) and C(source).
+      C(name) (the step's name as Slurm shows it) and C(source); while C(squeue) lists it, C(uid) and C(user) (whom
+      Slurm runs it as).
   returned: when O(state) is V(query), V(signalled) or V(cancelled)
   type: dict
+refused:
+  description: With O(state=query), why the step is not the run's (then RV(step) and RV(job) are C(UNKNOWN)), else V(null).
+  returned: when O(state=query)
+  type: str
 job:
   description:
     - The job's own state in C(sacct) (C(RUNNING), C(TIMEOUT), ...), C(exit_code) and C(source); C(state) C(UNKNOWN)
@@ -251,10 +265,10 @@ from ansible_collections.trainops.multinode.plugins.module_utils._srun import (
     SrunError,
     abandon_step,
     build_argv,
-    check_step_of_run,
     end_client,
     start_step,
     step_name,
+    step_refusal,
 )
 
 
@@ -272,17 +286,25 @@ def run(module):
     if params['state'] == 'cancelled' and not params['step_id']:
         return cancel_by_name(module, slurm)
     step = slurm.step_state(params['job_id'], params['step_id'])
-    if params['state'] == 'query' and params['end_wait'] > 0:
-        step = slurm.step_end(params['job_id'], params['step_id'], params['end_wait'], step)
+    refusal = step_refusal(params['job_id'], params['step_id'], params['run_id'], params['owner_uid'], step,
+                           slurm.job_owner(params['job_id']))
     if params['state'] == 'query':
+        if refusal:
+            # not the run's step: its state must not judge the run, and the query does not fail (a stop goes on)
+            unknown = {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None, 'error': refusal}
+            return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=unknown,
+                        job=dict(unknown), refused=refusal)
+        if params['end_wait'] > 0:
+            step = slurm.step_end(params['job_id'], params['step_id'], params['end_wait'], step)
         return dict(changed=False, job_id=params['job_id'], step_id=params['step_id'], step=step,
-                    job=slurm.job_state(params['job_id']))
+                    job=slurm.job_state(params['job_id']), refused=None)
+    if refusal:
+        raise SrunError(refusal, job_id=str(params['job_id']), step_id=str(params['step_id']), step=step)
     changed = False
-    if step['state'] in ('RUNNING', 'PENDING', 'UNKNOWN'):
-        check_step_of_run(params['job_id'], params['step_id'], params['run_id'], step)
+    if step['state'] in ('RUNNING', 'PENDING'):
         if not module.check_mode:
             slurm.cancel(params['job_id'], params['step_id'],
-                         signal_name='TERM' if params['state'] == 'signalled' else None)
+                         signal_name='TERM' if params['state'] == 'signalled' else None, owner_uid=params['owner_uid'])
         changed = True
     result = dict(changed=changed, job_id=params['job_id'], step_id=params['step_id'], step=step)
     if params['state'] == 'cancelled' and params['srun_pid'] and not module.check_mode:
@@ -310,6 +332,7 @@ def main():
             job_id=dict(type='str', required=True),
             run_id=dict(type='str'),
             step_id=dict(type='str'),
+            owner_uid=dict(type='int'),
             nodes=dict(type='list', elements='dict', default=[]),
             wait_seconds=dict(type='int', default=300),
             output=dict(type='path'),
@@ -323,9 +346,10 @@ def main():
             checkpoint_seconds=dict(type='int', default=0),
         ),
         required_if=[('state', 'started', ('run_id', 'output')),
-                     ('state', 'query', ('step_id', )),
+                     ('state', 'query', ('step_id', 'run_id')),
                      ('state', 'signalled', ('step_id', 'run_id')),
                      ('state', 'cancelled', ('run_id', ))],
+        required_by={'step_id': ('owner_uid', )},
         supports_check_mode=True,
     )
     try:

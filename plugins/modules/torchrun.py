@@ -400,6 +400,13 @@ job:
           supervisor recorded them inside the step (V(null) until the step has started it).
       type: dict
       sample: {name: srun, job_id: '42', step_id: '0', step: '42.0'}
+    owner_uid:
+      description:
+        - The uid that owns the run directory itself (C(lstat)), which the job cannot forge; V(null) when the run directory
+          is not a directory (a symlink). A Slurm step is stopped or queried for the run only when Slurm's job and step
+          belong to it (M(trainops.multinode.srun_step)).
+      type: int
+      sample: 1001
     lost_reason:
       description: Why a V(lost) run is lost (its supervisor vanished, or the node rebooted since it started); else V(null).
       type: str

@@ -18,7 +18,7 @@ from playbook_runner import run_playbook  # noqa: E402
 from test_launch_local import Lab, processes_under  # noqa: E402
 
 FAKE_SLURM = r'''
-import json, os, signal, subprocess, sys, time
+import json, os, pwd, signal, subprocess, sys, time
 state = os.environ['FAKE_SLURM_DIR']
 command = os.path.basename(sys.argv[0])
 args = dict(a[2:].split('=', 1) for a in sys.argv[1:] if a.startswith('--') and '=' in a)
@@ -28,12 +28,19 @@ def path(name):
     return os.path.join(state, name)
 
 
+fields = {'U': str(os.getuid()), 'u': pwd.getpwuid(os.getuid()).pw_name}  # the job's user: whoever runs the launch
 if command == 'squeue':
     if os.path.exists(path('running')):
-        sys.stdout.write(open(path('running')).read())
+        step, name = open(path('running')).read().strip().split('|')
+        fields.update(i=step if '--steps' in sys.argv else step.split('.')[0], j=name)
+        fmt = sys.argv[sys.argv.index('--format') + 1]
+        print('|'.join(fields.get(spec[1:], 'UNLIMITED') for spec in fmt.split('|')))
 elif command == 'sacct':
     if os.path.exists(path('done')):
-        sys.stdout.write(open(path('done')).read())
+        if 'JobID,UID,User' in sys.argv:
+            print('|'.join([open(path('done')).read().split('.')[0], fields['U'], fields['u']]))
+        else:
+            sys.stdout.write(open(path('done')).read())
 elif command == 'scancel':
     open(path('scancel.log'), 'a').write(' '.join(sys.argv[1:]) + '\n')
 elif os.environ.get('FAKE_SLURM_MODE') == 'busy':
@@ -144,4 +151,8 @@ def test_the_steps_ranks_get_the_login_environment_the_steps_gpus_and_all_cpus(l
         placement = json.load(open(os.path.join(runs[0], 'pids.json')))['placement']
         assert placement['cpu_count'] == len(os.sched_getaffinity(0))
         assert placement['visible_devices'] == {'CUDA_VISIBLE_DEVICES': str(index)}
+    # the step is the run owner's (Slurm's job and step are this user's, as the run directories), so its end is read
+    manifest = json.load(open(os.path.join(proc.summary['artifact_data']['trainops_experiment']['path'], 'manifest.json')))
+    assert manifest['slurm_end']['refused'] is None and manifest['slurm_end']['step']['state'] == 'COMPLETED', \
+        manifest['slurm_end']
     assert not lab.leftovers()

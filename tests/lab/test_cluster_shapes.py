@@ -7,15 +7,23 @@ training network (``ens5``, ``enp1s0f0``, ...). A token passed in trainops_secre
 for everywhere.
 """
 import glob
+import importlib
 import ipaddress
 import json
 import os
+import pathlib
+import pwd
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
 
 import pytest
 
-from playbook_runner import free_port, run_playbook, wait_until
+from playbook_runner import REPO, free_port, run_playbook, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -133,6 +141,88 @@ def test_status_and_stop_as_the_user_on_the_shared_home(shaped, tmp_path):
     assert len(glob.glob(os.path.join(experiment, 'logs', 'node_*.txt'))) == NODES
     manifest = read_json(os.path.join(experiment, 'manifest.json'))
     assert manifest['outcome'] == 'stopped' and manifest['stop']['reason'] == 'user', manifest.get('outcome_detail')
+
+
+@pytest.fixture()
+def sudo_user(shaped):  # pylint: disable=unused-argument
+    """The training user may become root (sudo, no password) on the controller and on the nodes, which share its
+    /etc, as an admin's own account may: sudo is installed when missing (as the lab installs its packages), and a
+    sudoers.d file grants it for this test only."""
+    if not shutil.which('sudo'):
+        hack = os.path.join(REPO, 'hack')
+        if hack not in sys.path:
+            sys.path.insert(0, hack)
+        importlib.import_module('trainops_lab.core').apt_install(['sudo'])
+    grant = '/etc/sudoers.d/trainops-lab-test-%s' % USER
+    with open(grant, 'w') as handle:
+        handle.write('%s ALL=(ALL:ALL) NOPASSWD: ALL\n' % USER)
+    os.chmod(grant, 0o440)
+    try:
+        yield pwd.getpwnam(USER)
+    finally:
+        os.unlink(grant)
+
+
+def owned_by_others(top, uid):
+    """Paths under ``top`` (itself included) that ``uid`` does not own."""
+    found = [top] if os.lstat(top).st_uid != uid else []
+    for base, dirs, files in os.walk(top):
+        found += [os.path.join(base, name) for name in dirs + files if os.lstat(os.path.join(base, name)).st_uid != uid]
+    return found
+
+
+def test_launch_with_become_as_a_user_on_the_controller_leaves_no_file_of_roots(shaped, sudo_user):
+    """ansible-playbook --become run by the training user on the controller (an admin's account with sudo): the
+    nodes' tasks run as root, while everything on the controller - the health check's own ansible-playbook, the
+    experiment directory, the manifest, the collect - runs as that user (become: false), so no file in its
+    experiments directory is root's."""
+    lab = shaped
+    nodes = lab.names[:2]
+    work = tempfile.mkdtemp(prefix='trainops-become-', dir='/var/tmp')
+    node_root = '/srv/trainops/%s' % os.path.basename(work)
+    try:
+        os.chown(work, sudo_user.pw_uid, sudo_user.pw_gid)
+        home, experiments = os.path.join(work, 'home'), os.path.join(work, 'experiments')
+        key = os.path.join(work, 'id_ed25519')  # the lab's key is root's: the user's copy
+        shutil.copyfile(lab.private_key, key)
+        os.mkdir(home, 0o700)
+        for path in (home, key):
+            os.chown(path, sudo_user.pw_uid, sudo_user.pw_gid)
+        os.chmod(key, 0o600)
+        # root's node root in each node's own /srv/trainops (root's ~ is the machine's /root on every node), one of
+        # its own: the health check's runs are named by their step (step01_2nodes), as an earlier check's may be. The
+        # nodes run the checkout's workspace in place: the sync's rsync logs in as the user and does not take become
+        extravars = launch_vars(pathlib.Path(work), trainops_experiments_dir=experiments, nproc=1, trainops_health_check=True,
+                                trainops_node_root=node_root, ansible_ssh_private_key_file=key,
+                                trainops_sync_workspace=False, trainops_workspace_dir=os.path.join(REPO, 'files', 'workspace'),
+                                trainops_git_check='never')
+        varfile = os.path.join(work, 'vars.json')
+        with open(varfile, 'w') as handle:
+            json.dump(extravars, handle)
+        os.chown(varfile, sudo_user.pw_uid, sudo_user.pw_gid)
+        argv = ['runuser', '-u', USER, '--', 'env', 'HOME=' + home, 'ANSIBLE_CONFIG=' + os.path.join(REPO, 'ansible.cfg'),
+                os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', lab.inventory, '--become',
+                '--limit', ','.join(nodes), 'playbooks/launch.yml', '-e', '@' + varfile]
+        started = time.monotonic()
+        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+        print('launch --become as %s took %.1f s, rc %d' % (USER, time.monotonic() - started, proc.returncode))
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+        (run_id, ) = [name for name in os.listdir(experiments) if '_health_' not in name]
+        (health, ) = [name for name in os.listdir(experiments) if name.startswith(run_id + '_health_')]
+        # the health check ran as the user: its directory and files are the user's, and so is everything else
+        assert os.path.isfile(os.path.join(experiments, health, 'health.json'))
+        assert owned_by_others(experiments, sudo_user.pw_uid) == []
+        assert owned_by_others(work, sudo_user.pw_uid) == []
+        # while the nodes' tasks became root: the run there is root's
+        manifest = read_json(os.path.join(experiments, run_id, 'manifest.json'))
+        assert manifest['outcome'] == 'succeeded', manifest.get('outcome_detail')
+        for record in manifest['nodes']:
+            job = json.loads(lab.ssh(record['host'], 'cat %s/job.json' % record['run_dir']).stdout)
+            assert job['uid'] == 0, (record['host'], job['uid'])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        for name in nodes:
+            lab.ssh(name, 'rm -rf %s' % node_root, check=False)
 
 
 def test_a_master_address_off_the_training_network_starts_nothing(shaped, tmp_path):

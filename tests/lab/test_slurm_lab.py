@@ -8,6 +8,7 @@ module so that it shares the module's Slurm: bringing Slurm up costs minutes of 
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -346,6 +347,69 @@ def test_a_cancelled_batch_job_stops_its_ranks_on_every_node(slurm, batch_dir):
     assert 'ends early (cancelled or out of time): stopping the ranks on every node' in output
     assert 'trainops: stop.yml exited with 0' in output, output[-3000:]
     assert accounted(slurm, job).startswith('CANCELLED'), accounted(slurm, job)
+
+
+FORGE_STEP = """
+import json, sys
+run_dir, job_id, step_id, node = sys.argv[1:]
+for name, change in (('job.json', {'launcher': 'srun'}),
+                     ('pids.json', {'slurm': {'job_id': job_id, 'step_id': step_id, 'node': node, 'task': '0'}})):
+    with open('%s/%s' % (run_dir, name)) as handle:
+        record = json.load(handle)
+    record.update(change)
+    with open('%s/%s' % (run_dir, name), 'w') as handle:
+        json.dump(record, handle)
+"""
+
+
+def test_stop_with_become_refuses_another_users_step_and_still_stops_the_nodes_torchrun(slurm, tmp_path):
+    """A job rewrote its records (job.json: launcher srun; pids.json: a step) to point at another user's running step
+    that it named after its run: an admin's `stop.yml --become` neither signals nor cancels that step, fails naming
+    both users, and still stops the run's own torchrun on every node by its verified pids (issue 37). The run is
+    root's, started over SSH on 2 nodes; the other user's job runs as nobody on a third node."""
+    lab = slurm.lab
+    nodes = lab.names[:2]
+    extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
+                 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml', 'wait': False, 'nproc': 1,
+                 'overrides': ['debug.sleep_per_step_s=0.5', 'training.epochs=50']}
+    argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=lab.inventory) + ['-l', ','.join(nodes)]
+    started = time.monotonic()
+    proc = finish(subprocess.run(argv, cwd=REPO, env=slurm.env(), capture_output=True, text=True, timeout=600,
+                                 check=False), argv, started)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    (run_id, ) = os.listdir(extravars['trainops_experiments_dir'])
+    wait_until(lambda: sorted(training_processes(lab)) == nodes, 120, what='ranks on %s' % ', '.join(nodes))
+    other = slurm.run('sbatch', '--parsable', '--uid=nobody', '--gid=nogroup', '--chdir=/tmp', '--output=/dev/null',
+                      '--nodes=1', '--nodelist', lab.names[2], '--job-name', 'other-user',
+                      '--wrap', 'exec srun --job-name=trainops-%s sleep 300' % run_id).stdout.strip()
+    slurm.jobs.append(other)
+    try:
+        step = wait_until(lambda: slurm.run('squeue', '--steps', '--jobs', other, '--noheader', '--format', '%i|%j',
+                                            check=False).stdout.split('|trainops-')[0].split('.')[-1].strip(),
+                          60, what="the other user's step")
+        with open(os.path.join(extravars['trainops_experiments_dir'], run_id, 'manifest.json')) as handle:
+            run_dirs = {node['host']: node['run_dir'] for node in json.load(handle)['nodes']}
+        for name in nodes:
+            lab.ssh(name, shlex.join([os.path.join(VENV_BIN, 'python'), '-c', FORGE_STEP, run_dirs[name], other, step,
+                                      name]))
+        started = time.monotonic()
+        stop = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', lab.inventory, '--become',
+                               'playbooks/stop.yml', '-e', 'trainops_experiments_dir=%s' % extravars['trainops_experiments_dir']],
+                              cwd=REPO, env=slurm.env(), capture_output=True, text=True, timeout=300, check=False)
+        print('stop.yml --become took %.1f s, rc %d' % (time.monotonic() - started, stop.returncode))
+        refusal = ("Step %s.%s is not run %s's: Slurm job %s belongs to uid 65534 (nobody), but run %s belongs to uid 0 "
+                   "(root) (the owner of its run directory on the nodes)." % (other, step, run_id, other, run_id))
+        shown = [line.strip() for line in stop.stdout.splitlines() if 'is not run %s' % run_id in line]
+        print('the refused stop:\n  ' + '\n  '.join(shown))
+        assert stop.returncode != 0 and refusal in stop.stdout, stop.stdout[-6000:]
+        assert ("The run's own processes on %s were stopped by their verified pids instead." % ', '.join(nodes)) in \
+            ' '.join(stop.stdout.split()), stop.stdout[-3000:]
+        # the nodes' own torchrun is stopped; the other user's step runs on, neither signalled nor cancelled
+        assert training_processes(lab) == {}
+        assert slurm.run('squeue', '--steps', '%s.%s' % (other, step), '--noheader', '--format', '%i|%u').stdout.strip() \
+            == '%s.%s|nobody' % (other, step)
+    finally:
+        slurm.cancel(other)
 
 
 # ---------------------------------------------------------------------------------------------

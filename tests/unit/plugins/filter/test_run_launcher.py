@@ -18,17 +18,20 @@ SRUN = {'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'}
 
 
 def test_the_step_from_the_nodes_records():
-    jobs = [{'run_id': 'r1', 'launcher': SRUN}, {'run_id': 'r1', 'launcher': SRUN}]
+    jobs = [{'run_id': 'r1', 'launcher': SRUN, 'owner_uid': 1001}, {'run_id': 'r1', 'launcher': SRUN, 'owner_uid': 1001}]
     assert run_launcher(jobs) == {'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2',
-                                  'step_name': 'trainops-r1', 'own_tasks': True}
+                                  'step_name': 'trainops-r1', 'owner_uid': 1001, 'refused': None, 'own_tasks': True}
     assert FilterModule().filters()['run_launcher'] is run_launcher
 
 
-def test_bad_input_and_contradicting_records_are_filter_errors():
+def test_bad_input_is_a_filter_error_and_contradicting_records_are_refused():
     with pytest.raises(AnsibleFilterError, match='list of the nodes'):
         run_launcher({'run_id': 'r1'})
-    with pytest.raises(AnsibleFilterError, match='different Slurm steps'):
-        run_launcher([{'run_id': 'r1', 'launcher': SRUN}, {'run_id': 'r1', 'launcher': dict(SRUN, step_id='3')}])
+    # never an error: the play goes on to stop the nodes' own torchrun
+    refused = run_launcher([{'run_id': 'r1', 'launcher': SRUN, 'owner_uid': 1001},
+                            {'run_id': 'r1', 'launcher': dict(SRUN, step_id='3'), 'owner_uid': 1001}])
+    assert refused['refused'] == ('The nodes of run r1 recorded different Slurm steps (7.2, 7.3): their records '
+                                  'contradict each other.') and refused['job_id'] is None and refused['own_tasks']
 
 
 def render(expression, variables):
@@ -36,8 +39,8 @@ def render(expression, variables):
 
 
 def test_fqcn_filter_over_registered_results_as_stop_yml_uses_it(collection_finder):  # pylint: disable=unused-argument
-    hostvars = {'n0': {'__trainops_queried': {'job': {'run_id': 'r1', 'launcher': SRUN}}},
-                'n1': {'__trainops_queried': {'job': {'run_id': 'r1', 'launcher': SRUN}}},
+    hostvars = {'n0': {'__trainops_queried': {'job': {'run_id': 'r1', 'launcher': SRUN, 'owner_uid': 1001}}},
+                'n1': {'__trainops_queried': {'job': {'run_id': 'r1', 'launcher': SRUN, 'owner_uid': 1001}}},
                 'n2': {}}  # a node that could not be queried
     expression = ("{{ nodes | map('extract', hostvars) | map(attribute='__trainops_queried', default={})"
                   " | map(attribute='job', default={}) | trainops.multinode.run_launcher }}")

@@ -28,7 +28,7 @@ GENERIC = ['plugins/module_utils/_torchrun.py', 'plugins/module_utils/_superviso
 def srun_job(exit_code=None, status='exited', signals=(), stop=None, step=('7', '2')):
     job_id, step_id = step
     return {'run_id': 'r1', 'status': status, 'exit_code': exit_code, 'stop': stop, 'supervisor_signals': list(signals),
-            'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+            'owner_uid': 1001, 'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
                          'step': '%s.%s' % step if job_id and step_id else None}}
 
 
@@ -113,8 +113,9 @@ def test_run_record_says_whether_the_launcher_has_its_own_task_files_for_the_run
     srun = _launchers.run_launcher([{}, srun_job(), srun_job(step=(None, None))])
     assert srun['name'] == 'srun' and srun['step'] == '7.2' and srun['own_tasks'] is True
     assert _launchers.run_launcher([srun_job(step=(None, None))])['own_tasks'] is False
-    with pytest.raises(_launchers.LauncherError, match='different Slurm steps'):
-        _launchers.run_launcher([srun_job(), srun_job(step=('7', '3'))])
+    # contradicting records are refused, never raised: a stop still stops the nodes' own torchrun
+    refused = _launchers.run_launcher([srun_job(), srun_job(step=('7', '3'))])
+    assert 'different Slurm steps' in refused['refused'] and refused['step'] is None and refused['own_tasks'] is True
 
 
 # --- how a run the launcher ended is judged ------------------------------------------------------

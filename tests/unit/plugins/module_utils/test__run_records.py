@@ -145,3 +145,22 @@ def test_a_directory_is_checked_for_what_it_is_used_for(monkeypatch, tmp_path):
     dirs = [(str(tmp_path / 'state'), os.X_OK), (str(tmp_path / 'state' / 'n0'), os.R_OK | os.X_OK)]
     assert rr.unreadable_dir(Euid(1234), dirs[:1]) is None
     assert rr.unreadable_dir(Euid(1234), dirs).startswith('%s belongs to another user' % dirs[1][0])
+
+
+def test_run_dir_owner_is_the_directorys_own_never_a_links_target(tmp_path):
+    run_dir = tmp_path / 'r1'
+    run_dir.mkdir()
+    assert rr.run_dir_owner(System(), str(run_dir)) == os.getuid()
+    (tmp_path / 'r2').symlink_to(run_dir)
+    assert rr.run_dir_owner(System(), str(tmp_path / 'r2')) is None
+    assert rr.run_dir_owner(System(), str(tmp_path / 'gone')) is None
+
+
+def test_run_as_a_user_drops_root_to_that_user_and_its_group():
+    if os.geteuid() != 0:
+        pytest.skip('only root runs a command as another user')
+    rc, out, _err = System().run(['id', '-u'], user=NOBODY)
+    assert (rc, out.strip()) == (0, str(NOBODY))
+    rc, out, _err = System().run(['id', '-G'], user=NOBODY)
+    assert rc == 0 and '0' not in out.split()   # none of root's groups
+    assert System().run(['id'], user=2 ** 31 - 7)[0] == 127   # no such user: not run

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,12 +31,20 @@ class FakeSystem(object):
     def __init__(self, answers):
         self.answers = answers  # (argv[0], ...) -> list of (rc, out, err), consumed in order (the last one repeats)
         self.commands = []
+        self.users = []
         self.clock = 0.0
 
-    def run(self, argv, timeout=60):
+    def run(self, argv, timeout=60, user=None):
         self.commands.append(argv)
+        self.users.append(user)
         queue = self.answers[argv[0]]
         return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    users = None
+    euid_value = 0
+
+    def euid(self):
+        return self.euid_value
 
     def monotonic(self):
         return self.clock
@@ -142,31 +151,98 @@ def test_find_step_gives_up_when_srun_ended_without_a_step():
         _srun.Slurm(system=fake).find_step('42', 'trainops-r1', alive=lambda: False)
 
 
+# recorded on the lab's Slurm 22.05: job 1 submitted by root with `sbatch --uid=nobody --job-name 'x UserId=root(0)'
+# --wrap 'srun --job-name=trainops-r1 sleep 60'`
+SQUEUE_STEP = '1.0|65534|nobody|trainops-r1\n'           # squeue --steps 1.0 --noheader --format '%i|%U|%u|%j'
+SQUEUE_JOB = '1|65534|nobody\n'                          # squeue --jobs 1 --noheader --format '%i|%U|%u'
+SACCT_JOB = '1|65534|nobody\n'                           # sacct --jobs 1 -X --noheader --parsable2 --format JobID,UID,User
+SCONTROL_JOB = ('JobId=1 JobName=x UserId=root(0) UserId=nobody(65534) GroupId=root(0) MCS_label=N/A '
+                'Priority=4294901759 Nice=0 Account=(null) QOS=normal JobState=RUNNING')  # scontrol show job --oneliner 1
+
+
 def test_step_state_running_then_from_sacct():
-    fake = FakeSystem({'squeue': [(0, '42.1|trainops-r1\n', '')], 'sacct': [(0, SACCT, '')]})
+    fake = FakeSystem({'squeue': [(0, '42.1|1001|alice|trainops-r1\n', '')], 'sacct': [(0, SACCT, '')]})
     assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'RUNNING', 'exit_code': None,
-                                                              'name': 'trainops-r1', 'source': 'squeue'}
-    assert fake.commands[0] == ['squeue', '--steps', '42.1', '--noheader', '--format', '%i|%j']
+                                                              'name': 'trainops-r1', 'source': 'squeue',
+                                                              'uid': 1001, 'user': 'alice'}
+    assert fake.commands[0] == ['squeue', '--steps', '42.1', '--noheader', '--format', '%i|%U|%u|%j']
     fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, SACCT, '')]})
     assert _srun.Slurm(system=fake).step_state('42', '1') == {'state': 'CANCELLED', 'exit_code': '0:15',
                                                               'name': 'trainops-r1', 'source': 'sacct'}
+    # the step's name is its own choice and comes last: a '|' in it stays in the name
+    fake = FakeSystem({'squeue': [(0, '42.1|1001|alice|a|b\n', '')]})
+    assert _srun.Slurm(system=fake).step_state('42', '1')['name'] == 'a|b'
 
 
-def test_check_step_of_run_takes_the_step_slurm_names_after_the_run():
-    _srun.check_step_of_run('42', '1', 'r1', {'state': 'RUNNING', 'name': 'trainops-r1'})
+def test_job_owner_from_squeue_then_sacct_never_from_the_jobs_name():
+    fake = FakeSystem({'squeue': [(0, SQUEUE_JOB, '')]})
+    assert _srun.Slurm(system=fake).job_owner('1') == {'uid': 65534, 'name': 'nobody', 'source': 'squeue'}
+    assert fake.commands == [['squeue', '--jobs', '1', '--noheader', '--format', '%i|%U|%u']]
+    fake = FakeSystem({'squeue': [(1, '', 'slurm_load_jobs error: Invalid job id specified')], 'sacct': [(0, SACCT_JOB, '')]})
+    assert _srun.Slurm(system=fake).job_owner('1') == {'uid': 65534, 'name': 'nobody', 'source': 'sacct'}
+    assert fake.commands[1] == ['sacct', '--jobs', '1', '-X', '--noheader', '--parsable2', '--format', 'JobID,UID,User']
+    fake = FakeSystem({'squeue': [(0, '', '')], 'sacct': [(0, '', '')]})
+    assert _srun.Slurm(system=fake).job_owner('1') == {'uid': None, 'name': None, 'source': None,
+                                                       'error': 'not in squeue or sacct'}
+    # scontrol's one line holds the job's name unquoted: a name can put a UserId= before the real one
+    assert SCONTROL_JOB.split('UserId=')[1].startswith('root(0)')
+    assert _srun.parse_job_owner(SCONTROL_JOB, '1') is None
+    assert _srun.parse_job_owner('2|0|root\n1|x|y\n', '1') is None
 
 
-@pytest.mark.parametrize('step, found', [
-    # a forged pids.json names another step of the allocation (another user's or another run's)
-    ({'state': 'RUNNING', 'name': 'interactive'}, "Slurm names that step 'interactive'"),
-    ({'state': 'RUNNING', 'name': 'trainops-r2'}, "Slurm names that step 'trainops-r2'"),
-    ({'state': 'UNKNOWN', 'name': None, 'error': 'not in squeue or sacct'},
+OWNER = {'uid': 0, 'name': 'root', 'source': 'squeue'}
+STEP = {'state': 'RUNNING', 'name': 'trainops-r1', 'source': 'squeue', 'uid': 0, 'user': 'root'}
+
+
+def test_step_refusal_takes_the_run_owners_step_slurm_names_after_the_run():
+    assert _srun.step_refusal('42', '1', 'r1', 0, STEP, OWNER) is None
+    # sacct's steps say no uid: the job's says whose it is
+    assert _srun.step_refusal('42', '1', 'r1', 0, {'state': 'COMPLETED', 'name': 'trainops-r1', 'source': 'sacct'},
+                              OWNER) is None
+
+
+@pytest.mark.parametrize('step, owner_uid, job_owner, found', [
+    # a forged pids.json names another user's step, named after the run: the owners differ
+    (dict(STEP, uid=65534, user='nobody'), 0, {'uid': 65534, 'name': 'nobody', 'source': 'squeue'},
+     r'Slurm job 42 belongs to uid 65534 \(nobody\), but run r1 belongs to uid 0 \(root\) \(the owner of its run '
+     r'directory on the nodes\)'),
+    # root's step in the owner's job (root may create one): it runs as root, not as the owner
+    (STEP, 65534, {'uid': 65534, 'name': 'nobody', 'source': 'squeue'},
+     r'Slurm runs that step as uid 0 \(root\), but run r1 belongs to uid 65534 \(nobody\)'),
+    (STEP, None, OWNER, r"its nodes' records name no owner of its run directory \(None\)"),
+    (STEP, 0, {'uid': None, 'error': 'not in squeue or sacct'}, r'Slurm does not say whose job 42 is \(not in squeue'),
+    # another step of the run owner's allocation (another run's)
+    (dict(STEP, name='interactive'), 0, OWNER, "Slurm names that step 'interactive', not trainops-r1"),
+    (dict(STEP, name='trainops-r2'), 0, OWNER, "Slurm names that step 'trainops-r2'"),
+    ({'state': 'UNKNOWN', 'name': None, 'error': 'not in squeue or sacct'}, 0, OWNER,
      r'Slurm does not show that step \(not in squeue or sacct\)'),
 ])
-def test_check_step_of_run_refuses_a_step_of_another_name(step, found):
-    with pytest.raises(_srun.SrunError, match=r'Step 42\.1 is not the step of run r1 \(trainops-r1\): ' + found
-                       + r'.*Nothing was signalled or cancelled'):
-        _srun.check_step_of_run('42', '1', 'r1', step)
+def test_step_refusal_of_a_step_that_is_not_the_run_owners(step, owner_uid, job_owner, found):
+    assert re.match(r"Step 42\.1 is not run r1's: " + found + r'.*nothing was signalled or cancelled through Slurm',
+                    _srun.step_refusal('42', '1', 'r1', owner_uid, step, job_owner))
+
+
+def test_the_recorded_step_of_another_user_is_refused_naming_both_users():
+    fake = FakeSystem({'squeue': [(0, SQUEUE_STEP, '')]})
+    slurm = _srun.Slurm(system=fake)
+    step = slurm.step_state('1', '0')
+    fake.answers['squeue'] = [(0, SQUEUE_JOB, '')]
+    refusal = _srun.step_refusal('1', '0', 'r1', 0, step, slurm.job_owner('1'))
+    assert refusal == ("Step 1.0 is not run r1's: Slurm job 1 belongs to uid 65534 (nobody), but run r1 belongs to uid 0 "
+                       "(root) (the owner of its run directory on the nodes). Its records (pids.json, job.json) are not "
+                       "trusted: nothing was signalled or cancelled through Slurm.")
+
+
+def test_root_runs_scancel_as_the_runs_owner():
+    assert _srun.scancel_user(0, 1001) == 1001
+    assert _srun.scancel_user(0, 0) is None and _srun.scancel_user(1001, 1001) is None
+    assert _srun.scancel_user(1002, 1001) is None   # a user other than root: as itself (Slurm says what it may)
+    fake = FakeSystem({'scancel': [(0, '', '')]})
+    _srun.Slurm(system=fake).cancel('42', '1', signal_name='TERM', owner_uid=1001)
+    assert fake.commands == [['scancel', '--signal=TERM', '42.1']] and fake.users == [1001]
+    fake = FakeSystem({'scancel': [(1, '', 'scancel: error: Kill job error on job id 42.1: Access/permission denied')]})
+    with pytest.raises(_srun.SrunError, match=r'scancel 42.1 \(as uid 65534 \(nobody\)\) failed .rc 1.'):
+        _srun.Slurm(system=fake).cancel('42', '1', owner_uid=65534)
 
 
 def test_cancel_is_scancel_of_the_step_only():
@@ -305,13 +381,13 @@ def test_start_step_schedules_the_checkpoint_signal_without_the_secrets(tmp_path
 
 
 def test_step_end_waits_for_the_step_to_leave_squeue():
-    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', ''), (0, '14.0|trainops-x\n', ''), (0, '', '')],
+    fake = FakeSystem({'squeue': [(0, '14.0|0|root|trainops-x\n', ''), (0, '14.0|0|root|trainops-x\n', ''), (0, '', '')],
                        'sacct': [(0, '14.0|trainops-x|TIMEOUT|0:15\n', '')]})
     step = _srun.Slurm(system=fake).step_end('14', '0', 20)
     assert step == {'state': 'TIMEOUT', 'exit_code': '0:15', 'name': 'trainops-x', 'source': 'sacct'}
     assert fake.clock == 2.0
     # still listed after the wait: as it stands
-    fake = FakeSystem({'squeue': [(0, '14.0|trainops-x\n', '')]})
+    fake = FakeSystem({'squeue': [(0, '14.0|0|root|trainops-x\n', '')]})
     assert _srun.Slurm(system=fake).step_end('14', '0', 5)['state'] == 'RUNNING' and fake.clock == 5.0
 
 
@@ -526,7 +602,7 @@ def test_a_real_srun_client_that_waits_for_busy_nodes_is_ended_and_leaves_nothin
 
 def step_job(run_id='r1', job_id='7', step_id='2', **fields):
     job = {'run_id': run_id, 'status': 'running', 'exit_code': None, 'stop': None, 'supervisor_signals': [],
-           'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+           'owner_uid': 0, 'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
                         'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}}
     job.update(fields)
     return job
@@ -535,11 +611,12 @@ def step_job(run_id='r1', job_id='7', step_id='2', **fields):
 def test_run_launcher_reads_the_step_from_the_nodes_records():
     assert _launchers.run_launcher([{}, step_job(), step_job(job_id=None, step_id=None)]) == {
         'name': 'srun', 'run_id': 'r1', 'job_id': '7', 'step_id': '2', 'step': '7.2', 'step_name': 'trainops-r1',
-        'own_tasks': True}
+        'owner_uid': 0, 'refused': None, 'own_tasks': True}
 
 
 def test_run_launcher_of_a_run_over_ssh_or_of_no_run():
-    none = {'job_id': None, 'step_id': None, 'step': None, 'step_name': None, 'own_tasks': False}
+    none = {'job_id': None, 'step_id': None, 'step': None, 'step_name': None, 'owner_uid': None, 'refused': None,
+            'own_tasks': False}
     assert _launchers.run_launcher([{'run_id': 'r1', 'launcher': {'name': 'ssh'}}]) == dict(none, name='ssh', run_id='r1')
     assert _launchers.run_launcher([{'run_id': None}, {}]) == dict(none, name='ssh', run_id=None)
     assert _launchers.run_launcher([]) == dict(none, name='ssh', run_id=None)
@@ -554,8 +631,18 @@ def test_run_launcher_before_the_step_ran_knows_no_step():
 def test_run_launcher_follows_the_first_nodes_run_and_refuses_contradicting_steps():
     # a node whose current run is another one does not count
     assert _launchers.run_launcher([step_job(), step_job(run_id='r0', step_id='1')])['step'] == '7.2'
-    with pytest.raises(_launchers.LauncherError, match=r'different Slurm steps \(7.1, 7.2\)'):
-        _launchers.run_launcher([step_job(), step_job(step_id='1')])
+    refused = _launchers.run_launcher([step_job(), step_job(step_id='1')])
+    assert 'different Slurm steps (7.1, 7.2)' in refused['refused'] and refused['step'] is None
+
+
+@pytest.mark.parametrize('owners, found', [
+    ((0, 1001), 'different users or to none (0, 1001)'),   # two nodes' run directories of two users
+    ((None, None), 'different users or to none (None)'),   # a run directory that is a symlink (lstat: no directory)
+])
+def test_run_launcher_refuses_a_run_of_no_one_owner(owners, found):
+    refused = _launchers.run_launcher([step_job(owner_uid=owner) for owner in owners])
+    assert found in refused['refused'] and refused['owner_uid'] is None and refused['job_id'] is None
+    assert _launchers.run_launcher([step_job(owner_uid=1001)] * 2)['owner_uid'] == 1001
 
 
 @pytest.mark.parametrize('fields, ended', [

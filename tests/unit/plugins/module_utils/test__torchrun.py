@@ -741,6 +741,8 @@ def test_query_running_with_log_tail(tmp_path, fake, node):
     assert (result['job']['pid'], result['job']['supervisor_pid']) == (601, 600)
     assert result['log_tail'] == ['[trainops] node=a rank=0/1 epoch=0 step=%d/40 loss=1.0' % i for i in (27, 28, 29)]
     assert fake.signals == []
+    # whose run it is: the run directory's owner (lstat), for a Slurm step's stop and query (_srun.step_refusal)
+    assert result['job']['owner_uid'] == os.lstat(node.paths('run1')['run_dir']).st_uid
 
 
 def _metrics(directory, rank, records, tail=''):

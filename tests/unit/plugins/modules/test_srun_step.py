@@ -17,17 +17,26 @@ from ansible_collections.trainops.multinode.plugins.module_utils._srun import Sr
 
 
 class FakeSlurm(object):
-    def __init__(self, state='RUNNING', name='trainops-r1', squeue_step=None):
+    def __init__(self, state='RUNNING', name='trainops-r1', squeue_step=None, owner=(1001, 'alice')):
         self.system = object()
         self.calls = []
         self.state, self.name, self.squeue = state, name, squeue_step
+        self.owner = {'uid': owner[0], 'name': owner[1], 'source': 'squeue'}
 
     def step_state(self, job_id, step_id):
         self.calls.append(('step_state', job_id, step_id))
-        return {'state': self.state, 'exit_code': None, 'name': self.name, 'source': 'squeue'}
+        return {'state': self.state, 'exit_code': None, 'name': self.name, 'source': 'squeue',
+                'uid': self.owner['uid'], 'user': self.owner['name']}
 
-    def cancel(self, job_id, step_id, signal_name=None):
-        self.calls.append(('cancel', job_id, step_id, signal_name))
+    def job_owner(self, job_id):
+        self.calls.append(('job_owner', job_id))
+        return self.owner
+
+    def job_state(self, job_id):
+        return {'state': 'RUNNING', 'exit_code': None, 'source': 'sacct'}
+
+    def cancel(self, job_id, step_id, signal_name=None, owner_uid=None):
+        self.calls.append(('cancel', job_id, step_id, signal_name, owner_uid))
 
     def squeue_step(self, job_id, name):
         self.calls.append(('squeue_step', job_id, name))
@@ -104,12 +113,37 @@ def test_cancelled_with_a_step_id_and_the_client_pid_cancels_then_ends_the_clien
         seen.append((pid, job_id, name))
         return {'pid': pid, 'found': False, 'signals': []}
 
-    kind, res, slurm = run({'state': 'cancelled', 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'srun_pid': 777},
-                           end_client=end_client)
+    kind, res, slurm = run({'state': 'cancelled', 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'srun_pid': 777,
+                            'owner_uid': 1001}, end_client=end_client)
     assert kind == 'exit' and res['changed'] is True
-    assert ('cancel', '42', '3', None) in slurm.calls and seen == [(777, '42', 'trainops-r1')]
+    assert ('cancel', '42', '3', None, 1001) in slurm.calls and seen == [(777, '42', 'trainops-r1')]
 
 
 def test_signalled_still_needs_the_step_id():
     kind, res, _slurm = run({'state': 'signalled', 'job_id': '42', 'run_id': 'r1'})
     assert kind == 'fail' and 'step_id' in res['msg']
+
+
+def test_a_step_id_needs_the_runs_owner():
+    kind, res, _slurm = run({'state': 'signalled', 'job_id': '42', 'run_id': 'r1', 'step_id': '3'})
+    assert kind == 'fail' and 'owner_uid' in res['msg']
+
+
+def test_signalled_and_cancelled_refuse_another_users_step_and_signal_nothing():
+    for state in ('signalled', 'cancelled'):
+        kind, res, slurm = run({'state': state, 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'owner_uid': 1001},
+                               slurm=FakeSlurm(owner=(1002, 'bob')))
+        assert kind == 'fail' and not [call for call in slurm.calls if call[0] == 'cancel']
+        assert res['msg'].startswith("Step 42.3 is not run r1's: Slurm job 42 belongs to uid 1002 (bob), but run r1 "
+                                     "belongs to uid 1001"), res['msg']
+    kind, res, slurm = run({'state': 'signalled', 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'owner_uid': 1001})
+    assert kind == 'exit' and ('cancel', '42', '3', 'TERM', 1001) in slurm.calls
+
+
+def test_query_of_another_users_step_answers_unknown_with_the_refusal_and_does_not_fail():
+    kind, res, _slurm = run({'state': 'query', 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'owner_uid': 1001},
+                            slurm=FakeSlurm(state='RUNNING', owner=(1002, 'bob')))
+    assert kind == 'exit' and res['step']['state'] == 'UNKNOWN' and res['job']['state'] == 'UNKNOWN'
+    assert 'belongs to uid 1002 (bob)' in res['refused'] and res['step']['error'] == res['refused']
+    kind, res, _slurm = run({'state': 'query', 'job_id': '42', 'run_id': 'r1', 'step_id': '3', 'owner_uid': 1001})
+    assert kind == 'exit' and res['refused'] is None and res['step']['state'] == 'RUNNING'
