@@ -496,8 +496,8 @@ class Slurm(object):
         uid = scancel_user(self.system.euid(), owner_uid)
         rc, out, err = self.run(argv, user=uid)
         if rc != 0:
-            raise SrunError('%s%s failed (rc %d): %s' % (' '.join(argv), ' (as %s)' % user_name(uid) if uid is not None
-                                                          else '', rc, (err or out).strip()))
+            as_user = ' (as %s)' % user_name(uid) if uid is not None else ''
+            raise SrunError('%s%s failed (rc %d): %s' % (' '.join(argv), as_user, rc, (err or out).strip()))
 
 
 def parse_job_owner(text, job_id):

@@ -384,9 +384,10 @@ def test_stop_with_become_refuses_another_users_step_and_still_stops_the_nodes_t
                       '--wrap', 'exec srun --job-name=trainops-%s sleep 300' % run_id).stdout.strip()
     slurm.jobs.append(other)
     try:
-        step = wait_until(lambda: slurm.run('squeue', '--steps', '--jobs', other, '--noheader', '--format', '%i|%j',
-                                            check=False).stdout.split('|trainops-')[0].split('.')[-1].strip(),
-                          60, what="the other user's step")
+        def other_step():
+            listed = slurm.run('squeue', '--steps', '--jobs', other, '--noheader', '--format', '%i|%j', check=False).stdout
+            return listed.split('|trainops-')[0].split('.')[-1].strip()
+        step = wait_until(other_step, 60, what="the other user's step")
         with open(os.path.join(extravars['trainops_experiments_dir'], run_id, 'manifest.json')) as handle:
             run_dirs = {node['host']: node['run_dir'] for node in json.load(handle)['nodes']}
         for name in nodes:

@@ -28,8 +28,8 @@ GENERIC = ['plugins/module_utils/_torchrun.py', 'plugins/module_utils/_superviso
 def srun_job(exit_code=None, status='exited', signals=(), stop=None, step=('7', '2')):
     job_id, step_id = step
     return {'run_id': 'r1', 'status': status, 'exit_code': exit_code, 'stop': stop, 'supervisor_signals': list(signals),
-            'owner_uid': 1001, 'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
-                         'step': '%s.%s' % step if job_id and step_id else None}}
+            'owner_uid': 1001,
+            'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id, 'step': '%s.%s' % step if job_id and step_id else None}}
 
 
 def ssh_job(exit_code=None, status='exited', signals=(), stop=None):

@@ -602,7 +602,8 @@ def test_a_real_srun_client_that_waits_for_busy_nodes_is_ended_and_leaves_nothin
 
 def step_job(run_id='r1', job_id='7', step_id='2', **fields):
     job = {'run_id': run_id, 'status': 'running', 'exit_code': None, 'stop': None, 'supervisor_signals': [],
-           'owner_uid': 0, 'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
+           'owner_uid': 0,
+           'launcher': {'name': 'srun', 'job_id': job_id, 'step_id': step_id,
                         'step': '%s.%s' % (job_id, step_id) if job_id and step_id else None}}
     job.update(fields)
     return job
