@@ -307,6 +307,19 @@ def threads_per_rank(cpus, ranks):
     return max(1, int(cpus) // int(ranks))
 
 
+THREADS_VAR = 'OMP_NUM_THREADS'
+
+
+def rank_threads_env(cpus, ranks, overrides=None):
+    """``{'OMP_NUM_THREADS': '<CPUs / ranks>'}`` for the ranks of a node whose allocated CPUs are known, else ``{}``;
+    also ``{}`` when the launch's own environment (``overrides``, trainops_env) names the variable (a null there
+    removes it, a value sets it)."""
+    threads = threads_per_rank(cpus, ranks)
+    if threads is None or THREADS_VAR in (overrides or {}):
+        return {}
+    return {THREADS_VAR: str(threads)}
+
+
 _MEM_RE = re.compile(r'([0-9]+)\s*([KMGT]?)B?\Z', re.I)
 _MEM_UNITS = {'': 1, 'K': 1.0 / 1024, 'M': 1, 'G': 1024, 'T': 1024 * 1024}
 
