@@ -104,8 +104,8 @@ notes:
     C(ansible_host: inventory_hostname ~ "-ib")).'
   - 'The GPU indexes are those of the node''s gres.conf (C(IDX)), which Slurm puts into C(CUDA_VISIBLE_DEVICES) of its
     steps when devices are not constrained by cgroups. Where C(pam_slurm_adopt) confines SSH sessions to the job''s
-    devices (C(ConstrainDevices=yes)), a job holding only part of a node sees its GPUs numbered from 0: remove the
-    variable there with C(trainops_env: {CUDA_VISIBLE_DEVICES: null}) (docs/slurm.md).'
+    devices (C(ConstrainDevices=yes)), a job holding only part of a node sees its GPUs numbered from 0: the launch''s
+    preflight finds that on the node and gives the ranks those local indexes (docs/slurm.md).'
 seealso:
   - plugin: trainops.multinode.node_list
     plugin_type: inventory

@@ -28,29 +28,12 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.trainops.multinode.plugins.module_utils._torch_probe import list_dir, path_under, read_text
+
 NVIDIA_DEVICE = re.compile(r'nvidia([0-9]+)\Z')
 """/dev/nvidia<N>: one per NVIDIA GPU (nvidiactl, nvidia-uvm, nvidia-caps are not GPUs)."""
 RENDER_DEVICE = re.compile(r'renderD([0-9]+)\Z')
 """/dev/dri/renderD<N>: an AMD GPU's render node (what Slurm's gres.conf names for AMD GPUs), when amdgpu drives it."""
-
-
-def _path(root, *parts):
-    return os.path.join(root, *[part.lstrip('/') for part in parts])
-
-
-def _read(root, *parts):
-    try:
-        with open(_path(root, *parts)) as handle:
-            return handle.read(65536)
-    except (IOError, OSError, UnicodeDecodeError):
-        return None
-
-
-def _listdir(root, *parts):
-    try:
-        return os.listdir(_path(root, *parts))
-    except (IOError, OSError):
-        return []
 
 
 def gpu_devices(root='/', vendor='nvidia'):
@@ -58,14 +41,14 @@ def gpu_devices(root='/', vendor='nvidia'):
     (NVIDIA), or the ``/dev/dri/renderD<N>`` nodes amdgpu drives (AMD)."""
     found = []
     if vendor == 'nvidia':
-        for name in _listdir(root, 'dev'):
+        for name in list_dir(root, 'dev'):
             match = NVIDIA_DEVICE.match(name)
             if match:
                 found.append((int(match.group(1)), '/dev/' + name))
     elif vendor == 'amd':
-        for name in _listdir(root, 'dev/dri'):
+        for name in list_dir(root, 'dev/dri'):
             match = RENDER_DEVICE.match(name)
-            driver = _link_name(_path(root, 'sys/class/drm', name, 'device/driver'))
+            driver = _link_name(path_under(root, 'sys/class/drm', name, 'device/driver'))
             if match and driver == 'amdgpu':
                 found.append((int(match.group(1)), '/dev/dri/' + name))
     return sorted(found)
@@ -87,7 +70,7 @@ def session_cgroup(root='/'):
     that could not use two of the node's four GPU devices).
     """
     unified = None
-    for line in (_read(root, 'proc/self/cgroup') or '').splitlines():
+    for line in (read_text(root, 'proc/self/cgroup') or '').splitlines():
         fields = line.split(':', 2)
         if len(fields) != 3:
             continue
@@ -104,7 +87,7 @@ def probe(root='/', vendor='nvidia', access=None):
     and write (default: ``os.access`` under ``root``, which the device cgroup answers)."""
     if access is None:
         def access(path):
-            return os.access(_path(root, path), os.R_OK | os.W_OK)
+            return os.access(path_under(root, path), os.R_OK | os.W_OK)
     devices = gpu_devices(root, vendor)
     return dict(host=[number for number, _path_ in devices],
                 visible=[number for number, path in devices if access(path)],

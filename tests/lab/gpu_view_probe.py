@@ -4,16 +4,14 @@ step's own devices cgroup, next to the CUDA_VISIBLE_DEVICES Slurm set, as JSON.
     python gpu_view_probe.py <the node's stand-in GPU directory> <the job's GPU indexes, 2,3>
 
 The lab's stand-in GPU devices are not in /dev: the probe's device list is that directory's nvidia<N> files."""
-import importlib.util
 import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location(
-    'gpu_visibility', os.path.join(HERE, '..', '..', 'plugins', 'module_utils', '_gpu_visibility.py'))
-GV = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(GV)
+# the collection as tests/conftest.py makes it importable from a clone (.collections/ansible_collections/...)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                '.collections'))
+from ansible_collections.trainops.multinode.plugins.module_utils import _gpu_visibility as GV  # noqa: E402
 
 
 def main(directory, ids):
