@@ -141,7 +141,7 @@ options:
     description:
       - The GPUs a Slurm job holds on this node, as Slurm numbers them (the C(trainops.multinode.slurm) inventory's
         C(trainops_slurm_gpu_ids)). Where this session may use only some of the host's GPU device files (a job's
-        devices cgroup, C(ConstrainDevices) with C(pam_slurm_adopt)), RV(gpu_view.ids) gives them numbered from 0 among
+        devices cgroup, C(ConstrainDevices) with C(pam_slurm_adopt)), RV(gpu_view) gives them numbered from 0 among
         those, as the ranks will see them.
     type: list
     elements: int
