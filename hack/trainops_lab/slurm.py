@@ -434,7 +434,7 @@ def start_slurmd(node):
         subtree = shlex.quote(node_devices_cgroup(node.name))
         own = ["mkdir -p %s" % subtree, "mount --bind %s %s" % (subtree, DEVICES_CGROUP)]
     script = "\n".join(["set -e"] + cgroup_mount_lines() + own
-                        + ["exec slurmd -D -N %s -f %s" % (shlex.quote(node.name), shlex.quote(str(SLURM_CONF)))])
+                       + ["exec slurmd -D -N %s -f %s" % (shlex.quote(node.name), shlex.quote(str(SLURM_CONF)))])
     return spawn(["nsenter", "--target", str(node.pid), "--mount", "--uts", "--net", "--",
                   "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
                  slurm_node_dir(node.name) / "slurmd.out")

@@ -334,9 +334,9 @@ def allocation(environ, nodelist=None, gpus_per_node=None, scontrol=None, warn=N
         short = [(host, few_cpus(held[host]['cpus'], ranks)) for host, ranks in zip(hosts, nproc)]
         short = [(host, line) for host, line in short if line]
         if short:
+            held_text = ', '.join('%s on %s' % (line, host) for host, line in short)
             warn('job %s holds %s: the ranks of a node and their data loaders share those CPUs; %s. A launch refuses '
-                 'it unless trainops_allow_few_cpus=true' % (job_id, ', '.join('%s on %s' % (line, host)
-                                                                                for host, line in short), CPU_HINT))
+                 'it unless trainops_allow_few_cpus=true' % (job_id, held_text, CPU_HINT))
     origin = dict(origin, nproc=nproc_from, job_id=job_id, held=held,
                   gpus_implicit=bool(job is not None and job['gpus_implicit']))
     return hosts, nproc, ids, origin

@@ -20,7 +20,8 @@ the lab's Slurm 22.05.8 with ConstrainDevices: a step holding GPUs 2-3 got ``CUD
 GPU count of the node facts cannot tell. What can: the device cgroup check, which the kernel makes in
 ``inode_permission()`` for ``access(2)`` as for ``open(2)`` (``devcgroup_inode_permission``, cgroup v1 device lists and
 v2 device programs alike), without opening the device (no driver call, no GPU initialised). :func:`probe` asks
-``access(R_OK|W_OK)`` of every GPU device file (and names the session's cgroup); :func:`rank_view` (pure) decides the indexes the ranks get and the problems, naming what the node saw.
+``access(R_OK|W_OK)`` of every GPU device file (and names the session's cgroup); :func:`rank_view` (pure) decides the
+indexes the ranks get and the problems, naming what the node saw.
 """
 
 from __future__ import annotations
@@ -129,31 +130,26 @@ def rank_view(view, slurm_ids=None, nproc=None, vendor='nvidia'):
     result['detail'] = ('this session may use %d of the host\'s %d GPU devices (%s)%s' % (
         len(visible), len(host), names, '; devices cgroup %s' % view['cgroup'] if view.get('cgroup') else '')
         if constrained else 'this session may use all %d GPU devices of the host' % len(host))
+    sees = len(slurm_ids) if slurm_ids else len(host)
     if constrained:
-        if slurm_ids:
-            missing = [i for i in slurm_ids if i not in visible]
-            if missing:
-                result['problems'].append(
-                    'the Slurm job\'s GPUs %s (IDX) are not all among the devices this session may use (%s of the '
-                    'host\'s %s): %s. Is the session adopted into another job (pam_slurm_adopt picks one job per '
-                    'node), or does gres.conf number the GPUs differently from their device files?' % (
-                        _numbers(slurm_ids), _numbers(visible), _numbers(host), result['detail']))
-                result['ids'] = []
-                result['sees'] = 0
-                return result
-            order = sorted(visible)
-            result['ids'] = [order.index(i) for i in slurm_ids]
-            result['sees'] = len(slurm_ids)
-        else:
-            result['ids'] = []
-            result['sees'] = len(visible)
-    else:
-        result['sees'] = len(slurm_ids) if slurm_ids else len(host)
-    ranks = int(nproc) if nproc else None
-    if result['sees'] == 0:
+        missing = [i for i in slurm_ids if i not in visible]
+        if missing:
+            result['problems'].append(
+                'the Slurm job\'s GPUs %s (IDX) are not all among the devices this session may use (%s of the '
+                'host\'s %s): %s. Is the session adopted into another job (pam_slurm_adopt picks one job per '
+                'node), or does gres.conf number the GPUs differently from their device files?' % (
+                    _numbers(slurm_ids), _numbers(visible), _numbers(host), result['detail']))
+            result.update(ids=[], sees=0)
+            return result
+        order = sorted(visible)
+        result['ids'] = [order.index(i) for i in slurm_ids]
+        sees = len(slurm_ids) if slurm_ids else len(visible)
+    result['sees'] = sees
+    ranks = int(nproc or 0)
+    if sees == 0:
         result['problems'].append('the ranks would see no GPU: %s; %s' % (result['detail'], (
             'the job holds none here (allocate with --gpus-per-node=N)' if constrained else 'check the node\'s GPUs')))
-    elif ranks and result['sees'] < ranks and constrained:  # (unconstrained: nccl_env's nproc rule says it)
+    elif ranks and sees < ranks and constrained:  # (unconstrained: nccl_env's nproc rule says it)
         result['problems'].append('the ranks would see %d GPU(s) (%s=%s), the launch starts %d ranks here: %s' % (
-            result['sees'], word, _numbers(result['ids']) if result['ids'] else '(unset)', ranks, result['detail']))
+            sees, word, _numbers(result['ids']) if result['ids'] else '(unset)', ranks, result['detail']))
     return result

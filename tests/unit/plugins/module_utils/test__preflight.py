@@ -288,6 +288,6 @@ def test_the_ranks_get_the_job_gpus_numbered_as_they_will_see_them(tmp_path, mon
     assert result['gpu_view']['constrained'] is True and result['gpu_view']['ids'] == [0, 1]
     assert result['problems'] == []
     result = pf.preflight(FakeRunner(torch=TORCH_OK), params(gpu_ids=[], nproc_per_node=4), root=str(tmp_path))
-    assert result['problems'] == [socket.gethostname() + ": "
-        "the ranks would see 2 GPU(s) (CUDA_VISIBLE_DEVICES=(unset)), the launch starts 4 ranks here: this session may "
-        "use 2 of the host's 4 GPU devices (/dev/nvidia2, /dev/nvidia3)"]
+    assert result['problems'] == [
+        socket.gethostname() + ": the ranks would see 2 GPU(s) (CUDA_VISIBLE_DEVICES=(unset)), the launch starts 4 ranks "
+        "here: this session may use 2 of the host's 4 GPU devices (/dev/nvidia2, /dev/nvidia3)"]
