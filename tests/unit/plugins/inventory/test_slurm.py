@@ -372,3 +372,27 @@ def test_an_ending_job_still_lists_its_nodes_for_stop_but_no_ranks(tmp_path, man
     assert ranks(inventory) == [None, None] and gpu_ids(inventory) == [None, None]
     problem = inventory.groups['trainops_nodes'].get_vars()['trainops_slurm_problem']
     assert problem.startswith('cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING') and HINT in problem
+
+
+def test_fewer_cpus_than_ranks_is_a_warning_naming_each_node_and_implicit_gpus_are_flagged():
+    # salloc -N2 --gres=gpu:2 --cpus-per-task=1 (CPU_IDs=0 on each node), then the lab's salloc --exclusive record
+    warnings = []
+    hosts, nproc, _ids, origin = slurm_plugin.allocation(
+        {'SLURM_NODELIST': 'c[1-2]', 'SLURM_JOB_ID': '5'}, warn=warnings.append,
+        scontrol=lambda job_id: job_record(5, 'c[1-2]', [('c[1-2]', 'gpu:2(IDX:0-1)')], tres='gres:gpu:2'))
+    assert (hosts, nproc, origin['gpus_implicit']) == (['c1', 'c2'], [2, 2], False)
+    assert warnings == ['job 5 holds 1 CPU for 2 ranks on c1, 1 CPU for 2 ranks on c2: the ranks of a node and their '
+                        'data loaders share those CPUs; allocate a CPU per rank or more (--cpus-per-gpu=N, or -c N with '
+                        '--ntasks-per-node=<ranks>, or --exclusive). A launch refuses it unless '
+                        'trainops_allow_few_cpus=true']
+    with open(os.path.join(FIXTURES, 'job3-exclusive-no-gres.scontrol.txt')) as handle:
+        exclusive = handle.read()
+    warnings = []
+    _hosts, nproc, _ids, origin = slurm_plugin.allocation(
+        {'SLURM_NODELIST': 'lab-node03', 'SLURM_JOB_ID': '3'}, warn=warnings.append, scontrol=lambda job_id: exclusive,
+        nodelist='lab-node03')
+    assert (nproc, origin['gpus_implicit'], origin['held']) == ([4], True, {'lab-node03': {'cpus': 2, 'mem_mb': None}})
+    assert warnings == ['job 3 holds 2 CPUs for 4 ranks on lab-node03: the ranks of a node and their data loaders share '
+                        'those CPUs; allocate a CPU per rank or more (--cpus-per-gpu=N, or -c N with '
+                        '--ntasks-per-node=<ranks>, or --exclusive). A launch refuses it unless '
+                        'trainops_allow_few_cpus=true']
