@@ -233,13 +233,15 @@ def _slurm_problems(params):
     ``allow_few_cpus``) and the workload's memory (``mem_per_node`` against ``slurm_mem_mb``)."""
     problems = []
     ranks = _integer(params.get('nproc_per_node'))
-    if params.get('launcher') == 'srun' and params.get('slurm_gpus_implicit'):
+    launcher = _launchers.LAUNCHERS.get(params.get('launcher'))
+    if launcher is not None and launcher.requested_gpus_only and params.get('slurm_gpus_implicit'):
         problems.append(
-            'launcher=srun: Slurm job %s holds the GPUs of its nodes only because it holds the whole nodes '
+            'launcher=%s: Slurm job %s holds the GPUs of its nodes only because it holds the whole nodes '
             '(--exclusive without --gpus*), and Slurm gives a step none of those (srun(1) --gres: "except those '
             'implicitly requested when a job is exclusive"); allocate them explicitly: add --gpus-per-node=%s (or '
-            '--gres=gpu:%s) to salloc/sbatch, or launch over SSH (launcher=ssh)' % (
-                params.get('slurm_job_id') or '(the allocation)', ranks or 'N', ranks or 'N'))
+            '--gres=gpu:%s) to salloc/sbatch, or launch over SSH (launcher=%s)' % (
+                launcher.name, params.get('slurm_job_id') or '(the allocation)', ranks or 'N', ranks or 'N',
+                _launchers.DEFAULT))
     cpus = _integer(params.get('slurm_cpus'))
     short = few_cpus(cpus, ranks) if cpus is not None and ranks else None
     if short and str(params.get('allow_few_cpus')).strip().lower() not in ('true', 'yes', '1', 'on'):
