@@ -8,7 +8,7 @@ from pathlib import Path
 from .core import BRIDGE, BR_NS, CTL_LINK, CTL_MGMT_LINK, MGMT_BRIDGE, NODE_ROOT, REPO, SHARED_HOME, STATE_ROOT
 from .network import segments
 from .users import keys_file
-from .slurm import SLURM_CLUSTER, SLURM_CONF, SLURM_DIR, SLURM_PARTITION, slurm_controller_name
+from .slurm import SLURM_CLUSTER, SLURM_CONF, SLURM_DEV_DIR, SLURM_DIR, SLURM_PARTITION, devices_cgroup, slurm_controller_name
 
 
 SLURM_SOURCE = "allocation.slurm.yml"  # up --slurm: the slurm inventory source of the lab's allocations
@@ -157,7 +157,9 @@ def render_lab_json(inv, net, mgmt, nodes):
     if shape.slurm:
         data["slurm"] = {"conf": str(SLURM_CONF), "cluster": SLURM_CLUSTER, "partition": SLURM_PARTITION,
                          "controller": slurm_controller_name(), "source": str(inv / SLURM_SOURCE),
-                         "state_dir": str(SLURM_DIR)}
+                         "state_dir": str(SLURM_DIR), "gpu_dir": str(SLURM_DEV_DIR),
+                         # task/cgroup confines each step to its GPUs (ConstrainDevices), where the machine allows it
+                         "constrain_devices": devices_cgroup() is not None}
     if nodes[0].engine:
         # the node's daemon as the controller reaches it (on the node: the default socket)
         data["engine"] = nodes[0].engine

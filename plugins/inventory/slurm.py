@@ -42,8 +42,15 @@ description:
     C(plugin: trainops.multinode.slurm); the C(auto) inventory plugin, enabled by default, hands it to this plugin.'
   - 'Variables set on every node: C(trainops_node_rank) (0, 1, ... in allocation order), C(trainops_nproc_per_node),
     C(trainops_slurm_gpu_ids) (the indexes of the GPUs the job holds on that node, as Slurm numbers them: C([4, 5, 6,
-    7]); set only when Slurm gives them); the first node also gets C(trainops_master=true). On the group:
-    C(trainops_slurm_nodelist) (the expression), C(trainops_slurm_job_id) (from C(SLURM_JOB_ID), when set), then O(vars).'
+    7]); set only when Slurm gives them, not for GPUs configured without device files, C(gpu(CNT:4))),
+    C(trainops_slurm_cpus) (the CPUs the job holds there, C(CPU_IDs=)) and C(trainops_slurm_mem_mb) (its memory in MB,
+    C(Mem=); not set when Slurm does not track memory); the first node also gets C(trainops_master=true). On the
+    group: C(trainops_slurm_nodelist) (the expression), C(trainops_slurm_job_id) (from C(SLURM_JOB_ID), when set),
+    C(trainops_slurm_gpus_implicit) (true when the job holds GPUs it did not ask for, with whole nodes: a srun step
+    gets none of them, and C(launcher=srun) refuses it), then O(vars).'
+  - 'A node whose allocation holds fewer CPUs than its ranks (C(salloc --gres=gpu:2) holds one CPU per node unless
+    the site sets C(DefCpuPerGPU)) gets a warning naming it; the launch refuses it unless
+    C(trainops_allow_few_cpus=true), and gives each rank C(OMP_NUM_THREADS) = CPUs / ranks (at least 1).'
   - A launch over SSH (C(launcher=ssh)) gives each node's ranks C(CUDA_VISIBLE_DEVICES) (NVIDIA) or
     C(ROCR_VISIBLE_DEVICES) (AMD), both when the node has no GPU vendor, from C(trainops_slurm_gpu_ids), as Slurm does
     for its own steps (docs/slurm.md).
@@ -97,8 +104,8 @@ notes:
     C(ansible_host: inventory_hostname ~ "-ib")).'
   - 'The GPU indexes are those of the node''s gres.conf (C(IDX)), which Slurm puts into C(CUDA_VISIBLE_DEVICES) of its
     steps when devices are not constrained by cgroups. Where C(pam_slurm_adopt) confines SSH sessions to the job''s
-    devices (C(ConstrainDevices=yes)), a job holding only part of a node sees its GPUs numbered from 0: remove the
-    variable there with C(trainops_env: {CUDA_VISIBLE_DEVICES: null}) (docs/slurm.md).'
+    devices (C(ConstrainDevices=yes)), a job holding only part of a node sees its GPUs numbered from 0: the launch''s
+    preflight finds that on the node and gives the ranks those local indexes (docs/slurm.md).'
 seealso:
   - plugin: trainops.multinode.node_list
     plugin_type: inventory
@@ -149,9 +156,11 @@ from ansible_collections.trainops.multinode.plugins.module_utils._hostlist impor
     node_layout,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._slurm_alloc import (
+    CPU_HINT,
     SCONTROL_ARGS,
     JobNotRunning,
     SlurmJobError,
+    few_cpus,
     het_groups,
     parse_job,
 )
@@ -313,12 +322,23 @@ def allocation(environ, nodelist=None, gpus_per_node=None, scontrol=None, warn=N
                                 job_id, len(job['components']),
                                 ', '.join(str(c['nodelist']) for c in job['components'])))
     nproc, ids, nproc_from = node_gpus(hosts, job, gpus_per_node, job_id)
+    held = {}
+    if job is not None:
+        held = dict((host, dict(cpus=job['nodes'][host].get('cpus'), mem_mb=job['nodes'][host].get('mem_mb')))
+                    for host in hosts)
     if job is not None and warn:
         unknown = [host for host in hosts if host not in ids and job['nodes'][host]['count']]
         if unknown:
             warn('job %s: Slurm gives no GPU indexes for %s (a gres.conf without File=): their ranks see every GPU of '
                  'the node' % (job_id, ', '.join(unknown)))
-    origin = dict(origin, nproc=nproc_from, job_id=job_id)
+        short = [(host, few_cpus(held[host]['cpus'], ranks)) for host, ranks in zip(hosts, nproc)]
+        short = [(host, line) for host, line in short if line]
+        if short:
+            held_text = ', '.join('%s on %s' % (line, host) for host, line in short)
+            warn('job %s holds %s: the ranks of a node and their data loaders share those CPUs; %s. A launch refuses '
+                 'it unless trainops_allow_few_cpus=true' % (job_id, held_text, CPU_HINT))
+    origin = dict(origin, nproc=nproc_from, job_id=job_id, held=held,
+                  gpus_implicit=bool(job is not None and job['gpus_implicit']))
     return hosts, nproc, ids, origin
 
 
@@ -360,9 +380,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             slurm_vars['trainops_slurm_job_id'] = origin['job_id']
         if origin.get('problem'):
             slurm_vars['trainops_slurm_problem'] = origin['problem']
+        if origin.get('gpus_implicit'):
+            slurm_vars['trainops_slurm_gpus_implicit'] = True
         slurm_vars.update(group_vars)
         layout = node_layout([(host, None, count) for host, count in zip(hosts, nproc or [None] * len(hosts))])
         for name, variables in layout:
             if name in gpu_ids:
                 variables['trainops_slurm_gpu_ids'] = list(gpu_ids[name])
+            held = origin.get('held', {}).get(name) or {}
+            for key in ('cpus', 'mem_mb'):
+                if held.get(key):
+                    variables['trainops_slurm_' + key] = held[key]
         add_nodes(self, self.get_option('group'), layout, slurm_vars, strict=self.get_option('strict'))

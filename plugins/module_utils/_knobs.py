@@ -180,6 +180,9 @@ KNOBS = (
     _knob('checkpoint_signal', type='str', launch=True),
     _knob('checkpoint_signal_seconds', type='int', low=0, launch=True),
     _knob('srun_start_timeout', type='int', low=1, launch=True),
+    # what a Slurm allocation must hold on each node (the slurm inventory's trainops_slurm_cpus, trainops_slurm_mem_mb)
+    _knob('allow_few_cpus', type='bool', launch=True, what='launching with fewer allocated CPUs than ranks on a node'),
+    _knob('mem_per_node', type='str', launch=True, what='the memory the workload needs on each node'),
 )
 """Every knob, in the order the launch parameters and the manifest list them."""
 

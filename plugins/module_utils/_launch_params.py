@@ -31,6 +31,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launche
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import BY_KEY, is_unset
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
+from ansible_collections.trainops.multinode.plugins.module_utils._slurm_alloc import CPU_HINT, few_cpus, mem_mb
 from ansible_collections.trainops.multinode.plugins.module_utils._supervisor import CHECKPOINT_SIGNAL_NAMES
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import threshold_problem
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import TorchrunError, validate_run_id
@@ -226,6 +227,41 @@ def _launcher_problems(params):
     return _launchers.problems(params, _integer_rule)
 
 
+def _slurm_problems(params):
+    """What the Slurm allocation holds on this node (the slurm inventory's trainops_slurm_* variables) against what the
+    launch needs: GPUs a srun step gets (``slurm_gpus_implicit``), a CPU per rank (``slurm_cpus``, unless
+    ``allow_few_cpus``) and the workload's memory (``mem_per_node`` against ``slurm_mem_mb``)."""
+    problems = []
+    ranks = _integer(params.get('nproc_per_node'))
+    launcher = _launchers.LAUNCHERS.get(params.get('launcher'))
+    if launcher is not None and launcher.requested_gpus_only and params.get('slurm_gpus_implicit'):
+        problems.append(
+            'launcher=%s: Slurm job %s holds the GPUs of its nodes only because it holds the whole nodes '
+            '(--exclusive without --gpus*), and Slurm gives a step none of those (srun(1) --gres: "except those '
+            'implicitly requested when a job is exclusive"); allocate them explicitly: add --gpus-per-node=%s (or '
+            '--gres=gpu:%s) to salloc/sbatch, or launch over SSH (launcher=%s)' % (
+                launcher.name, params.get('slurm_job_id') or '(the allocation)', ranks or 'N', ranks or 'N',
+                _launchers.DEFAULT))
+    cpus = _integer(params.get('slurm_cpus'))
+    short = few_cpus(cpus, ranks) if cpus is not None and ranks else None
+    if short and str(params.get('allow_few_cpus')).strip().lower() not in ('true', 'yes', '1', 'on'):
+        problems.append('the Slurm allocation holds %s on this node (trainops_slurm_cpus): every rank and its data '
+                        'loader workers would share them; %s, or launch anyway with -e trainops_allow_few_cpus=true'
+                        % (short, CPU_HINT))
+    needed = params.get('mem_per_node')
+    if needed not in (None, ''):
+        need = mem_mb(needed)
+        held = _integer(params.get('slurm_mem_mb'))
+        if need is None:
+            problems.append('trainops_mem_per_node=%s: the memory the workload needs on each node must be a size as '
+                            'Slurm\'s --mem takes it (e.g. trainops_mem_per_node: 64G, or 500000 for MB)' % (needed,))
+        elif held is not None and held < need:
+            problems.append('the Slurm allocation holds %d MB of memory on this node (Mem=), the workload needs %s '
+                            '(trainops_mem_per_node, %d MB): allocate it with --mem=%s (or --mem-per-gpu)' % (
+                                held, needed, need, needed))
+    return problems
+
+
 def _resume_problems(params):
     """``resume_from``: the run id of an earlier launch (a directory name on the nodes, as every run id), or empty."""
     resume_from = params.get('resume_from')
@@ -293,7 +329,8 @@ def launch_problems(params, which=shutil.which):
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``,
-    ``checkpoint_signal_seconds``, ``srun_start_timeout``
+    ``checkpoint_signal_seconds``, ``srun_start_timeout``, ``allow_few_cpus``, ``mem_per_node``, ``slurm_cpus``,
+    ``slurm_mem_mb``, ``slurm_gpus_implicit`` (the slurm inventory's per-node variables, _slurm_problems)
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
@@ -352,7 +389,7 @@ def launch_problems(params, which=shutil.which):
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
     return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _launcher_problems(params) + _checkpoint_problems(params) + _resume_problems(params) + _retry_problems(params)
+            + _launcher_problems(params) + _slurm_problems(params) + _checkpoint_problems(params) + _resume_problems(params) + _retry_problems(params)
             + _controller_problems(params, which))
 
 

@@ -81,6 +81,9 @@ class Launcher(object):
     peer_failure_ends_node = False
     # who the stop records of the runs the launcher ended name (``by``)
     stop_by = None
+    # True when the ranks get only the GPUs a Slurm job asked for (a step: not those held with a whole node, srun(1)
+    # --gres), so an allocation whose GPUs are all implicit (_launch_params._slurm_problems) gives them none
+    requested_gpus_only = False
 
 
 class Ssh(Launcher):
@@ -103,6 +106,7 @@ class Srun(Launcher):
     deferred_start = True
     peer_failure_ends_node = True
     stop_by = 'slurm'
+    requested_gpus_only = True
 
     def problems(self, params, integer_rule):
         return _srun.launch_problems(params, integer_rule)

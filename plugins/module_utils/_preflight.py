@@ -24,7 +24,7 @@ import sys
 import time
 
 # programs this module runs on the node (their source, with python -c): imported so that AnsiballZ packs them
-from ansible_collections.trainops.multinode.plugins.module_utils import _port_listener
+from ansible_collections.trainops.multinode.plugins.module_utils import _gpu_visibility, _port_listener
 from ansible_collections.trainops.multinode.plugins.module_utils._files import module_source
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import (
     STATE_ERROR,
@@ -103,6 +103,13 @@ def preflight(runner, params, root='/', port_check=port_in_use, check_mode=False
         facts = None
         problems.append(str(exc))
     result['ansible_facts'] = dict(trainops_node=facts) if facts is not None else {}
+    if facts is not None:
+        # the GPUs the ranks will see from this session: a Slurm job's devices cgroup renumbers them from 0
+        vendor = facts['gpu']['vendor']
+        view = _gpu_visibility.rank_view(_gpu_visibility.probe(root, vendor), params.get('gpu_ids') or [],
+                                         params.get('nproc_per_node'), vendor)
+        result['gpu_view'] = view
+        problems.extend('%s: %s' % (socket.gethostname(), line) for line in view['problems'])  # (what it saw)
 
     if python:
         torch = probed.get('torch') or interpreter_probe(runner, python, params.get('import_torch', False), prefix,

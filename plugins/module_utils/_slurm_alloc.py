@@ -17,10 +17,15 @@ The ``trainops.multinode.slurm`` inventory runs scontrol and hands its output he
         Nodes=lab-node[01-02] CPU_IDs=0 Mem=0 GRES=gpu:labgpu:4(IDX:0-3)
 
   ``Nodes=`` is a hostlist expression for every node with that same detail; ``GRES=`` lists the job's generic
-  resources on them: ``gpu:4(IDX:0-3)``, typed ``gpu:h100:4(IDX:0-3)``, several types
-  ``gpu:a:2(IDX:0-1),gpu:b:2(IDX:2-3)``, other GRES (``nic:1(IDX:0)``, ``mps:...``) left aside. ``IDX`` are the
-  indexes of the node's GPUs in its gres.conf order, what Slurm's gres/gpu plugin puts into
-  ``CUDA_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES`` of a step (without ConstrainDevices).
+  resources on them, in the forms slurmctld writes (22.05.8 src/slurmctld/gres_ctld.c:1738-1747
+  gres_ctld_job_build_details; 23.11 the same file, 2033-2043; 24.05 and later src/stepmgr/gres_stepmgr.c):
+  ``gpu:4(IDX:0-3)``, typed ``gpu:h100:4(IDX:0-3)``, several types ``gpu:a:2(IDX:0-1),gpu:b:2(IDX:2-3)``, GPUs
+  without device files in gres.conf (no ``File=``) as a count only, ``gpu(CNT:4)`` or ``gpu:h100(CNT:4)``, other
+  GRES (``nic:1(IDX:0)``, ``nic(CNT:1)``, a shared ``shard:2(2/4,0/4)``) left aside. ``IDX`` are the indexes of
+  the node's GPUs in its gres.conf order, what Slurm's gres/gpu plugin puts into
+  ``CUDA_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES`` of a step without ConstrainDevices (with it, the step gets
+  them numbered from 0: module_utils/_gpu_visibility.py). ``CPU_IDs=`` (the CPUs the job holds there, a bit
+  list) and ``Mem=`` (MB; 0 when Slurm does not track memory) give ``cpus`` and ``mem_mb`` per node.
   A job that holds more GPUs on a node than it asked for per node (``--exclusive --gres=gpu:2`` holds them all,
   ``TresPerNode=gres:gpu:2``) counts what its steps get there: the first ones asked for of each type
   (:func:`step_share`; the lab's steps got 0,1 of ``IDX:0-3``).
@@ -44,6 +49,9 @@ _RECORD_START_RE = re.compile(r'^JobId=', re.M)
 _FIELD_RE = r'(?:^|\s)%s=(\S*)'
 _DETAIL_RE = re.compile(r'(?:^|\s)Nodes=(\S+)((?:[ \t]+(?!Nodes=)\S+=\S*)*)')
 _GPU_ITEM_RE = re.compile(r'gpu(?::([^:(\s]+))?(?::([0-9]+))?(?:\(([^)]*)\))?\Z')
+_CNT_RE = re.compile(r'CNT:([0-9]+)\Z')
+_TRES_PER = ('TresPerJob', 'TresPerNode', 'TresPerSocket', 'TresPerTask')
+_TRES_ANY_GPU_RE = re.compile(r'gres[:/]gpu(?::[^:=,\s]+)?[:=]([0-9]+)\Z')
 _IDS_RE = re.compile(r'[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\Z')
 HET_ENV_RE = re.compile(r'SLURM_JOB_NODELIST_HET_GROUP_([0-9]+)\Z')
 
@@ -92,7 +100,8 @@ def parse_gres(gres):
     """The GPUs of one ``GRES=`` value: ``dict(count=int, ids=[int] or None, types=[str])``.
 
     ``gpu:labgpu:4(IDX:0-3)`` -> count 4, ids [0..3], types ['labgpu']. ``ids`` is None when Slurm gives no index
-    (a gres.conf without ``File=``: ``gpu:4`` or ``IDX:N/A``). Items other than ``gpu`` are left aside.
+    (a gres.conf without ``File=``: ``gpu(CNT:4)``, ``gpu:h100(CNT:4)``; ``gpu:4`` or ``IDX:N/A`` in older
+    outputs). Items other than ``gpu`` are left aside.
     """
     count, ids, types, known, items = 0, [], [], True, []
     for item in _split_outside_parens(gres or ''):
@@ -104,6 +113,9 @@ def parse_gres(gres):
         kind, number, detail = match.groups()
         if number is None and kind is not None and kind.isdigit():
             kind, number = None, kind
+        counted = _CNT_RE.match(detail or '')
+        if counted and number is None:
+            number, detail = counted.group(1), None   # gpu(CNT:4): a count, no index (gres.conf without File=)
         if number is None:
             raise SlurmJobError('no GPU count in %r of GRES=%s' % (item, gres))
         number = int(number)
@@ -162,6 +174,31 @@ def step_share(gpus, wanted):
     return dict(gpus, count=count, ids=sorted(ids) if gpus['ids'] is not None else None, held=gpus['count'])
 
 
+def parse_cpu_ids(text):
+    """How many CPUs a detail line's ``CPU_IDs=`` names (``0-3,8-11`` -> 8; bit_fmt's form), None when unreadable."""
+    try:
+        return len(parse_ids(text))
+    except SlurmJobError:
+        return None
+
+
+def gpus_requested(record):
+    """Whether the job asked for GPUs (``--gres=gpu``, ``--gpus*``): a GPU count above 0 in one of its
+    ``TresPer*`` fields (22.05 ``gres:gpu:2``, 23.02 and later ``gres/gpu:2``, ``gres/gpu:h100=1`` per task).
+
+    A job that holds GPUs it did not ask for got them with the whole node (``--exclusive``, or a partition with
+    ``OverSubscribe=EXCLUSIVE``), and its steps get none of them: srun(1) --gres, "a job step is allocated all of
+    the generic resources that have been requested by the job, except those implicitly requested when a job is
+    exclusive" (22.05.8 doc/man/man1/srun.1:1452-1454).
+    """
+    for name in _TRES_PER:
+        for item in (_field(record, name) or '').split(','):
+            match = _TRES_ANY_GPU_RE.match(item.strip())
+            if match and int(match.group(1)) > 0:
+                return True
+    return False
+
+
 def split_records(text):
     """The job records of scontrol's output (one per job; several for a heterogeneous job or an array)."""
     starts = [match.start() for match in _RECORD_START_RE.finditer(text or '')]
@@ -175,6 +212,10 @@ def parse_record(record):
     for match in _DETAIL_RE.finditer(record):
         expression, rest = match.group(1), match.group(2)
         gres_match = re.search(r'(?:^|\s)GRES=(\S*)', rest)
+        cpu_match = re.search(r'(?:^|\s)CPU_IDs=(\S+)', rest)
+        mem_match = re.search(r'(?:^|\s)Mem=([0-9]+)(?:\s|$)', rest)
+        held = dict(cpus=parse_cpu_ids(cpu_match.group(1)) if cpu_match else None,
+                    mem_mb=(int(mem_match.group(1)) or None) if mem_match else None)
         try:
             hosts = expand_hostlist(expression)
         except HostlistError as exc:
@@ -186,7 +227,7 @@ def parse_record(record):
         for host in hosts:
             if host in details:
                 raise SlurmJobError('job %s: node %s has two detail lines' % (job_id, host))
-            details[host] = gpus
+            details[host] = dict(gpus, **held)
     wanted = parse_tres_per_node(_field(record, 'TresPerNode'))
     for host in details:
         try:
@@ -195,7 +236,8 @@ def parse_record(record):
             raise SlurmJobError('job %s, node %s: %s' % (job_id, host, exc))
     return dict(job_id=job_id, state=_field(record, 'JobState'), nodelist=_field(record, 'NodeList'),
                 het_job_id=_field(record, 'HetJobId'), het_offset=_field(record, 'HetJobOffset'), nodes=details,
-                tres_per_node=_field(record, 'TresPerNode'), job_gres=_field(record, 'JOB_GRES'))
+                tres_per_node=_field(record, 'TresPerNode'), job_gres=_field(record, 'JOB_GRES'),
+                gpus_requested=gpus_requested(record))
 
 
 class JobNotRunning(SlurmJobError):
@@ -235,7 +277,62 @@ def parse_job(text, job_id):
                 raise SlurmJobError('heterogeneous job %s holds %s in two components' % (job_id, host))
             nodes[host] = record['nodes'][host]
     job['nodes'] = dict(mine[0]['nodes'], **nodes)
+    # GPUs held with the whole node only (--exclusive without --gpus*): a srun step gets none (gpus_requested)
+    job['gpus_implicit'] = (any(gpus['count'] for gpus in job['nodes'].values())
+                            and not any(record['gpus_requested'] for record in mine))
     return job
+
+
+CPU_HINT = ('allocate a CPU per rank or more (--cpus-per-gpu=N, or -c N with --ntasks-per-node=<ranks>, or '
+            '--exclusive)')
+"""How to get CPUs for the ranks, in the inventory's warning and the launch's error."""
+
+
+def few_cpus(cpus, ranks):
+    """``'1 CPU for 2 ranks'`` when a node's allocation holds fewer CPUs than the ranks it runs, else None.
+
+    With ``cons_tres``, ``salloc -N4 --gpus-per-node=8`` holds one CPU per node unless the site sets DefCpuPerGPU;
+    under task/cgroup (ConstrainCores) or a srun step every rank and its data loader workers then share it.
+    """
+    if cpus is None or ranks is None or int(ranks) <= int(cpus):
+        return None
+    return '%d CPU%s for %d ranks' % (cpus, '' if cpus == 1 else 's', int(ranks))
+
+
+def threads_per_rank(cpus, ranks):
+    """The intra-op threads of each rank (OMP_NUM_THREADS): the node's allocated CPUs shared out, at least 1;
+    None when the CPUs are unknown."""
+    if cpus is None or not ranks or int(ranks) < 1:
+        return None
+    return max(1, int(cpus) // int(ranks))
+
+
+THREADS_VAR = 'OMP_NUM_THREADS'
+
+
+def rank_threads_env(cpus, ranks, overrides=None):
+    """``{'OMP_NUM_THREADS': '<CPUs / ranks>'}`` for the ranks of a node whose allocated CPUs are known, else ``{}``;
+    also ``{}`` when the launch's own environment (``overrides``, trainops_env) names the variable (a null there
+    removes it, a value sets it)."""
+    threads = threads_per_rank(cpus, ranks)
+    if threads is None or THREADS_VAR in (overrides or {}):
+        return {}
+    return {THREADS_VAR: str(threads)}
+
+
+_MEM_RE = re.compile(r'([0-9]+)\s*([KMGT]?)B?\Z', re.I)
+_MEM_UNITS = {'': 1, 'K': 1.0 / 1024, 'M': 1, 'G': 1024, 'T': 1024 * 1024}
+
+
+def mem_mb(value):
+    """A memory size as Slurm's --mem takes it (``64G``, ``500000``: MB, ``512M``, ``1T``) in MB; None when it is
+    not one. Slurm's ``Mem=`` is in MB (MiB) too."""
+    if isinstance(value, bool):
+        return None
+    match = _MEM_RE.match(str(value).strip())
+    if not match:
+        return None
+    return int(int(match.group(1)) * _MEM_UNITS[match.group(2).upper()])
 
 
 def gpu_ids_text(ids):

@@ -51,12 +51,13 @@ OPERATIONAL = (
     'master_port', 'rdzv_backend', 'rdzv_timeout', 'collective_timeout', 'wait', 'unreachable_grace', 'stall_timeout',
     'wait_timeout', 'resume_from', 'replace', 'allow_dirty', 'git_check', 'git_reference', 'node_id',
     'training_network', 'checkpoint_signal', 'checkpoint_signal_seconds', 'srun_start_timeout',
-    'straggler_threshold', 'retries',
+    'straggler_threshold', 'retries', 'allow_few_cpus', 'mem_per_node',
 )
 """Launch knobs that change how a point is started, waited for or checked, not what it runs: a resume may give other
 values (a free port, ``-e replace=true`` to stop a point's job still running, a longer timeout, another straggler
 threshold: it judges the step times, the ranks run the same). ``retries``: a sweep's points are not retried (a failed
-point is recorded and the sweep goes on, or stops: stop_on_failure)."""
+point is recorded and the sweep goes on, or stops: stop_on_failure). ``allow_few_cpus``, ``mem_per_node``: checks of
+the Slurm allocation a resume runs in, which may be another one."""
 
 
 def variables():

@@ -138,6 +138,19 @@ options:
       - The launch will replace a running job, so neither a running job nor a taken master port is a problem.
     type: bool
     default: false
+  gpu_ids:
+    description:
+      - The GPUs a Slurm job holds on this node, as Slurm numbers them (the C(trainops.multinode.slurm) inventory's
+        C(trainops_slurm_gpu_ids)). Where this session may use only some of the host's GPU device files (a job's
+        devices cgroup, C(ConstrainDevices) with C(pam_slurm_adopt)), RV(gpu_view) gives them numbered from 0 among
+        those, as the ranks will see them.
+    type: list
+    elements: int
+    default: []
+  nproc_per_node:
+    description:
+      - The ranks the launch starts here; where the session may use only some GPUs, fewer visible GPUs is a problem.
+    type: int
   fail_on_problems:
     description:
       - Fail, listing every problem, when any was found. With V(false) the problems are only returned.
@@ -169,6 +182,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+gpu_view:
+  description:
+    - The GPUs the ranks will see from this node's session (module_utils/_gpu_visibility.py). C(constrained) is true when
+      the session may use only some of the host's GPU device files (a Slurm job's devices cgroup); C(ids) are then the
+      local indexes of O(gpu_ids) among those (what to put into C(CUDA_VISIBLE_DEVICES)/C(ROCR_VISIBLE_DEVICES)), else
+      O(gpu_ids) as given; C(sees) is how many GPUs the ranks will see, C(detail) what the node saw.
+  returned: when the facts could be detected
+  type: dict
+  sample: {constrained: true, ids: [0, 1, 2, 3], sees: 4, problems: [],
+           detail: "this session may use 4 of the host's 8 GPU devices (/dev/nvidia4, ...); devices cgroup /slurm/uid_1000/job_13/step_extern"}
 ansible_facts:
   description: The node's facts under C(trainops_node), as M(trainops.multinode.node_facts) returns them.
   returned: when the facts could be detected
@@ -268,6 +291,8 @@ def main():
             reach_peers=dict(type='int'),
             reach_timeout=dict(type='int', default=20),
             replace=dict(type='bool', default=False),
+            gpu_ids=dict(type='list', elements='int', default=[]),
+            nproc_per_node=dict(type='int'),
             fail_on_problems=dict(type='bool', default=True),
             root=dict(type='path', default='/'),
         ),

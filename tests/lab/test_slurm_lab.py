@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -148,10 +149,14 @@ def test_inventory_inside_real_allocations_in_allocation_order(slurm):
     try:
         script = ('scontrol show hostnames "$SLURM_JOB_NODELIST"; echo "=== list $SLURM_JOB_NODELIST";'
                   ' echo "=== inventory"; ansible-inventory -i %s --list' % slurm.source)
-        proc = slurm.salloc(2, ['--gres=gpu:2', '/bin/sh', '-c', script])
+        proc = slurm.salloc(2, ['--gres=gpu:2', '--cpus-per-task=1', '/bin/sh', '-c', script])
     finally:
         slurm.cancel(hold)
     inventory = inventory_in(slurm, proc)
+    # 1 CPU a node (CPU_IDs=0) for 2 ranks: a warning naming both nodes (the launch refuses it without
+    # trainops_allow_few_cpus), the CPUs per node as host variables
+    warning = ' '.join(proc.stderr.split())
+    assert '1 CPU for 2 ranks on lab-node02, 1 CPU for 2 ranks on lab-node04' in warning, proc.stderr
     shown = proc.stdout.split('=== list')[0].split()
     nodelist = proc.stdout.split('=== list ', 1)[1].split('\n', 1)[0]
     assert nodelist == 'lab-node[02,04]', proc.stdout
@@ -160,11 +165,13 @@ def test_inventory_inside_real_allocations_in_allocation_order(slurm):
     hostvars = inventory['_meta']['hostvars']
     assert [hostvars[h]['trainops_node_rank'] for h in shown] == [0, 1]
     assert hostvars['lab-node02']['trainops_master'] is True and 'trainops_master' not in hostvars['lab-node04']
-    assert hostvars['lab-node02']['ansible_host'] == '10.77.0.12' and hostvars['lab-node04']['ansible_host'] == '10.77.0.14'
+    assert [hostvars[h]['ansible_host'] for h in shown] == [slurm.lab.node(h)['ssh_address'] for h in shown]
     # ranks per node from the GPUs Slurm allocated (scontrol show job -d: gpu:labgpu:2(IDX:0-1)), the job id on the group
     assert [hostvars[h]['trainops_nproc_per_node'] for h in shown] == [2, 2]
     assert [hostvars[h]['trainops_slurm_gpu_ids'] for h in shown] == [[0, 1], [0, 1]]
+    assert [hostvars[h]['trainops_slurm_cpus'] for h in shown] == [1, 1]
     group_vars = hostvars['lab-node04']  # (--list shows the group's variables on every host)
+    assert 'trainops_slurm_gpus_implicit' not in group_vars
     assert unsafe_text(group_vars['trainops_slurm_nodelist']) == 'lab-node[02,04]'
     assert unsafe_text(group_vars['trainops_slurm_job_id']) == slurm.jobs[-1]
 
@@ -184,6 +191,13 @@ def test_inventory_ranks_per_node_are_the_gpus_slurm_allocated_never_the_cpus(sl
     proc = slurm.salloc(2, ['/bin/sh', '-c', script])  # no GPUs asked for: 1 CPU a node, which is not a rank count
     assert proc.returncode != 0, proc.stdout
     assert 'holds no GPUs' in proc.stdout + proc.stderr and 'gpus_per_node' in proc.stdout + proc.stderr, proc.stderr
+    # --exclusive without --gpus*: the job holds every GPU of its nodes, its steps get none (launcher=srun refuses it)
+    proc = slurm.salloc(2, ['--exclusive', '/bin/sh', '-c', r'srun -N2 sh -c "echo step=[\$CUDA_VISIBLE_DEVICES]"; '
+                            + script])
+    inventory = inventory_in(slurm, proc)
+    hosts = inventory['trainops_nodes']['hosts']
+    assert proc.stdout.split('=== inventory')[0].split() == ['step=[]', 'step=[]'], proc.stdout
+    assert inventory['_meta']['hostvars'][hosts[0]]['trainops_slurm_gpus_implicit'] is True
 
 
 def test_inventory_outside_an_allocation_says_so(slurm):
@@ -200,11 +214,20 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
     slurm.jobs.append(share)
     wait_until(lambda: slurm.job_state(share) == 'RUNNING', 60, what='the job sharing lab-node02')
     extravars = {'trainops_experiments_dir': str(tmp_path / 'experiments'), 'master_port': free_port(),
-                 'trainops_progress_interval': 10, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml'}
+                 'trainops_progress_interval': 10, 'trainops_poll_interval': 1, 'config': 'config/tiny.yaml',
+                 # the job holds 1 CPU a node for 2 ranks (the launch refuses that without it)
+                 'trainops_allow_few_cpus': True}
     argv = entry_argv('playbooks/launch.yml', str(tmp_path), extravars, inventory=slurm.source)
+    # first a step on lab-node02, where this job holds GPUs 2-3: with ConstrainDevices Slurm gives it local indexes,
+    # and module_utils/_gpu_visibility.py, from what the step's devices cgroup lets it access, numbers them the same
+    view_out = tmp_path / 'view.json'
+    step = ('srun -N1 -w lab-node02 %s %s %s %s > %s' % (
+        sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'gpu_view_probe.py'),
+        os.path.join(slurm.lab.data['slurm']['gpu_dir'], 'lab-node02'), '2,3', view_out))
     started = time.monotonic()
     try:
-        proc = finish(slurm.salloc(3, ['--gres=gpu:2'] + argv), argv, started)
+        proc = finish(slurm.salloc(3, ['--gres=gpu:2', '/bin/sh', '-c', step + ' && exec "$@"', 'sh'] + argv), argv,
+                      started)
     finally:
         slurm.cancel(hold)
         slurm.cancel(share)
@@ -224,7 +247,16 @@ def test_salloc_then_launch_over_ssh_trains_on_the_allocated_nodes_in_allocation
             assert seen['env']['GLOO_SOCKET_IFNAME'] == node['ifname']
             # the GPUs Slurm gave this job on the node (IDX of scontrol show job -d), not the node's first ones
             assert seen['env']['CUDA_VISIBLE_DEVICES'] == ('2,3' if index == 0 else '0,1'), (rank, seen['env'])
+            # the node's one allocated CPU shared by its 2 ranks (trainops_slurm_cpus / ranks, at least 1)
+            assert seen['env']['OMP_NUM_THREADS'] == '1', (rank, seen['env'])
     assert 'lab-node01' not in {n['host'] for n in manifest['nodes']}
+    view = json.loads(view_out.read_text())
+    print('step on lab-node02 holding GPUs 2-3: %s' % view)
+    if slurm.lab.data['slurm']['constrain_devices']:
+        # (the SSH sessions above are not in the job's cgroup, the lab has no pam_slurm_adopt: they keep 2,3)
+        assert view['step_env'] == '0,1' and view['view']['constrained'] is True and view['view']['ids'] == [0, 1], view
+    else:
+        assert view['step_env'] == '2,3' and view['view']['constrained'] is False and view['view']['ids'] == [2, 3], view
 
 
 def submit_launch(slurm, workdir, job_name, extra_vars, wait=True):

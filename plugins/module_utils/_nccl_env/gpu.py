@@ -353,14 +353,13 @@ def _visible_devices(out, ids, facts, vendor):
     if vendor == 'none':
         held = 'no GPU vendor on this node, so both variables'
     elif len(ids) < count:
-        held = ('%d of the node\'s %d GPUs (a node shared with other jobs); where SSH sessions are confined to the '
-                'job\'s devices (pam_slurm_adopt with ConstrainDevices) they are numbered from 0 instead: '
-                'trainops_env {VAR: null} removes the variable there' % (len(ids), count))
+        held = '%d of the node\'s %d GPUs (a node shared with other jobs)' % (len(ids), count)
     else:
         held = 'every GPU of the node'
     for var in VISIBLE_DEVICES_VARS[vendor]:
-        out.set(var, text, 'knob', 'gpu_ids setting: the GPUs the Slurm job holds on this node, as Slurm numbers them '
-                '(%s)' % held)
+        out.set(var, text, 'knob', 'gpu_ids setting: the GPUs the Slurm job holds on this node, as its ranks will see '
+                'them (Slurm\'s indexes; numbered from 0 where the session is confined to the job\'s devices, the '
+                'preflight\'s gpu_view) (%s)' % held)
 
 
 # --- NCCL_DEBUG and the ROCm runtime ------------------------------------------------------------------

@@ -135,6 +135,10 @@ def test_slurm_conf_of_a_4_node_lab_has_gres_per_node_and_one_partition():
                     'ClusterName=trainops-lab', 'AuthInfo=socket=/var/lib/trainops-lab/slurm/munge/munge.socket',
                     'SlurmdSpoolDir=/var/lib/trainops-lab/slurm/%n'):
         assert setting in text.splitlines()
+    # with a cgroup v1 devices hierarchy, task/cgroup confines the steps to their GPUs (cgroup.conf)
+    assert 'TaskPlugin=task/affinity,task/cgroup' in slurm.render_slurm_conf(nodes, '10.77.0.1', '/sys/fs/cgroup/devices')
+    assert {'CgroupPlugin=cgroup/v1', 'ConstrainDevices=yes', 'ConstrainCores=no'} <= set(
+        slurm.render_cgroup_conf().splitlines())
 
 
 def test_slurm_conf_with_a_management_network_addresses_the_nodes_there():

@@ -91,9 +91,10 @@ def test_salloc_gres_gpu4_gives_4_ranks_per_node(tmp_path, manager, monkeypatch)
     assert scontrol_calls(tmp_path) == ['--details show job 1']
     assert members(inventory, 'trainops_nodes') == ['lab-node01', 'lab-node02']
     assert own_vars(inventory, 'lab-node01') == {'trainops_master': True, 'trainops_node_rank': 0,
-                                                 'trainops_nproc_per_node': 4, 'trainops_slurm_gpu_ids': [0, 1, 2, 3]}
+                                                 'trainops_nproc_per_node': 4, 'trainops_slurm_gpu_ids': [0, 1, 2, 3],
+                                                 'trainops_slurm_cpus': 1}
     assert own_vars(inventory, 'lab-node02') == {'trainops_node_rank': 1, 'trainops_nproc_per_node': 4,
-                                                 'trainops_slurm_gpu_ids': [0, 1, 2, 3]}
+                                                 'trainops_slurm_gpu_ids': [0, 1, 2, 3], 'trainops_slurm_cpus': 1}
     assert inventory.groups['trainops_nodes'].get_vars() == {
         'trainops_slurm_nodelist': 'lab-node[01-02]', 'trainops_slurm_job_id': '1'}
 
@@ -160,7 +161,8 @@ def test_nested_brackets_and_vars_group_and_compose(tmp_path, manager, monkeypat
     assert members(inventory, 'allocation') == ['rack1-n01', 'rack1-n02', 'rack2-n01', 'rack2-n02']
     assert 'trainops_nodes' not in inventory.groups
     assert own_vars(inventory, 'rack2-n01') == {'trainops_node_rank': 2, 'trainops_nproc_per_node': 4,
-                                                'trainops_slurm_gpu_ids': [0, 1, 2, 3], 'ansible_host': 'rack2-n01-ib'}
+                                                'trainops_slurm_gpu_ids': [0, 1, 2, 3], 'ansible_host': 'rack2-n01-ib',
+                                                'trainops_slurm_cpus': 1}
     assert inventory.groups['allocation'].get_vars()['ansible_user'] == 'train'
 
 
@@ -172,7 +174,8 @@ def test_nodelist_option_picks_part_of_the_job(tmp_path, manager, monkeypatch):
     inventory = manager(source(tmp_path, SOURCE + 'nodelist: gpu-[03-04]\n' + fake_scontrol(tmp_path, output)))
     assert members(inventory, 'trainops_nodes') == ['gpu-03', 'gpu-04']
     assert own_vars(inventory, 'gpu-03') == {'trainops_master': True, 'trainops_node_rank': 0,
-                                             'trainops_nproc_per_node': 8, 'trainops_slurm_gpu_ids': list(range(8))}
+                                             'trainops_nproc_per_node': 8, 'trainops_slurm_gpu_ids': list(range(8)),
+                                             'trainops_slurm_cpus': 1}
 
 
 def test_outside_an_allocation_works_with_a_nodelist_and_gpus_per_node(tmp_path, manager):
@@ -292,12 +295,13 @@ def test_verify_file(tmp_path, plugin, name, wanted):
 def test_allocation_reports_its_sources():
     def scontrol(job_id):
         assert job_id == '3'
-        return job_record(3, 'c[1-2]', [('c[1-2]', 'gpu:2(IDX:2-3)')])
+        return job_record(3, 'c[1-2]', [('c[1-2]', 'gpu:2(IDX:2-3)')], tres='gres:gpu:2')
     hosts, nproc, ids, origin = slurm_plugin.allocation(
         {'SLURM_NODELIST': 'c[1-2]', 'SLURM_NNODES': '2', 'SLURM_JOB_ID': '3'}, scontrol=scontrol)
     assert (hosts, nproc, ids) == (['c1', 'c2'], [2, 2], {'c1': [2, 3], 'c2': [2, 3]})
     assert origin == {'nodelist': 'SLURM_NODELIST', 'nproc': 'job 3 GRES (scontrol)', 'expression': 'c[1-2]',
-                      'job_id': '3'}
+                      'job_id': '3', 'gpus_implicit': False,
+                      'held': {'c1': {'cpus': 1, 'mem_mb': None}, 'c2': {'cpus': 1, 'mem_mb': None}}}
 
 
 def test_allocation_nodes_rejects_names_that_are_not_hosts():
@@ -368,3 +372,27 @@ def test_an_ending_job_still_lists_its_nodes_for_stop_but_no_ranks(tmp_path, man
     assert ranks(inventory) == [None, None] and gpu_ids(inventory) == [None, None]
     problem = inventory.groups['trainops_nodes'].get_vars()['trainops_slurm_problem']
     assert problem.startswith('cannot read the GPUs of job 16: job 16 is COMPLETING, not RUNNING') and HINT in problem
+
+
+def test_fewer_cpus_than_ranks_is_a_warning_naming_each_node_and_implicit_gpus_are_flagged():
+    # salloc -N2 --gres=gpu:2 --cpus-per-task=1 (CPU_IDs=0 on each node), then the lab's salloc --exclusive record
+    warnings = []
+    hosts, nproc, _ids, origin = slurm_plugin.allocation(
+        {'SLURM_NODELIST': 'c[1-2]', 'SLURM_JOB_ID': '5'}, warn=warnings.append,
+        scontrol=lambda job_id: job_record(5, 'c[1-2]', [('c[1-2]', 'gpu:2(IDX:0-1)')], tres='gres:gpu:2'))
+    assert (hosts, nproc, origin['gpus_implicit']) == (['c1', 'c2'], [2, 2], False)
+    assert warnings == ['job 5 holds 1 CPU for 2 ranks on c1, 1 CPU for 2 ranks on c2: the ranks of a node and their '
+                        'data loaders share those CPUs; allocate a CPU per rank or more (--cpus-per-gpu=N, or -c N with '
+                        '--ntasks-per-node=<ranks>, or --exclusive). A launch refuses it unless '
+                        'trainops_allow_few_cpus=true']
+    with open(os.path.join(FIXTURES, 'job3-exclusive-no-gres.scontrol.txt')) as handle:
+        exclusive = handle.read()
+    warnings = []
+    _hosts, nproc, _ids, origin = slurm_plugin.allocation(
+        {'SLURM_NODELIST': 'lab-node03', 'SLURM_JOB_ID': '3'}, warn=warnings.append, scontrol=lambda job_id: exclusive,
+        nodelist='lab-node03')
+    assert (nproc, origin['gpus_implicit'], origin['held']) == ([4], True, {'lab-node03': {'cpus': 2, 'mem_mb': None}})
+    assert warnings == ['job 3 holds 2 CPUs for 4 ranks on lab-node03: the ranks of a node and their data loaders share '
+                        'those CPUs; allocate a CPU per rank or more (--cpus-per-gpu=N, or -c N with '
+                        '--ntasks-per-node=<ranks>, or --exclusive). A launch refuses it unless '
+                        'trainops_allow_few_cpus=true']

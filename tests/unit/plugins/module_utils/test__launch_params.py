@@ -284,3 +284,29 @@ def test_checkpoint_signal_values_that_fit(good, values):
 def test_checkpoint_signal_values_that_do_not_fit_give_one_line(good, values, line):
     problems = launch_problems(dict(good, **values))
     assert len(problems) == 1 and problems[0].startswith(line), problems
+
+
+@pytest.mark.parametrize('values, fragments', [
+    # salloc --gres=gpu:2 --cpus-per-task=1: 1 CPU for 2 ranks
+    ({'nproc_per_node': 2, 'slurm_cpus': 1}, ['holds 1 CPU for 2 ranks on this node', '--cpus-per-gpu=N',
+                                              'trainops_allow_few_cpus=true']),
+    ({'nproc_per_node': 2, 'slurm_cpus': 1, 'allow_few_cpus': True}, []),
+    ({'nproc_per_node': 8, 'slurm_cpus': 64}, []),
+    ({'nproc_per_node': 8, 'slurm_cpus': None}, []),
+    # --exclusive without --gpus*: the step would get no GPU
+    ({'nproc_per_node': 4, 'launcher': 'srun', 'slurm_gpus_implicit': True, 'slurm_job_id': '13', 'slurm_cpus': 4},
+     ['launcher=srun: Slurm job 13 holds the GPUs of its nodes only because it holds the whole nodes',
+      'add --gpus-per-node=4 (or --gres=gpu:4)']),
+    ({'nproc_per_node': 4, 'launcher': 'ssh', 'slurm_gpus_implicit': True, 'slurm_cpus': 4}, []),
+    ({'mem_per_node': '64G', 'slurm_mem_mb': 16000, 'slurm_cpus': 8},
+     ['holds 16000 MB of memory on this node (Mem=), the workload needs 64G (trainops_mem_per_node, 65536 MB)',
+      '--mem=64G']),
+    ({'mem_per_node': '64G', 'slurm_mem_mb': 65536, 'slurm_cpus': 8}, []),
+    ({'mem_per_node': '64G', 'slurm_mem_mb': None, 'slurm_cpus': 8}, []),   # Mem=0: Slurm does not track memory
+    ({'mem_per_node': 'lots'}, ['trainops_mem_per_node=lots: the memory the workload needs']),
+])
+def test_what_the_slurm_allocation_holds_on_the_node(good, values, fragments):
+    lines = launch_problems(dict(good, **values), which=lambda name: '/usr/bin/' + name)
+    assert len(lines) == (1 if fragments else 0), lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines

@@ -928,7 +928,7 @@ def test_gpu_ids_on_a_shared_nvidia_node():
     assert res['env']['CUDA_VISIBLE_DEVICES'] == '4,5,6,7' and 'ROCR_VISIBLE_DEVICES' not in res['env']
     assert res['sources']['CUDA_VISIBLE_DEVICES'] == 'knob'
     assert '4 of the node\'s 8 GPUs' in res['reasons']['CUDA_VISIBLE_DEVICES']
-    assert 'pam_slurm_adopt' in res['reasons']['CUDA_VISIBLE_DEVICES']
+    assert 'numbered from 0 where the session is confined' in res['reasons']['CUDA_VISIBLE_DEVICES']
 
 
 def test_gpu_ids_on_amd_and_without_a_vendor():

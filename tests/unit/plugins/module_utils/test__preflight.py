@@ -273,3 +273,21 @@ def test_a_node_that_fails_a_check_creates_nothing(tmp_path):
                                                              socket_ifname='nosuchnic0'), root=str(tmp_path))
     assert any('nosuchnic0' in p for p in result['problems'])
     assert result['paths']['state_root_token'] is None and not (tmp_path / 's').exists() and not (tmp_path / 'w').exists()
+
+
+def test_the_ranks_get_the_job_gpus_numbered_as_they_will_see_them(tmp_path, monkeypatch):
+    # an NVIDIA node with 4 GPUs whose session may use the last two (a job's devices cgroup): Slurm's IDX 2,3 -> 0,1
+    for index in range(4):
+        (tmp_path / 'proc' / 'driver' / 'nvidia' / 'gpus' / ('0000:%02x:00.0' % (index + 1))).mkdir(parents=True)
+        (tmp_path / 'dev').mkdir(exist_ok=True)
+        (tmp_path / 'dev' / ('nvidia%d' % index)).write_text('')
+    probe = pf._gpu_visibility.probe
+    monkeypatch.setattr(pf._gpu_visibility, 'probe', lambda root, vendor: probe(
+        root, vendor, access=lambda path: path in ('/dev/nvidia2', '/dev/nvidia3')))
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(gpu_ids=[2, 3], nproc_per_node=2), root=str(tmp_path))
+    assert result['gpu_view']['constrained'] is True and result['gpu_view']['ids'] == [0, 1]
+    assert result['problems'] == []
+    result = pf.preflight(FakeRunner(torch=TORCH_OK), params(gpu_ids=[], nproc_per_node=4), root=str(tmp_path))
+    assert result['problems'] == [
+        socket.gethostname() + ": the ranks would see 2 GPU(s) (CUDA_VISIBLE_DEVICES=(unset)), the launch starts 4 ranks "
+        "here: this session may use 2 of the host's 4 GPU devices (/dev/nvidia2, /dev/nvidia3)"]

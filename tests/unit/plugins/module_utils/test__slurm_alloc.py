@@ -64,8 +64,10 @@ def test_the_labs_gres_gpu4_record():
     job = sa.parse_job(JOB1, '1')
     assert (job['job_id'], job['state'], job['nodelist'], job['components']) == ('1', 'RUNNING', 'lab-node[01-02]', [])
     assert job['nodes'] == {
-        'lab-node01': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])]},
-        'lab-node02': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])]}}
+        'lab-node01': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])],
+                       'cpus': 1, 'mem_mb': None},
+        'lab-node02': {'count': 4, 'ids': [0, 1, 2, 3], 'types': ['labgpu'], 'items': [('labgpu', 4, [0, 1, 2, 3])],
+                       'cpus': 1, 'mem_mb': None}}
     assert (job['job_gres'], job['tres_per_node']) == ('gpu:labgpu:8', 'gres:gpu:4')
 
 
@@ -183,3 +185,63 @@ def test_a_step_gets_the_asked_share_of_each_type():
     with pytest.raises(sa.SlurmJobError) as err:
         sa.step_share(gpus, {'c': 1})
     assert 'asks for 1 c GPU(s) per node but holds 0 there (GRES a:2,b:2)' in str(err.value)
+
+
+SHARED = fixture('job2-shared-node-gres2-c1.scontrol.txt')
+EXCLUSIVE = fixture('job3-exclusive-no-gres.scontrol.txt')
+COUNT_ONLY = fixture('job41-count-only-gres.24x-form.scontrol.txt')
+
+
+@pytest.mark.parametrize('gres, count, ids, types', [
+    ('gpu(CNT:4)', 4, None, []),                  # gres_ctld.c:1744-1747: no device bitmap on the node
+    ('gpu:h100(CNT:4)', 4, None, ['h100']),
+    ('gpu:h100(CNT:2),nic(CNT:1)', 2, None, ['h100']),
+    ('gpu:a100:2(IDX:0-1),nic:1', 2, [0, 1], ['a100']),
+    ('gpu:a100:2(IDX:0-1),nic:1(IDX:0)', 2, [0, 1], ['a100']),
+    ('shard:2(2/4,0/4),gpu:1(IDX:1)', 1, [1], []),  # 23.11+ shared GRES: per-device counts in parentheses
+])
+def test_every_gres_form_slurm_prints(gres, count, ids, types):
+    parsed = sa.parse_gres(gres)
+    assert (parsed['count'], parsed['ids'], parsed['types']) == (count, ids, types)
+
+
+def test_a_count_only_node_gives_ranks_without_indexes_and_the_memory_it_holds():
+    job = sa.parse_job(COUNT_ONLY, 41)
+    assert {h: (g['count'], g['ids'], g['cpus'], g['mem_mb']) for h, g in job['nodes'].items()} == {
+        'gpu-01': (2, None, 1, 16000), 'gpu-02': (2, [0, 1], 1, 16000)}
+    assert job['gpus_implicit'] is False
+
+
+def test_the_labs_shared_node_record_gives_its_cpu_and_gpus():
+    job = sa.parse_job(SHARED, 2)
+    assert {h: (g['count'], g['ids'], g['cpus'], g['mem_mb']) for h, g in job['nodes'].items()} == {
+        'lab-node02': (2, [2, 3], 1, None)}
+    assert job['gpus_implicit'] is False
+    assert sa.few_cpus(1, 2) == '1 CPU for 2 ranks' and sa.few_cpus(2, 2) is None and sa.few_cpus(None, 2) is None
+
+
+def test_an_exclusive_job_without_gpus_asked_for_holds_them_implicitly():
+    job = sa.parse_job(EXCLUSIVE, 3)
+    assert {h: (g['count'], g['cpus']) for h, g in job['nodes'].items()} == {'lab-node03': (4, 2), 'lab-node04': (2, 2)}
+    assert job['gpus_implicit'] is True
+
+
+@pytest.mark.parametrize('fields, wanted', [
+    ('TresPerNode=gres:gpu:2', True), ('TresPerJob=gres/gpu:6', True), ('TresPerTask=cpu=2,gres/gpu:h100=1', True),
+    ('TresPerTask=gres:gpu:1', True), ('TresPerSocket=gres/gpu:a100:1', True), ('TresPerNode=gres/gpu:0', False),
+    ('TresPerNode=gres:nic:1', False), ('TresPerTask=cpu=2', False), ('', False),
+])
+def test_gpus_requested(fields, wanted):
+    assert sa.gpus_requested('JobId=1 JobName=x\n   %s\n' % fields) is wanted
+
+
+@pytest.mark.parametrize('value, mb', [
+    ('64G', 65536), ('500000', 500000), (16000, 16000), ('512M', 512), ('1T', 1048576), ('2048K', 2),
+    ('lots', None), (True, None), ('', None),
+])
+def test_mem_mb(value, mb):
+    assert sa.mem_mb(value) == mb
+
+
+def test_threads_per_rank():
+    assert [sa.threads_per_rank(c, r) for c, r in ((1, 2), (16, 8), (64, 8), (None, 8), (4, 0))] == [1, 2, 8, None, None]
