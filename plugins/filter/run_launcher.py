@@ -20,7 +20,7 @@ description:
     step is the one the nodes' supervisors recorded from inside it (C(pids.json)), so neither C(run_id) nor the
     experiment's manifest is needed.
   - Nodes that recorded the same run in different steps, or whose run directories belong to different users, make the
-    record C(refused) (no step): the launcher's task files then say why and act on nothing through Slurm, and a stop
+    record C(refused) (no step). The launcher's task files then say why and act on nothing through Slurm, and a stop
     still stops the nodes' own torchrun.
 positional: ''
 options:
