@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _retries, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _rank_logs, _retries, _stragglers
 
 
 LOG_DIR = 'logs'
@@ -972,6 +972,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
                 table += _retries.lines(recorded['attempts'], attempt.get('retries') or 0)
     elif (manifest or {}).get('outcome_detail'):
         table = ['{0:<10} : {1}'.format('outcome', manifest['outcome_detail'])] + table
+    # the collected node logs split by rank (logs/rank_<r>.txt) and the rank map (module_utils/_rank_logs.py)
+    rank_logs = _rank_logs.split_node_logs(path, manifest, job_world_size(manifest), check_mode)
+    read_refused += rank_logs['refused']
+    if rank_logs['rows']:
+        manifest = dict(manifest or {}, rank_logs=rank_logs['rows'])
+        table += _rank_logs.map_lines(rank_logs['rows'])
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))
