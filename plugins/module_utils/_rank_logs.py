@@ -142,7 +142,8 @@ def split_node_logs(experiment_dir, manifest, world_size=None, check_mode=False)
     Returns ``{'rows': [{rank, node, local_rank, log, lines}], 'refused': [line, ...]}``: a row per rank the launch
     planned (the manifest's ``nodes``) or whose lines a node's log holds. ``node`` is the node whose log holds the
     rank's lines (the planned one when none does), ``local_rank`` its place among that node's planned ranks (None
-    when it was not planned there), ``log`` the path below the experiment (None without a line), ``lines`` how many.
+    when it was not planned there), ``log`` the path below the experiment (None without a line), ``lines`` how many
+    (None: its node's log was not collected).
     """
     planned = node_ranks(manifest)
     rows = {}
@@ -160,6 +161,9 @@ def split_node_logs(experiment_dir, manifest, world_size=None, check_mode=False)
                 refused.append('%s: %s' % (node, exc))
                 continue
             if handle is None:
+                for rank in ranks:
+                    if rows[rank]['node'] == node and rows[rank]['lines'] == 0:
+                        rows[rank]['lines'] = None  # not collected (yet)
                 continue
             with handle:
                 rank = None
@@ -169,7 +173,7 @@ def split_node_logs(experiment_dir, manifest, world_size=None, check_mode=False)
                     if rank is None:
                         continue
                     row = rows.get(rank)
-                    if row is None or (row['lines'] == 0 and row['node'] != node):
+                    if row is None or (not row['lines'] and row['node'] != node):
                         row = rows[rank] = dict(rank=rank, node=node, log=None, lines=0,
                                                 local_rank=ranks.index(rank) if rank in ranks else None)
                     if not continued:
@@ -190,7 +194,7 @@ def map_lines(rows, label='rank map', width=10):
         return []
     table = [('rank', 'node', 'local rank', 'log')]
     table += [(str(row['rank']), row['node'], '-' if row['local_rank'] is None else str(row['local_rank']),
-               row['log'] or '(no lines)') for row in rows[:MAX_MAP_ROWS_SHOWN]]
+               row['log'] or ('(not collected)' if row['lines'] is None else '(no lines)')) for row in rows[:MAX_MAP_ROWS_SHOWN]]
     widths = [max(len(cells[i]) for cells in table) for i in range(3)]
     lines = []
     for index, cells in enumerate(table):

@@ -79,14 +79,16 @@ def test_a_rank_without_lines_is_in_the_map_and_nothing_is_written_in_check_mode
     (tmp_path / 'logs').mkdir()
     (tmp_path / 'logs' / 'node_0.txt').write_bytes(b'[rank 0] a\n')
     result = rl.split_node_logs(str(tmp_path), MANIFEST, 4, check_mode=True)
-    assert [(r['rank'], r['log']) for r in result['rows']] == [(0, 'logs/rank_0.txt'), (1, None), (2, None), (3, None)]
+    assert [(r['rank'], r['log'], r['lines']) for r in result['rows']] == [
+        (0, 'logs/rank_0.txt', 1), (1, None, 0), (2, None, None), (3, None, None)]
     assert os.listdir(str(tmp_path / 'logs')) == ['node_0.txt']
-    assert rl.map_lines(result['rows'])[2] == '           :    1  node0           1  (no lines)'
+    assert rl.map_lines(result['rows'])[2:4] == ['           :    1  node0           1  (no lines)',
+                                                 '           :    2  node1           0  (not collected)']
 
 
 def test_a_rank_on_another_node_than_planned_is_mapped_where_its_lines_are(tmp_path):
     (tmp_path / 'logs').mkdir()
-    (tmp_path / 'logs' / 'node_1.txt').write_bytes(b'[rank 0] moved\n')
+    (tmp_path / 'logs' / 'node_1.txt').write_bytes(b'[rank 0] moved\n')  # node0's log is not there
     rows = rl.split_node_logs(str(tmp_path), MANIFEST, 4)['rows']
     assert rows[0] == dict(rank=0, node='node1', local_rank=None, log='logs/rank_0.txt', lines=1)
 
