@@ -66,11 +66,11 @@ class ActionModule(ActionBase):
         if args['follow']:
             result.update(self._follow(args, task_vars, run_id, node))
         else:
-            result.update(self._collected(args, path, manifest))
+            result.update(self._collected(args, path, manifest, node, node_rank))
         return result
 
-    def _collected(self, args, path, manifest):
-        """The end of the rank's log in the experiment (logs/rank_<r>.txt)."""
+    def _collected(self, args, path, manifest, node, node_rank):
+        """The end of the rank's log in the experiment (logs/rank_<r>.txt), printed after a line naming it."""
         log = os.path.join(path, _rank_logs.LOG_DIR, _rank_logs.rank_log_name(args['rank']))
         try:
             tail = _rank_logs.tail_file(log, args['lines'])
@@ -81,6 +81,10 @@ class ActionModule(ActionBase):
                    else 'the job has not been collected yet (it runs, or status.yml collects it once it has ended)')
             raise AnsibleActionFail('rank %d has no log in %s: %s. Follow it live on its node with -e follow=true.'
                                     % (args['rank'], path, why))
+        self._show('rank %d on %s (node rank %d): %s%s' % (args['rank'], node, node_rank, log,
+                                                          ' (its last %d lines)' % len(tail['lines']) if tail['truncated'] else ''))
+        for line in tail['lines']:
+            self._show(line)
         return dict(log=log, lines=tail['lines'], truncated=tail['truncated'], changed=False)
 
     def _follow(self, args, task_vars, run_id, node):

@@ -15,8 +15,9 @@ description:
   - Runs on the controller (an action plugin). Finds the experiment O(run_id) under O(experiments_dir), or the latest
     launched one (its C(manifest.json)'s C(launched_at)), and the node the launch put rank O(rank) on (the manifest's
     C(nodes)).
-  - Without O(follow), returns the last O(lines) lines of the rank's log in the experiment, C(logs/rank_<rank>.txt),
-    which the collect writes when the job has ended. It reads at most the last 4 MiB of it.
+  - Without O(follow), prints and returns the last O(lines) lines of the rank's log in the experiment,
+    C(logs/rank_<rank>.txt), which the collect writes when the job has ended, after a line that names the rank's node
+    and the log. It reads at most the last 4 MiB of it.
   - With O(follow=true), on the host that runs the rank only (the others are skipped), prints the rank's lines as
     the node's log grows, asking the node (M(trainops.multinode.node_log)) for at most 1 MiB at a time, and ends when
     the run has ended on that node, after O(follow_timeout) seconds, or on Ctrl-C.
@@ -93,11 +94,6 @@ EXAMPLES = r"""
     rank: 5
   run_once: true
   register: rank_5
-
-- name: Print them
-  ansible.builtin.debug:
-    msg: "{{ rank_5.lines }}"
-  run_once: true
 """
 
 RETURN = r"""

@@ -629,7 +629,9 @@ def test_srun_checkpoint_signal_before_the_steps_time_limit_then_timed_out(alloc
     logged = {}
     for index, name in enumerate(allocation.nodes):
         with open(os.path.join(experiment['path'], 'logs', 'node_%d.txt' % index)) as handle:
-            lines = [line.strip() for line in handle if line.startswith('[trainops] checkpoint at global step ')]
+            # each rank's line starts with torchrun's [rank N] prefix (roles/job/README.md, Per-rank logs)
+            lines = [line.split('] ', 1)[1].strip() for line in handle
+                     if line.startswith('[rank ') and line.split('] ', 1)[1].startswith('[trainops] checkpoint at global step ')]
         print('%s logged:\n  %s' % (name, '\n  '.join(lines)))
         assert sorted(int(line.split('rank=')[1].split('/')[0]) for line in lines) == [2 * index, 2 * index + 1], lines
         assert all(line.endswith('/8') and ' on SIGUSR1 node=' in line for line in lines), lines

@@ -44,6 +44,8 @@ def test_a_rank_s_collected_lines_and_its_node(experiments):
     plugin, task_vars = action({'experiments_dir': str(experiments), 'rank': 3})
     result = plugin.run(task_vars=task_vars)
     assert result['lines'] == ['step=1', 'step=2'] and result['truncated'] is False
+    assert [c.args[0] for c in plugin._display.display.call_args_list] == [
+        'rank 3 on node1 (node rank 1): %s' % (experiments / 'run1' / 'logs' / 'rank_3.txt'), 'step=1', 'step=2']
     assert (result['node'], result['node_rank'], result['world_size'], result['run_id']) == ('node1', 1, 4, 'run1')
 
 
