@@ -81,8 +81,8 @@ class ActionModule(ActionBase):
                    else 'the job has not been collected yet (it runs, or status.yml collects it once it has ended)')
             raise AnsibleActionFail('rank %d has no log in %s: %s. Follow it live on its node with -e follow=true.'
                                     % (args['rank'], path, why))
-        self._show('rank %d on %s (node rank %d): %s%s' % (args['rank'], node, node_rank, log,
-                                                          ' (its last %d lines)' % len(tail['lines']) if tail['truncated'] else ''))
+        shown = ' (its last %d lines)' % len(tail['lines']) if tail['truncated'] else ''
+        self._show('rank %d on %s (node rank %d): %s%s' % (args['rank'], node, node_rank, log, shown))
         for line in tail['lines']:
             self._show(line)
         return dict(log=log, lines=tail['lines'], truncated=tail['truncated'], changed=False)
