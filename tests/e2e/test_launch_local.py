@@ -270,6 +270,9 @@ def test_a_crashing_rank_fails_fast_stops_every_node_and_collects_logs(lab):
     path = experiment['path']
     assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     assert 'debug failure injected' in open(os.path.join(path, 'logs', 'node_0.txt')).read()
+    # the failing rank's traceback is in its own log, not in its neighbour's
+    assert 'debug failure injected' in open(os.path.join(path, 'logs', 'rank_1.txt')).read()
+    assert 'debug failure injected' not in open(os.path.join(path, 'logs', 'rank_0.txt')).read()
     manifest = json.load(open(os.path.join(path, 'manifest.json')))
     assert manifest['outcome'] == 'failed'
     assert manifest['results']['node0']['exit_code'] != 0
