@@ -922,7 +922,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     launcher ended the job at a time limit (_launchers.Launcher.time_limit; kept in the manifest as the launcher's
     end_record says, e.g. ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
     ``checkpoint`` and a line of the table. ``straggler_threshold`` (None: the manifest's ``parameters``' one, else
-    _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`).
+    _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`). The collected node logs are split by rank
+    (module_utils/_rank_logs.py): the manifest's ``rank_logs`` and the table's rank map.
     ``attempt`` (with ``results``; a launch with retries, module_utils/_retries.py: ``number``, ``first``, ``previous``,
     ``retries``, ``rows``, ``resumed_from``) adds the attempt's links, every attempt's row and whether this one is
     retried (``retry``) to the manifest, the table (when retries are on) and the result.
