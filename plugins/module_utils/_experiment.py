@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _retries, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _rank_logs, _retries, _stragglers
 
 
 LOG_DIR = 'logs'
@@ -922,7 +922,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     launcher ended the job at a time limit (_launchers.Launcher.time_limit; kept in the manifest as the launcher's
     end_record says, e.g. ``slurm_end``). The job's last checkpoint (rank 0's ``checkpoint.json``) is the manifest's
     ``checkpoint`` and a line of the table. ``straggler_threshold`` (None: the manifest's ``parameters``' one, else
-    _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`).
+    _stragglers.DEFAULT_THRESHOLD) is the summary's (:func:`summarize`). The collected node logs are split by rank
+    (module_utils/_rank_logs.py): the manifest's ``rank_logs`` and the table's rank map.
     ``attempt`` (with ``results``; a launch with retries, module_utils/_retries.py: ``number``, ``first``, ``previous``,
     ``retries``, ``rows``, ``resumed_from``) adds the attempt's links, every attempt's row and whether this one is
     retried (``retry``) to the manifest, the table (when retries are on) and the result.
@@ -972,6 +973,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
                 table += _retries.lines(recorded['attempts'], attempt.get('retries') or 0)
     elif (manifest or {}).get('outcome_detail'):
         table = ['{0:<10} : {1}'.format('outcome', manifest['outcome_detail'])] + table
+    # the collected node logs split by rank (logs/rank_<r>.txt) and the rank map (module_utils/_rank_logs.py)
+    rank_logs = _rank_logs.split_node_logs(path, manifest, job_world_size(manifest), check_mode)
+    read_refused += rank_logs['refused']
+    if rank_logs['rows']:
+        manifest = dict(manifest or {}, rank_logs=rank_logs['rows'])
+        table += _rank_logs.map_lines(rank_logs['rows'])
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))

@@ -87,6 +87,23 @@ CHECKPOINT_SIGNAL_NAMES = tuple(name[len('SIG'):] for name in CHECKPOINT_SIGNALS
 """The same as ``trainops_checkpoint_signal`` and ``scancel --signal`` write them (``USR1``, ``USR2``)."""
 
 
+RANK_LOG_PREFIX = '[rank ${rank}] '
+"""The prefix of every line a rank writes, in node.log (torchrun's ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``:
+``${rank}`` is the global rank). module_utils/_rank_logs.py splits a node's log by it."""
+RANK_LOG_DIR = 'ranks'
+"""torchrun's ``--log-dir`` below the run directory: its own per-rank stdout.log/stderr.log
+(``<rdzv id>_<random>/attempt_<n>/<local rank>/``)."""
+
+
+def rank_log_environment(run_dir, env):
+    """What torchrun is given so that each rank's lines reach node.log with a rank prefix: ``--tee 3`` (stdout and
+    stderr of every rank, to torchrun's own output and to a file) and ``--log-dir <run_dir>/ranks`` as torchrun's
+    ``PET_*`` variables, and :data:`RANK_LOG_PREFIX`. A variable the launch's env already sets is left as it is."""
+    wanted = {'PET_TEE': '3', 'PET_LOG_DIR': os.path.join(run_dir, RANK_LOG_DIR),
+              'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE': RANK_LOG_PREFIX}
+    return dict((name, value) for name, value in wanted.items() if name not in env)
+
+
 def iso(epoch):
     """ISO 8601 UTC time, seconds precision."""
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
@@ -334,6 +351,7 @@ class Supervisor(object):
     def start_torchrun(self, job_umask):
         """Start torchrun in a new session, output appended to node.log, with the umask the supervisor came with."""
         env = self.torchrun_env = rank_environment(self.job, os.environ)
+        env.update(rank_log_environment(self.run_dir, env))
         if self.job.get('login_env_omitted'):
             log('not passed on from the login environment (the names look like secrets; name them in '
                 'trainops_secret_env): %s' % ', '.join(self.job['login_env_omitted']))

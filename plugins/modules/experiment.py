@@ -19,6 +19,9 @@ description:
     (one directory per logical node, as the job role's collect fetches them),
     computes a run summary and writes it, merged into O(manifest), to C(manifest.json), plus a human-readable table to
     C(summary.txt).
+  - With O(state=reported), also splits the collected node logs C(logs/node_<n>.txt) by their C([rank N]) prefix into
+    C(logs/rank_<rank>.txt), one per rank, and writes the rank map (rank, node, local rank, log) to the manifest's
+    C(rank_logs) and the end of C(summary.txt). The nodes and their ranks come from O(manifest)'s C(nodes).
   - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

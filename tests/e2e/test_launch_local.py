@@ -92,7 +92,9 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
     assert lab.experiment_dirs() == [path]
 
     # every node's log and every rank's metrics came back, each node's outputs in its own outputs/<node>/
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    # and each rank's lines in logs/rank_<rank>.txt, split from its node's log by torchrun's [rank N] prefix
+    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt'] + [
+        'rank_%d.txt' % r for r in range(4)]
     assert sorted(os.listdir(os.path.join(path, 'outputs'))) == ['node0', 'node1']
     metrics = sorted(glob.glob(os.path.join(path, 'outputs', '*', 'rank_*_metrics.jsonl')))
     assert [os.path.relpath(m, os.path.join(path, 'outputs')) for m in metrics] == [
@@ -157,6 +159,29 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
         assert seen['env']['GLOO_SOCKET_IFNAME'] == 'lo' and seen['env']['NCCL_SOCKET_IFNAME'] == '=lo'
 
     assert not lab.leftovers()
+
+    # per-rank logs (the demo's local rank 0 prints the progress, every rank its last line): node1's log holds
+    # ranks 2 and 3, each line prefixed; rank 3's own log has only its lines; the
+    # rank map is in summary.txt and the manifest
+    node1_log = open(os.path.join(path, 'logs', 'node_1.txt')).read()
+    assert re.search(r'^\[rank 3\] \[trainops\] done node=\S+ rank=3/4 final_loss=', node1_log, re.M), node1_log[-2000:]
+    rank3 = open(os.path.join(path, 'logs', 'rank_3.txt')).read()
+    assert re.search(r'^\[trainops\] done node=\S+ rank=3/4 final_loss=', rank3, re.M) and '[rank ' not in rank3, rank3[-2000:]
+    assert not re.search(r'rank=[012]/4', rank3)
+    assert [(r['rank'], r['node'], r['local_rank'], r['log']) for r in manifest['rank_logs']] == [
+        (r, 'node%d' % (r // 2), r % 2, 'logs/rank_%d.txt' % r) for r in range(4)]
+    assert table[-5:] == ['rank map   : rank  node   local rank  log'] + [
+        '           :    %d  node%d           %d  logs/rank_%d.txt' % (r, r // 2, r % 2, r) for r in range(4)], table
+    # logs.yml prints rank 3's lines, and no other rank's; follow=true reads them from the node (the job has ended
+    # there: it prints them all and stops)
+    for extra, heading in (({'rank': 3}, 'rank 3 on node1 (node rank 1): %s/logs/rank_3.txt' % path),
+                           ({'rank': 3, 'follow': True}, 'Follow the rank')):
+        shown = lab.run('playbooks/logs.yml', extra, timeout=120)
+        assert shown.returncode == 0, shown.stdout[-3000:]
+        assert heading in shown.stdout, shown.stdout
+        assert re.search(r'rank=3/4 final_loss=', shown.stdout) and not re.search(r'rank=[012]/4', shown.stdout), shown.stdout
+    missing = lab.run('playbooks/logs.yml', {'rank': 4}, timeout=120)
+    assert missing.returncode != 0 and "rank 4 is not one of the job's ranks (0 to 3)" in missing.stdout, missing.stdout
 
     # a second launch gets its own directory; the first is untouched. Its node1 is a straggler on purpose
     # (files/workspace/train.py: every rank of node rank 1 takes 0.2 s longer per step): named while it runs and in
@@ -243,8 +268,11 @@ def test_a_crashing_rank_fails_fast_stops_every_node_and_collects_logs(lab):
     experiment = proc.summary['artifact_data']['trainops_experiment']
     assert experiment['outcome'] == 'failed' and experiment['failed_nodes'] == ['node0']
     path = experiment['path']
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     assert 'debug failure injected' in open(os.path.join(path, 'logs', 'node_0.txt')).read()
+    # the failing rank's traceback is in its own log, not in its neighbour's
+    assert 'debug failure injected' in open(os.path.join(path, 'logs', 'rank_1.txt')).read()
+    assert 'debug failure injected' not in open(os.path.join(path, 'logs', 'rank_0.txt')).read()
     manifest = json.load(open(os.path.join(path, 'manifest.json')))
     assert manifest['outcome'] == 'failed'
     assert manifest['results']['node0']['exit_code'] != 0
@@ -276,7 +304,7 @@ def test_wait_false_then_status_then_stop(lab):
     assert stopped.returncode == 0, stopped.stdout[-3000:]
     assert not lab.leftovers()
     # the stopped job was collected into its experiment directory
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     manifest = json.load(open(os.path.join(path, 'manifest.json')))
     assert manifest['outcome'] == 'stopped', manifest.get('outcome_detail')
     assert manifest['outcome_detail'].startswith('stopped by the user at ')

@@ -73,7 +73,7 @@ def test_a_2x2_sweep_runs_each_point_once_and_tabulates_real_figures(lab):
         assert manifest['parameters']['channels'] == point['values']['channels'] == int(row['channels'])
         assert manifest['parameters']['threads'] == point['values']['threads'] == int(row['threads'])
         assert {n['env']['NCCL_MAX_NCHANNELS'] for n in manifest['nodes']} == {str(point['values']['channels'])}
-        assert sorted(os.listdir(os.path.join(point['experiment_dir'], 'logs'))) == ['node_0.txt', 'node_1.txt']
+        assert sorted(n for n in os.listdir(os.path.join(point['experiment_dir'], 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
         # each node's traces in its own place, profiles/<node>/
         profiles = os.path.join(point['experiment_dir'], 'profiles')
         traces = sorted(os.path.join(node, name) for node in os.listdir(profiles)

@@ -124,7 +124,7 @@ def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path)
     manifest = read_json(os.path.join(experiment['path'], 'manifest.json'))
     assert manifest['outcome'] == 'stalled' and manifest['failed_nodes']
     assert {verdict['state'] for verdict in manifest['wait'].values()} <= {'stalled', 'stopped'}
-    assert sorted(os.listdir(os.path.join(experiment['path'], 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert sorted(n for n in os.listdir(os.path.join(experiment['path'], 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     log = open(os.path.join(experiment['path'], 'logs', 'node_1.txt')).read()
     assert 'debug hang injected: rank 3' in log
     assert not job_processes(lab)
@@ -165,5 +165,5 @@ def test_sigint_mid_wait_then_status_collects_the_real_outcome(lab, tmp_path):
     manifest = read_json(os.path.join(path, 'manifest.json'))
     print('outcome line:', manifest['outcome_detail'])
     assert manifest['outcome'] == 'succeeded' and manifest['interrupted_at']
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_0.txt', 'node_1.txt']
+    assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     assert not job_processes(lab)

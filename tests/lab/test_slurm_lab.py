@@ -628,7 +628,7 @@ def test_srun_status_and_stop_find_the_step_with_and_without_run_id_and_cancel_i
     assert stop.returncode == 0, stop.stdout[-6000:]
     assert 'scancel' not in stop.failure_text
     manifest = stopped_by_the_user(allocation, path)
-    assert sorted(os.listdir(os.path.join(path, 'logs'))) == ['node_%d.txt' % r for r in range(4)]
+    assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_%d.txt' % r for r in range(4)]
     # each node's supervisor stopped torchrun on the step's SIGTERM and recorded its end before the cancel (the SSH
     # stop, pids signalled, would have left torchrun's SIGTERM exit)
     assert {r['status'] for r in manifest['results'].values()} == {'exited'}, manifest['results']
@@ -662,7 +662,9 @@ def test_srun_checkpoint_signal_before_the_steps_time_limit_then_timed_out(alloc
     logged = {}
     for index, name in enumerate(allocation.nodes):
         with open(os.path.join(experiment['path'], 'logs', 'node_%d.txt' % index)) as handle:
-            lines = [line.strip() for line in handle if line.startswith('[trainops] checkpoint at global step ')]
+            # each rank's line starts with torchrun's [rank N] prefix (roles/job/README.md, Per-rank logs)
+            lines = [line.split('] ', 1)[1].strip() for line in handle
+                     if line.startswith('[rank ') and line.split('] ', 1)[1].startswith('[trainops] checkpoint at global step ')]
         print('%s logged:\n  %s' % (name, '\n  '.join(lines)))
         assert sorted(int(line.split('rank=')[1].split('/')[0]) for line in lines) == [2 * index, 2 * index + 1], lines
         assert all(line.endswith('/8') and ' on SIGUSR1 node=' in line for line in lines), lines

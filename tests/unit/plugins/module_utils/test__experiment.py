@@ -282,6 +282,20 @@ def test_report_writes_manifest_and_is_idempotent(experiment):
     assert json.loads(manifest_path.read_text())['summary']['steps'] == 4
 
 
+def test_report_splits_the_node_logs_by_rank_and_writes_the_rank_map(experiment):
+    (experiment / 'logs' / 'node_0.txt').write_bytes(b'torchrun banner\n[rank 1] one\n[rank 0] zero\n')
+    manifest = {'world_size': 2, 'nodes': [{'host': 'gpu1', 'ranks': [0, 1]}]}
+    result = exp.report_experiment(str(experiment), manifest)
+    assert result['table'][-3:] == ['rank map   : rank  node  local rank  log',
+                                    '           :    0  gpu1           0  logs/rank_0.txt',
+                                    '           :    1  gpu1           1  logs/rank_1.txt']
+    written = json.loads((experiment / 'manifest.json').read_text())
+    assert [(r['rank'], r['node'], r['local_rank'], r['log'], r['lines']) for r in written['rank_logs']] == [
+        (0, 'gpu1', 0, 'logs/rank_0.txt', 1), (1, 'gpu1', 1, 'logs/rank_1.txt', 1)]
+    assert (experiment / 'logs' / 'rank_1.txt').read_text() == 'one\n'
+    assert exp.report_experiment(str(experiment), manifest)['changed'] is False
+
+
 def test_report_check_mode_writes_nothing(experiment):
     write_metrics(experiment, 0, [record(0, 1, world_size=1)])
     result = exp.report_experiment(str(experiment), {}, check_mode=True)
