@@ -136,8 +136,9 @@ def fake_scontrol(tmp_path, job_id, nodelist, gres):
         text = handle.read()
     text = text.replace('JobId=1 ', 'JobId=%s ' % job_id).replace('NodeList=lab-node[01-02]', 'NodeList=%s' % nodelist)
     text = text.replace('   TresPerNode=gres:gpu:4\n', '')   # what the job asks per node is what it holds
+    # the lab's job held one CPU a node; a GPU job as clusters allocate it holds CPUs for its ranks (CPU_IDs=0-15)
     text = text.replace('Nodes=lab-node[01-02] CPU_IDs=0 Mem=0 GRES=gpu:labgpu:4(IDX:0-3)',
-                        'Nodes=%s CPU_IDs=0 Mem=0 GRES=%s' % (nodelist, gres))
+                        'Nodes=%s CPU_IDs=0-15 Mem=0 GRES=%s' % (nodelist, gres))
     bindir = tmp_path / 'slurm-bin'
     bindir.mkdir(exist_ok=True)
     (bindir / 'scontrol.txt').write_text(text)
