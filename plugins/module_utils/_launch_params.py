@@ -128,11 +128,11 @@ def _nccl_problems(params):
         number = _integer(min_channels)
         if number is None or number < BY_KEY['min_channels'].low:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must be unset or an integer '
-                            'from %d to channels (e.g. -e channels=32 min_channels=16)'
+                            'from %d to channels (e.g. -e channels=32 -e min_channels=16)'
                             % (min_channels, BY_KEY['min_channels'].low))
         elif channels_number is not None and number > channels_number:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must not exceed channels=%s '
-                            '(e.g. -e channels=%s min_channels=%s)'
+                            '(e.g. -e channels=%s -e min_channels=%s)'
                             % (min_channels, channels, channels, channels_number))
     threads = params.get('threads')
     if not is_unset(threads):
