@@ -32,6 +32,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._local_copy imp
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
     RsyncError,
+    code_only_opts,
     remote_path,
     rsync_argv,
     run_rsync,
@@ -45,6 +46,7 @@ ARGUMENT_SPEC = dict(
     archive=dict(type='bool', default=True),
     compress=dict(type='bool', default=False),
     rsync_opts=dict(type='list', elements='str', default=[]),
+    code_only=dict(type='bool', default=False),
 )
 
 SSH = ('ssh', 'ansible.builtin.ssh')
@@ -89,6 +91,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars or {})
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if args['code_only']:
+            args['rsync_opts'] = code_only_opts(args['src']) + list(args['rsync_opts'])
         transport = self._connection.transport
         check_mode = bool(self._task.check_mode)
         without_rsync = None

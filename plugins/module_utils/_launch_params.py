@@ -49,6 +49,7 @@ _ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _MODULE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 
 SHIPPED_SCRIPT = 'train.py'
+SHIPPED_CONFIG = 'config/default.yaml'
 """The shipped workspace's script (files/workspace/train.py): the one ``pass_config_args=auto`` gives our config arguments."""
 
 _TRUE = ('true', 'yes', 'on', '1')
@@ -152,13 +153,16 @@ def _module(params):
 def config_args_passed(params):
     """Whether the entrypoint gets our config arguments (``--config ... --override ...``): ``pass_config_args``
     true or false as given; ``auto`` (or anything else) only for the script ``train.py``, not a module, whose
-    workspace on the controller (``workspace_src``) holds the config file (``config``): the shipped workspace, or a
-    copy of it. A script of the user's own gets exactly its ``script_args``."""
+    workspace on the controller (``workspace_src``) holds the shipped config file (the shipped workspace, or a copy of
+    it), or that is given another ``config`` or ``overrides``. A script of the user's own gets exactly its
+    ``script_args``."""
     value = str(params.get('pass_config_args')).strip().lower()
     if value in _TRUE or value in _FALSE:
         return value in _TRUE
-    return bool(not _module(params) and str(params.get('script')) == SHIPPED_SCRIPT
-                and os.path.isfile(os.path.join(str(params.get('workspace_src')), str(params.get('config')))))
+    if _module(params) or str(params.get('script')) != SHIPPED_SCRIPT:
+        return False
+    asked = str(params.get('config')) != SHIPPED_CONFIG or (_is_list(params.get('overrides')) and params['overrides'])
+    return bool(asked or os.path.isfile(os.path.join(str(params.get('workspace_src')), SHIPPED_CONFIG)))
 
 
 def _entry_problems(params):
@@ -197,7 +201,14 @@ def _entry_problems(params):
         except re.error as exc:
             problems.append('progress_pattern=%s: not a Python regular expression (%s) (e.g. -e '
                             '\'progress_pattern=step (\\d+)\')' % (pattern, exc))
+    overrides = params.get('overrides')
     value = str(params.get('pass_config_args')).strip().lower()
+    # (only where the overrides, the module and pass_config_args are good: a bad one is its own line)
+    well_formed = (_is_list(overrides) and overrides and all(isinstance(o, str) and _OVERRIDE.match(o) for o in overrides)
+                   and value in _TRUE + _FALSE + ('auto',) and (not module or _MODULE.fullmatch(module)))
+    if well_formed and not config_args_passed(params):
+        problems.append('overrides=%s: config overrides go only to the shipped train.py, with --config; give your '
+                        'script\'s own arguments in args (e.g. -e \'args=--lr 0.1\')' % ', '.join(str(o) for o in overrides))
     if value not in _TRUE + _FALSE + ('auto',):
         problems.append('trainops_pass_config_args=%s: must be auto, true or false (e.g. -e '
                         'trainops_pass_config_args=false)' % (params.get('pass_config_args'),))
@@ -394,6 +405,8 @@ def launch_problems(params, which=shutil.which):
         _boolean_rule(params, 'allow_dirty', 'allow_dirty', 'accepting uncommitted changes (trainops_allow_dirty)'),
         _boolean_rule(params, 'wait', 'wait', 'waiting for the job (trainops_wait)'),
         _boolean_rule(params, 'replace', 'replace', 'replacing a running job (trainops_replace)'),
+        _list_rule(params, 'sync_exclude', 'sync_exclude', 'what the workspace sync leaves out',
+                   '-e \'{"sync_exclude": ["data/", "*.ckpt"]}\''),
         _list_rule(params, 'command_prefix', 'trainops_command_prefix', 'the wrapper before torchrun',
                    'trainops_command_prefix: [nsys, profile]'),
     ]

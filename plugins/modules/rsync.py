@@ -79,6 +79,13 @@ options:
     type: list
     elements: str
     default: []
+  code_only:
+    description:
+      - Copy only the code of O(src) - leave out C(.git), virtual environments (C(.venv), C(venv) and any directory
+        that holds a C(pyvenv.cfg)) and C(__pycache__) at every depth, and what the C(.gitignore) files exclude
+        (rsync's C(--filter=':- .gitignore'), when O(src) has a C(.gitignore)). These rules come before O(rsync_opts).
+    type: bool
+    default: false
 requirements:
   - rsync on the controller and on the host, except for the local copy
 seealso:

@@ -62,6 +62,12 @@ def user_code(root):
         with open(os.path.join(src, path), 'w') as handle:
             handle.write(USER_MAIN)
     open(os.path.join(src, 'mypkg', '__init__.py'), 'w').close()
+    # what the sync leaves out: git's data, environments, what .gitignore and sync_exclude list
+    for path in ('.git/HEAD', '.venv/bin/python', 'env311/pyvenv.cfg', 'data/big.bin', 'scratch/notes.txt'):
+        os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
+        open(os.path.join(src, path), 'w').close()
+    with open(os.path.join(src, '.gitignore'), 'w') as handle:
+        handle.write('/data/\n')
     return src
 
 
@@ -98,9 +104,12 @@ def check_launch(lab, proc, before):
 def test_a_script_of_the_users_own_gets_exactly_its_arguments_as_a_file_and_as_a_module(lab, tmp_path):
     src = user_code(tmp_path)
     knobs = {'src': src, 'args': ARGS, 'nproc': 1, 'trainops_poll_interval': 1, 'trainops_progress_interval': 1}
-    proc = lab.run('playbooks/launch.yml', dict(knobs, script='my_train.py'), timeout=300)
+    proc = lab.run('playbooks/launch.yml', dict(knobs, script='my_train.py', sync_exclude=['scratch/']), timeout=300)
     manifest = check_launch(lab, proc, [])
     assert manifest['parameters']['script'] == 'my_train.py' and manifest['parameters']['script_args'] == EXPECTED
+    for node in ('node0', 'node1'):
+        synced = sorted(os.listdir(os.path.join(lab.nodes, node, 'workspace')))
+        assert [name for name in synced if not name.startswith('.trainops')] == ['.gitignore', 'my_train.py', 'mypkg'], synced
 
     before = lab.experiment_dirs()
     proc = lab.run('playbooks/launch.yml', dict(knobs, module='mypkg.train'), timeout=300)

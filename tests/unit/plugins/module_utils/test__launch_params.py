@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -29,7 +31,7 @@ def good(tmp_path):
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
         'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local', 'retries': 0,
-        'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
+        'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'], 'sync_exclude': [],
     }
 
 
@@ -50,7 +52,6 @@ def test_the_defaults_fit(good):
     {'env': {'NCCL_DEBUG': 'INFO'}, 'secret_env': {'HF_TOKEN': 'hunter2'}},
     {'script': 'missing.py', 'config': 'missing.yaml', 'sync_workspace': False},
     {'config': 'missing.yaml', 'pass_config_args': False},
-    {'config': 'missing.yaml', 'pass_config_args': 'auto'},
     {'script_args': '--lr 0.1 --name "run 1"', 'module': 'torchtitan.train', 'progress_pattern': r'loss=(\S+)'},
 ])
 def test_good_values_give_no_line(good, values):
@@ -314,9 +315,22 @@ def test_a_module_is_no_script_file_and_takes_no_profiler(good):
     ({'pass_config_args': 'auto'}, True),
     ({'pass_config_args': 'auto', 'script': 'mine.py'}, False),   # a script of the user's own gets its args only
     ({'pass_config_args': 'auto', 'module': 'pkg.train'}, False),
-    ({'pass_config_args': 'auto', 'config': 'other.yaml'}, False),  # a train.py of the user's own, no config of ours
+    ({'pass_config_args': 'auto', 'config': 'other.yaml'}, True),   # a config asked for by name
+    ({'pass_config_args': 'auto', 'overrides': ['a.b=1'], 'script': 'mine.py'}, False),
     ({'pass_config_args': 'true', 'script': 'mine.py'}, True),
     ({'pass_config_args': False}, False),
 ])
 def test_config_arguments_go_only_to_the_shipped_script_unless_asked(good, values, passed):
     assert config_args_passed(dict(good, **values)) is passed
+
+
+def test_a_train_py_of_the_users_own_gets_no_config_and_overrides_for_it_are_refused(good, tmp_path):
+    os.remove(str(tmp_path / 'config' / 'default.yaml'))
+    assert config_args_passed(dict(good, pass_config_args='auto')) is False
+    # overrides ask for the config arguments: the config must then exist
+    assert [line.split(':')[0] for line in launch_problems(dict(good, pass_config_args='auto', overrides=['a.b=1']))] == [
+        'config=config/default.yaml']
+    (tmp_path / 'mine.py').write_text('')
+    assert launch_problems(dict(good, pass_config_args='auto', script='mine.py', overrides=['a.b=1'])) == [
+        'overrides=a.b=1: config overrides go only to the shipped train.py, with --config; give your script\'s own '
+        'arguments in args (e.g. -e \'args=--lr 0.1\')']
