@@ -32,6 +32,7 @@ role variables itself (``role_settings``): the same values the filter ``knob_val
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections import namedtuple
@@ -60,8 +61,8 @@ Knob = namedtuple('Knob', [
     'setting',      # the nccl_env setting (module option) it is passed as, or None
     'env',          # the variables that setting decides (a tuple; empty when none of its own)
     'type',         # the role variable's type in the argument specs (raw where -e gives a string for a number)
-    'kind',         # what its value is: int, bool, argv (a string is split as a shell would: argv()), ... (None: as
-                    # type); the manifest records it so
+    'kind',         # what its value is: int, bool, argv (a string is split as a shell would: argv()), path (on the
+                    # controller, made absolute: controller_path()), ... (None: as type); the manifest records it so
     'option_type',  # the nccl_env module option's type (None: no option)
     'low',          # an integer knob's range (None: no bound); such a knob may be unset
     'high',
@@ -148,7 +149,8 @@ KNOBS = (
     # the job's other knobs
     # the user's code: the workspace on the controller, its entrypoint (a file in it, or a module as python -m runs it),
     # the entrypoint's own arguments (a string split as a shell would, or a list) and what its progress lines match
-    _knob('workspace_src', short='src', type='str', per_node=False, launch=True, what='the workspace on the controller'),
+    _knob('workspace_src', short='src', type='str', kind='path', per_node=False, launch=True,
+          what='the workspace on the controller'),
     _knob('script', short='script', type='str', manifest=True, launch=True),
     _knob('module', short='module', type='str', manifest=True, launch=True),
     _knob('script_args', short='args', type='raw', kind='argv', manifest=True, launch=True),
@@ -240,6 +242,14 @@ def argv(value):
     return value
 
 
+def controller_path(value):
+    """A path on the controller as an absolute one: ``~`` expanded, a relative path from the directory ansible-playbook
+    runs in (``-e src=~/src/myproject``, ``-e src=.``); what is no string, or empty, as it is."""
+    if isinstance(value, str) and value.strip():
+        return os.path.realpath(os.path.expanduser(value.strip()))
+    return value
+
+
 def _truth(value):
     return str(value).strip().lower() in ('true', 'yes', 'on', '1')
 
@@ -326,6 +336,8 @@ def values(values, use, given=None):
             result[knob.key] = given.get(knob.short, value)
             if knob.kind == 'argv':
                 result[knob.key] = argv(result[knob.key])
+            elif knob.kind == 'path':
+                result[knob.key] = controller_path(result[knob.key])
         elif use == 'launch':
             result[knob.key] = given.get(knob.key, value) if knob.short else value
         elif use == 'manifest':
