@@ -38,9 +38,15 @@ _value:
   elements: str
 """
 
-from ansible_collections.trainops.multinode.plugins.module_utils._rsync import code_only_opts
+from ansible_collections.trainops.multinode.plugins.module_utils._rsync import code_only_opts, marker_text
+from ansible_collections.trainops.multinode.plugins.module_utils._rsync import source_problem as _source_problem
+
+
+def source_problem(recorded, source, where):
+    """The filter source_problem (plugins/filter/source_problem.yml): the line, or ''."""
+    return _source_problem(marker_text(str(recorded or '').encode('utf-8')), str(source), str(where)) or ''
 
 
 class FilterModule(object):
     def filters(self):
-        return {'code_excludes': code_only_opts}
+        return {'code_excludes': code_only_opts, 'source_problem': source_problem}

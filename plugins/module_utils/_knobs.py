@@ -156,6 +156,8 @@ KNOBS = (
     _knob('script_args', short='args', type='raw', kind='argv', manifest=True, launch=True),
     _knob('progress_pattern', short='progress_pattern', type='str', launch=True),
     _knob('sync_exclude', short='sync_exclude', type='list', launch=True, what='what the workspace sync leaves out'),
+    _knob('replace_source', short='replace_source', kind='bool', launch=True,
+          what='syncing over a workspace that holds another source'),
     _knob('config', short='config', type='str', sweep=True, manifest=True, launch=True),
     _knob('overrides', short='overrides', type='list', manifest=True, launch=True),
     _knob('master_port', short='master_port', kind='int', low=1024, high=65535, per_node=False, manifest=True,

@@ -405,6 +405,8 @@ def launch_problems(params, which=shutil.which):
         _boolean_rule(params, 'allow_dirty', 'allow_dirty', 'accepting uncommitted changes (trainops_allow_dirty)'),
         _boolean_rule(params, 'wait', 'wait', 'waiting for the job (trainops_wait)'),
         _boolean_rule(params, 'replace', 'replace', 'replacing a running job (trainops_replace)'),
+        _boolean_rule(params, 'replace_source', 'replace_source',
+                      'syncing over a workspace that holds another source (trainops_replace_source)'),
         _list_rule(params, 'sync_exclude', 'sync_exclude', 'what the workspace sync leaves out',
                    '-e \'{"sync_exclude": ["data/", "*.ckpt"]}\''),
         _list_rule(params, 'command_prefix', 'trainops_command_prefix', 'the wrapper before torchrun',

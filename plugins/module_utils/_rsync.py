@@ -127,3 +127,34 @@ def code_only_opts(src):
     if os.path.isfile(os.path.join(src, '.gitignore')):
         opts.append(GITIGNORE_FILTER)
     return opts
+
+
+SOURCE_MARKER = '.trainops-source'
+"""The file in a synced directory that names the source it holds (the launch's workspace sync, code_sync's rsync)."""
+MAX_MARKER_BYTES = 4096
+
+
+def read_marker(directory):
+    """The source a local directory's SOURCE_MARKER names, or None (no marker; a link or no regular file is none)."""
+    try:
+        fd = os.open(os.path.join(directory, SOURCE_MARKER), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, 'O_NONBLOCK', 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, 'rb') as handle:
+        return marker_text(handle.read(MAX_MARKER_BYTES))
+
+
+def marker_text(data):
+    """The source in a marker's bytes (its first line, at most MAX_MARKER_BYTES), or None when empty."""
+    text = data[:MAX_MARKER_BYTES].decode('utf-8', 'replace').split('\n', 1)[0].strip()
+    return text or None
+
+
+def source_problem(recorded, source, where):
+    """A line when the directory ``where`` holds the code of another source than ``source`` (``recorded``, from its
+    marker), else None: different sources are never synced into one directory without being told to."""
+    if recorded is None or recorded == source:
+        return None
+    return ('%s holds the code of %s (its %s); this sync would put %s over it. Give that source again '
+            '(-e src=%s), sync into another directory, or replace it: -e replace_source=true'
+            % (where, recorded, SOURCE_MARKER, source, recorded))

@@ -52,6 +52,7 @@ OPERATIONAL = (
     'wait_timeout', 'resume_from', 'replace', 'allow_dirty', 'git_check', 'git_reference', 'node_id',
     'training_network', 'checkpoint_signal', 'checkpoint_signal_seconds', 'srun_start_timeout',
     'straggler_threshold', 'retries', 'workspace_src', 'progress_pattern', 'sync_exclude',
+    'replace_source',
 )
 """Launch knobs that change how a point is started, waited for or checked, not what it runs: a resume may give other
 values (a free port, ``-e replace=true`` to stop a point's job still running, a longer timeout, another straggler

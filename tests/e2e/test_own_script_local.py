@@ -16,6 +16,8 @@ import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 USER_MAIN = textwrap.dedent('''\
     import argparse
     import json
@@ -103,8 +105,9 @@ def check_launch(lab, proc, before):
 
 def test_a_script_of_the_users_own_gets_exactly_its_arguments_as_a_file_and_as_a_module(lab, tmp_path):
     src = user_code(tmp_path)
-    knobs = {'src': src, 'args': ARGS, 'nproc': 1, 'trainops_poll_interval': 1, 'trainops_progress_interval': 1}
-    proc = lab.run('playbooks/launch.yml', dict(knobs, script='my_train.py', sync_exclude=['scratch/']), timeout=300)
+    knobs = {'src': src, 'args': ARGS, 'nproc': 1, 'trainops_poll_interval': 1, 'trainops_progress_interval': 1,
+             'sync_exclude': ['scratch/']}
+    proc = lab.run('playbooks/launch.yml', dict(knobs, script='my_train.py'), timeout=300)
     manifest = check_launch(lab, proc, [])
     assert manifest['parameters']['script'] == 'my_train.py' and manifest['parameters']['script_args'] == EXPECTED
     for node in ('node0', 'node1'):
@@ -115,4 +118,14 @@ def test_a_script_of_the_users_own_gets_exactly_its_arguments_as_a_file_and_as_a
     proc = lab.run('playbooks/launch.yml', dict(knobs, module='mypkg.train'), timeout=300)
     manifest = check_launch(lab, proc, before)
     assert manifest['parameters']['module'] == 'mypkg.train'
+    assert not lab.leftovers()
+
+    # the shipped workspace (no src) is never synced over the user's code without being told to
+    refused = lab.run('playbooks/launch.yml', {'nproc': 1}, timeout=300)
+    assert refused.returncode != 0
+    workspace = os.path.join(lab.nodes, 'node0', 'workspace')
+    assert ('the directory %s on node0 holds the code of %s (its .trainops-source); this sync would put %s over it'
+            % (workspace, os.path.realpath(src), os.path.join(REPO, 'files', 'workspace'))) in refused.failure_text, \
+        refused.failure_text
+    assert sorted(os.listdir(workspace)) == ['.gitignore', '.trainops-dir-id', '.trainops-source', 'my_train.py', 'mypkg']
     assert not lab.leftovers()
