@@ -14,6 +14,7 @@ KEPT = {
     'configs/experiments/ablation.yaml': 'lr: 0.1\n',   # only the top-level experiments/ is excluded
     'dir with space/it\'s here.txt': 'quoted\n',
     'data/blob.bin': os.urandom(64 * 1024),
+    '.gitignore': '*.log\n/scratch/\n',
 }
 EXCLUDED = {
     'experiments/multinode_42ch/logs/node_0.txt': 'old run\n',
@@ -26,6 +27,11 @@ EXCLUDED = {
     'web/node_modules/left-pad/index.js': 'x\n',
     'trainops.egg-info/PKG-INFO': 'x\n',
     'secret/token.txt': 'user exclude\n',   # excluded by the user's pattern
+    'run.log': 'ignored by .gitignore\n',
+    'pkg/debug.log': 'ignored by .gitignore, at any depth\n',
+    'scratch/tmp.txt': 'ignored by .gitignore, at the top\n',
+    'envs/py311/pyvenv.cfg': 'home = /usr/bin\n',   # a virtual environment of another name
+    'envs/py311/lib/x.py': 'x\n',
 }
 USER_EXCLUDES = ['secret/']
 
@@ -38,11 +44,17 @@ def write_tree(root, files):
             handle.write(content if isinstance(content, bytes) else content.encode())
 
 
+SOURCE_MARKER = '.trainops-source'
+
+
 def tree_digest(root):
-    """{relative path: sha256} of every regular file under root."""
+    """{relative path: sha256} of every regular file under root but the sync's own record of its source (the top's
+    SOURCE_MARKER, which the tests check by themselves)."""
     found = {}
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
+            if name == SOURCE_MARKER and dirpath == root:
+                continue
             path = os.path.join(dirpath, name)
             with open(path, 'rb') as handle:
                 found[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()

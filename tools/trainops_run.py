@@ -16,6 +16,11 @@ exists, so the project's settings (collections path, default inventory, callback
 though ansible-runner changes the working directory. ``PLAYBOOK``, ``-i`` sources and ``-e @file``
 paths are looked up relative to the project directory first, then the current directory.
 
+The installed collection ships this file too (``~/.ansible/collections/ansible_collections/trainops/multinode/
+tools/trainops_run.py``). Run from there without ``--project-dir``, it finds the playbooks in the collection but runs
+them from the current directory: the experiments (``experiments/``) and the artifacts (``.artifacts/``) land there,
+never inside the installed collection.
+
 Progress goes to stdout, one line per play / task start, per host failure or unreachable host,
 plus the display lines (warnings, ``display.display`` output of action plugins) that are not
 task results; ``-v`` adds per-host ok/changed/skipped lines and raises Ansible's verbosity.
@@ -64,6 +69,8 @@ except ImportError:  # reported in main(), so --help still works
     ansible_runner = None
 
 DEFAULT_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INSTALLED = '%sansible_collections%s' % (os.sep, os.sep) in DEFAULT_PROJECT_DIR + os.sep
+"""This file is the installed collection's: the playbooks run from the current directory (see the docstring)."""
 # The collection's rules this tool applies too, loaded by their paths (it runs from a clone without installing the
 # collection): secrets on a command line (the job role's filter launch_problems) and credentials in URLs (redact_url).
 SECRET_ARGS_PATH = os.path.join(DEFAULT_PROJECT_DIR, 'plugins', 'plugin_utils', '_secret_args.py')
@@ -339,7 +346,8 @@ def build_parser():
                              'redacted anyway; repeatable'
                              % SECRET_NAME_PATTERN.pattern)
     parser.add_argument('--artifacts', metavar='DIR',
-                        help='ansible-runner artifact directory (one sub-directory per run); default: <project-dir>/%s' % DEFAULT_ARTIFACTS)
+                        help='ansible-runner artifact directory (one sub-directory per run); default: <project-dir>/%s (the '
+                             'current directory\'s for the installed collection\'s copy)' % DEFAULT_ARTIFACTS)
     parser.add_argument('--keep-artifacts', type=int, default=20, metavar='N',
                         help='keep the N most recent runs of this tool in the artifact directory; other content is never '
                              'touched (0 keeps all; default: 20)')
@@ -702,6 +710,8 @@ def run(args):
     config = args.config and resolve_path(args.config, project_dir)
     if not config and os.path.isfile(os.path.join(project_dir, 'ansible.cfg')):
         config = os.path.join(project_dir, 'ansible.cfg')
+    # an installed collection's playbooks run from the current directory: their output lands there, not in it
+    run_dir = os.getcwd() if INSTALLED and args.project_dir == DEFAULT_PROJECT_DIR else project_dir
 
     envvars = {'ANSIBLE_HOST_KEY_CHECKING': host_key_checking_default(config or os.environ.get('ANSIBLE_CONFIG'))}
     if config:
@@ -717,7 +727,7 @@ def run(args):
     if args.diff:
         cmdline.append('--diff')
 
-    artifact_root = os.path.abspath(os.path.expanduser(args.artifacts or os.path.join(project_dir, DEFAULT_ARTIFACTS)))
+    artifact_root = os.path.abspath(os.path.expanduser(args.artifacts or os.path.join(run_dir, DEFAULT_ARTIFACTS)))
     os.makedirs(artifact_root, exist_ok=True)
     stem = re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.splitext(os.path.basename(playbook_path))[0])
     ident = '%s_%s_%s' % (time.strftime('%Y%m%dT%H%M%S'), stem, uuid.uuid4().hex[:6])
@@ -737,7 +747,7 @@ def run(args):
     try:
         kwargs = dict(
             private_data_dir=private_data_dir,
-            project_dir=project_dir,
+            project_dir=run_dir,
             playbook=playbook_path,
             inventory=inventory or None,
             envvars=envvars,

@@ -18,6 +18,8 @@ something only rsync does (an option it does not implement, a .rsync-filter file
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -31,7 +33,12 @@ from ansible_collections.trainops.multinode.plugins.module_utils._local_copy imp
     local_copy,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
+    SOURCE_MARKER,
     RsyncError,
+    code_only_opts,
+    marker_text,
+    read_marker,
+    source_problem,
     remote_path,
     rsync_argv,
     run_rsync,
@@ -45,6 +52,9 @@ ARGUMENT_SPEC = dict(
     archive=dict(type='bool', default=True),
     compress=dict(type='bool', default=False),
     rsync_opts=dict(type='list', elements='str', default=[]),
+    code_only=dict(type='bool', default=False),
+    source_marker=dict(type='bool', default=False),
+    replace_source=dict(type='bool', default=False),
 )
 
 SSH = ('ssh', 'ansible.builtin.ssh')
@@ -89,13 +99,28 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars or {})
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if args['code_only']:
+            args['rsync_opts'] = code_only_opts(args['src']) + list(args['rsync_opts'])
+        if args['source_marker']:
+            # the marker is the node's: never copied from src, never deleted
+            args['rsync_opts'] = ['--exclude=/%s' % SOURCE_MARKER] + list(args['rsync_opts'])
         transport = self._connection.transport
         check_mode = bool(self._task.check_mode)
         without_rsync = None
+        host = (task_vars or {}).get('inventory_hostname', '')
+        marker = _Marker(self, args, transport, check_mode, host) if args['source_marker'] else None
+        if marker:
+            problem = marker.problem()
+            if problem:
+                result.update(failed=True, msg=problem)
+                return result
         if is_local(transport):
             rsh, dest = None, args['dest']
             try:
-                return self._copy_locally(result, args, check_mode)
+                result = self._copy_locally(result, args, check_mode)
+                if marker and not result.get('failed'):
+                    marker.write()
+                return result
             except Unsupported as exc:
                 without_rsync = to_text(exc)
             if args['create_dest'] and not check_mode:
@@ -118,7 +143,17 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail('cannot run rsync on the controller: %s. Install rsync there%s.'
                                     % (to_text(exc), why))
         result.update(changed=outcome['changed'], rc=outcome['rc'], stdout_lines=outcome['items'])
+        if marker:
+            marker.write()
         return result
+
+    def _ssh_login(self):
+        """``(ssh argv, [user@]host)`` of the host, as its rsync's --rsh reaches it."""
+        rsh, dummy = self._ssh_target('.')
+        conn = self._connection
+        host = conn.get_option('host') or self._play_context.remote_addr
+        user = conn.get_option('remote_user')
+        return shlex.split(rsh), '%s%s' % ('%s@' % user if user else '', host)
 
     @staticmethod
     def _make_dest(dest):
@@ -140,3 +175,49 @@ class ActionModule(ActionBase):
             return result
         result.update(changed=outcome['changed'], rc=outcome['rc'], stdout_lines=outcome['items'], method='local')
         return result
+
+
+class _Marker(object):
+    """The directory's SOURCE_MARKER: read before the copy (a directory that holds another source is refused, unless
+    ``replace_source``), written after it. On the controller itself in Python; on an ssh host with cat, over the
+    host's own ssh settings (the ControlMaster Ansible opened)."""
+
+    def __init__(self, action, args, transport, check_mode, host):
+        self.action, self.check_mode = action, check_mode
+        self.source = os.path.realpath(args['src'].rstrip('/') or '/')
+        self.dest = args['dest'].rstrip('/') or '/'
+        self.replace = args['replace_source']
+        self.local = is_local(transport)
+        self.where = 'the directory %s on %s' % (self.dest, host)
+
+    def _ssh(self, command, data=None):
+        argv, login = self.action._ssh_login()
+        run = self.action._runner or subprocess.run
+        return run(argv + [login, command], input=data, capture_output=True, timeout=60, check=False)
+
+    def _path(self):
+        return os.path.join(os.path.expanduser(self.dest), SOURCE_MARKER)
+
+    def recorded(self):
+        if self.local:
+            return read_marker(os.path.expanduser(self.dest))
+        proc = self._ssh('cat -- %s 2>/dev/null; true' % shlex.quote(self.dest + '/' + SOURCE_MARKER))
+        return marker_text(proc.stdout or b'')
+
+    def problem(self):
+        return None if self.replace else source_problem(self.recorded(), self.source, self.where)
+
+    def write(self):
+        if self.check_mode:
+            return
+        text = (self.source + '\n').encode('utf-8')
+        if self.local:
+            path = self._path()
+            tmp = path + '.tmp'
+            with open(tmp, 'wb') as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+            return
+        proc = self._ssh('cat > %s' % shlex.quote(self.dest + '/' + SOURCE_MARKER), data=text)
+        if proc.returncode != 0:
+            raise AnsibleActionFail('cannot record the source in %s: %s' % (self.where, to_text(proc.stderr)[-500:]))

@@ -106,6 +106,15 @@ def last_line(lines):
     return None
 
 
+def progress_text(progress, log_tail):
+    """What a progress line shows: the last progress match; for a script that prints none (no ``step=`` line, no match
+    of ``progress_pattern``), its last log line (``log: ...``); before any output, that there is none yet."""
+    if progress:
+        return progress
+    line = last_line(log_tail)
+    return 'log: %s' % line if line else '(no progress line yet)'
+
+
 def safe_host_name(host):
     """File name for a host's status file (path separators and leading dots replaced)."""
     name = re.sub(r'[^A-Za-z0-9_.@+=:-]', '_', host)
@@ -559,7 +568,7 @@ class _Wait(object):
         if now < self.next_progress:
             return None
         quiet = now - self.node.last_change
-        what = 'running  %s' % (self.node.progress or '(no progress line yet)')
+        what = 'running  %s' % progress_text(self.node.progress, self.node.log_tail)
         if self.args['stall_timeout'] and quiet >= min(60, self.args['stall_timeout'] / 2.0):
             what += '  (no new output for %ds)' % quiet
         straggler = self.straggler()

@@ -19,6 +19,9 @@ description:
     mentioned, so an empty list means every value fits.'
   - With C(sync_workspace), the script (and with C(pass_config_args) the config) must exist under C(workspace_src) on
     the controller.
+  - With O(what=config_args), whether the entrypoint gets the config arguments (C(--config ... --override ...)) - a
+    boolean, not the problems - C(pass_config_args) true or false as given, V(auto) only for the script C(train.py)
+    (not a module) whose workspace holds the config file.
   - What depends on the node (the channels and threads each NCCL/RCCL library takes, interfaces, the training
     network's addresses) is checked on the nodes later.
 options:
@@ -34,6 +37,12 @@ options:
       - The values of C(secret_env) never appear in the result, only its names.
     type: dict
     required: true
+  what:
+    description:
+      - V(problems), the lines; V(config_args), whether the entrypoint gets the config arguments.
+    type: str
+    default: problems
+    choices: [problems, config_args]
 seealso:
   - plugin: trainops.multinode.merge_problems
     plugin_type: filter
@@ -56,13 +65,16 @@ _value:
 
 from ansible import context
 
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import config_args_passed
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems as _problems
 from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args import literal_secret_problems
 from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
-def launch_problems(params):
+def launch_problems(params, what='problems'):
     params = _filter_input.mapping('launch_problems', params, kind='a mapping of knob to value')
+    if what == 'config_args':
+        return config_args_passed(params)
     return _problems(params) + literal_secret_problems(context.CLIARGS.get('extra_vars', ()))
 
 

@@ -395,7 +395,8 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     by_rank = metrics['by_rank']
     metrics = dict(metrics, straggler_threshold=straggler_threshold)
     if not by_rank:
-        return _empty_summary(metrics)
+        # a script that writes no metrics of ours: the job's own world size (the manifest's, torchrun's nnodes x nproc)
+        return dict(_empty_summary(metrics), world_size=metrics.get('world_size'))
 
     summary = _empty_summary(metrics)
     summary['metrics_found'] = True
@@ -502,6 +503,35 @@ def _nodes(summary):
     if hosts and len(hosts) != len(nodes):
         return '{0} on {1} host{2}'.format(len(nodes), len(hosts), '' if len(hosts) == 1 else 's')
     return str(len(nodes))
+
+
+def torchrun_rows(table, manifest, results):
+    """The summary's ``world size`` and ``ranks`` lines from torchrun's own facts, for a job without metrics of ours:
+    nnodes x nproc (the manifest's ``nnodes`` and ``nodes``), and the ranks of each node whose torchrun ran
+    (``results``, node -> the torchrun module's ``job``: it has an exit code or still runs) with its exit code."""
+    manifest = manifest if isinstance(manifest, dict) else {}
+    nodes = [n for n in manifest.get('nodes') or [] if isinstance(n, dict) and isinstance(n.get('host'), str)]
+    world_size = job_world_size(manifest)
+    if not nodes or world_size is None:
+        return table
+    per_node = set(len(n.get('ranks') or []) for n in nodes)
+    nproc = ('%d rank%s' % (min(per_node), '' if min(per_node) == 1 else 's') if len(per_node) == 1
+             else 'per node ' + ', '.join('%s %d' % (n['host'], len(n.get('ranks') or [])) for n in nodes))
+    world = '{0} (torchrun: {1} nodes x {2})'.format(world_size, len(nodes), nproc)
+    ran, parts = 0, []
+    for node in nodes:
+        job = (results or {}).get(node['host']) or {}
+        ranks = ','.join(str(r) for r in node.get('ranks') or [])
+        if job.get('exit_code') is not None or job.get('status') == 'running':
+            ran += len(node.get('ranks') or [])
+            end = 'running' if job.get('exit_code') is None else 'exit %s' % job['exit_code']
+            parts.append('%s: %s %s' % (node['host'], ranks, end))
+        else:
+            parts.append('%s: %s did not run' % (node['host'], ranks))
+    rows = {'world size': world, 'nodes': str(len(nodes)),
+            'ranks': '{0} ran ({1}); no metrics of ours'.format(ran, '; '.join(parts))}
+    return ['{0} : {1}'.format(line.split(' : ', 1)[0], rows[line.split(' : ', 1)[0].strip()])
+            if ' : ' in line and line.split(' : ', 1)[0].strip() in rows else line for line in table]
 
 
 def summary_table(summary):
@@ -940,6 +970,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     read_refused = list(metrics['refused'])
     summary = summarize(metrics, _stragglers.threshold(straggler_threshold))
     table = summary_table(summary)
+    if not summary['metrics_found']:
+        table = torchrun_rows(table, manifest, results)
     checkpoint = read_checkpoint(path)
     checkpoints = read_checkpoints(path, read_refused)
     if checkpoints:

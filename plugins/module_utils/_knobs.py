@@ -32,7 +32,9 @@ role variables itself (``role_settings``): the same values the filter ``knob_val
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from collections import namedtuple
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
@@ -59,7 +61,8 @@ Knob = namedtuple('Knob', [
     'setting',      # the nccl_env setting (module option) it is passed as, or None
     'env',          # the variables that setting decides (a tuple; empty when none of its own)
     'type',         # the role variable's type in the argument specs (raw where -e gives a string for a number)
-    'kind',         # what its value is: int, bool, ... (None: as type); the manifest records it so
+    'kind',         # what its value is: int, bool, argv (a string is split as a shell would: argv()), path (on the
+                    # controller, made absolute: controller_path()), ... (None: as type); the manifest records it so
     'option_type',  # the nccl_env module option's type (None: no option)
     'low',          # an integer knob's range (None: no bound); such a knob may be unset
     'high',
@@ -144,10 +147,19 @@ KNOBS = (
     _knob('env', setting='env_overrides', type='dict', option_type='dict', launch=True, roles=_BOTH,
           what='the ranks\' extra environment'),
     # the job's other knobs
+    # the user's code: the workspace on the controller, its entrypoint (a file in it, or a module as python -m runs it),
+    # the entrypoint's own arguments (a string split as a shell would, or a list) and what its progress lines match
+    _knob('workspace_src', short='src', type='str', kind='path', per_node=False, launch=True,
+          what='the workspace on the controller'),
     _knob('script', short='script', type='str', manifest=True, launch=True),
+    _knob('module', short='module', type='str', manifest=True, launch=True),
+    _knob('script_args', short='args', type='raw', kind='argv', manifest=True, launch=True),
+    _knob('progress_pattern', short='progress_pattern', type='str', launch=True),
+    _knob('sync_exclude', short='sync_exclude', type='list', launch=True, what='what the workspace sync leaves out'),
+    _knob('replace_source', short='replace_source', kind='bool', launch=True,
+          what='syncing over a workspace that holds another source'),
     _knob('config', short='config', type='str', sweep=True, manifest=True, launch=True),
     _knob('overrides', short='overrides', type='list', manifest=True, launch=True),
-    _knob('script_args', type='list', manifest=True, launch=True),
     _knob('master_port', short='master_port', kind='int', low=1024, high=65535, per_node=False, manifest=True,
           launch=True),
     _knob('rdzv_backend', type='str', choices=('static', 'c10d'), per_node=False, manifest=True, launch=True),
@@ -222,6 +234,25 @@ def integer(value):
         return value
     text = str(value).strip()
     return int(text) if _INTEGER.fullmatch(text) else None
+
+
+def argv(value):
+    """An argument list from a string split as a shell would (``shlex.split``: ``'--lr 0.1 --name "run 1"'``), or
+    the value as it is: a list, or a string that cannot be split (an unclosed quote; launch_problems says so)."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value
+    return value
+
+
+def controller_path(value):
+    """A path on the controller as an absolute one: ``~`` expanded, a relative path from the directory ansible-playbook
+    runs in (``-e src=~/src/myproject``, ``-e src=.``); what is no string, or empty, as it is."""
+    if isinstance(value, str) and value.strip():
+        return os.path.realpath(os.path.expanduser(value.strip()))
+    return value
 
 
 def _truth(value):
@@ -308,6 +339,10 @@ def values(values, use, given=None):
     for knob, value in zip(rows, values):
         if use == 'short':
             result[knob.key] = given.get(knob.short, value)
+            if knob.kind == 'argv':
+                result[knob.key] = argv(result[knob.key])
+            elif knob.kind == 'path':
+                result[knob.key] = controller_path(result[knob.key])
         elif use == 'launch':
             result[knob.key] = given.get(knob.key, value) if knob.short else value
         elif use == 'manifest':

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 
@@ -46,6 +47,14 @@ _RUN_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 _NODE_ID = re.compile(r'([A-Za-z0-9][A-Za-z0-9_.-]*)?')
 _OVERRIDE = re.compile(r'[A-Za-z_][A-Za-z0-9_.]*=')
 _ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+_MODULE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
+
+SHIPPED_SCRIPT = 'train.py'
+SHIPPED_CONFIG = 'config/default.yaml'
+"""The shipped workspace's script (files/workspace/train.py): the one ``pass_config_args=auto`` gives our config arguments."""
+
+_TRUE = ('true', 'yes', 'on', '1')
+_FALSE = ('false', 'no', 'off', '0')
 
 
 def _integer(value):
@@ -121,11 +130,11 @@ def _nccl_problems(params):
         number = _integer(min_channels)
         if number is None or number < BY_KEY['min_channels'].low:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must be unset or an integer '
-                            'from %d to channels (e.g. -e channels=32 min_channels=16)'
+                            'from %d to channels (e.g. -e channels=32 -e min_channels=16)'
                             % (min_channels, BY_KEY['min_channels'].low))
         elif channels_number is not None and number > channels_number:
             problems.append('min_channels=%s: the minimum channels (NCCL_MIN_NCHANNELS) must not exceed channels=%s '
-                            '(e.g. -e channels=%s min_channels=%s)'
+                            '(e.g. -e channels=%s -e min_channels=%s)'
                             % (min_channels, channels, channels, channels_number))
     threads = params.get('threads')
     if not is_unset(threads):
@@ -137,13 +146,85 @@ def _nccl_problems(params):
     return problems
 
 
+def _module(params):
+    value = params.get('module')
+    return '' if value is None else str(value).strip()
+
+
+def config_args_passed(params):
+    """Whether the entrypoint gets our config arguments (``--config ... --override ...``): ``pass_config_args``
+    true or false as given; ``auto`` (or anything else) only for the script ``train.py``, not a module, whose
+    workspace on the controller (``workspace_src``) holds the shipped config file (the shipped workspace, or a copy of
+    it), or that is given another ``config`` or ``overrides``. A script of the user's own gets exactly its
+    ``script_args``."""
+    value = str(params.get('pass_config_args')).strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    if _module(params) or str(params.get('script')) != SHIPPED_SCRIPT:
+        return False
+    asked = str(params.get('config')) != SHIPPED_CONFIG or (_is_list(params.get('overrides')) and params['overrides'])
+    return bool(asked or os.path.isfile(os.path.join(str(params.get('workspace_src')), SHIPPED_CONFIG)))
+
+
+def _entry_problems(params):
+    """src, module (a dotted name, exclusive with script), args (a string split as a shell would, or a list of
+    strings), progress_pattern (a regular expression), pass_config_args (auto, true or false)."""
+    problems = []
+    src = params.get('workspace_src')
+    if params.get('sync_workspace') and not os.path.isdir(str(src)):
+        problems.append('src=%s: the workspace (trainops_workspace_src) is no directory on the controller; give the '
+                        'directory of your code (e.g. -e src=~/src/myproject)' % (src,))
+    module = _module(params)
+    if module:
+        if not _MODULE.fullmatch(module):
+            problems.append('module=%s: the entrypoint module must be a dotted Python name, as python -m takes it '
+                            '(e.g. -e module=torchtitan.train)' % (params.get('module'),))
+        elif params.get('script_given') or str(params.get('script')) != SHIPPED_SCRIPT:
+            problems.append('module=%s and script=%s: give one entrypoint, a script file or a module'
+                            % (module, params.get('script')))
+        elif params.get('profile') not in (None, ''):
+            problems.append('module=%s with profile=%s: per-rank profiling runs a script file; give script= instead '
+                            'of module=, or leave profile out' % (module, params.get('profile')))
+    args = params.get('script_args')
+    if isinstance(args, str):
+        try:
+            shlex.split(args)
+        except ValueError as exc:
+            problems.append('args=%s: the entrypoint\'s arguments cannot be split as a shell would (%s); quote them '
+                            'as a shell would (e.g. -e \'args=--lr 0.1 --name "run 1"\')' % (args, exc))
+    elif not (_is_list(args) and all(isinstance(a, str) for a in args)):
+        problems.append('args=%s: the entrypoint\'s arguments must be a string, split as a shell would, or a list '
+                        'of strings (e.g. -e \'args=--lr 0.1 --name "run 1"\')' % (args,))
+    pattern = params.get('progress_pattern')
+    if pattern not in (None, ''):
+        try:
+            re.compile(str(pattern))
+        except re.error as exc:
+            problems.append('progress_pattern=%s: not a Python regular expression (%s) (e.g. -e '
+                            '\'progress_pattern=step (\\d+)\')' % (pattern, exc))
+    overrides = params.get('overrides')
+    value = str(params.get('pass_config_args')).strip().lower()
+    # (only where the overrides, the module and pass_config_args are good: a bad one is its own line)
+    well_formed = (_is_list(overrides) and overrides and all(isinstance(o, str) and _OVERRIDE.match(o) for o in overrides)
+                   and value in _TRUE + _FALSE + ('auto',) and (not module or _MODULE.fullmatch(module)))
+    if well_formed and not config_args_passed(params):
+        problems.append('overrides=%s: config overrides go only to the shipped train.py, with --config; give your '
+                        'script\'s own arguments in args (e.g. -e \'args=--lr 0.1\')' % ', '.join(str(o) for o in overrides))
+    if value not in _TRUE + _FALSE + ('auto',):
+        problems.append('trainops_pass_config_args=%s: must be auto, true or false (e.g. -e '
+                        'trainops_pass_config_args=false)' % (params.get('pass_config_args'),))
+    return problems
+
+
 def _path_problems(params):
     """script and config: their shape, and (when the workspace is synced from the controller) that they exist."""
     problems = []
     src = params.get('workspace_src')
     sync = params.get('sync_workspace')
-    files = [('script', 'the training entrypoint', 'train.py', sync),
-             ('config', 'the config file', 'config/default.yaml', sync and params.get('pass_config_args'))]
+    # a workspace that is no directory is named once (_entry_problems), not once per file
+    sync = sync and os.path.isdir(str(src))
+    files = [('script', 'the training entrypoint', 'train.py', sync and not _module(params)),
+             ('config', 'the config file', 'config/default.yaml', sync and config_args_passed(params))]
     for key, what, example, must_exist in files:
         value = params.get(key)
         text = '' if value is None else str(value)
@@ -334,8 +415,9 @@ def launch_problems(params, which=shutil.which):
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
-    plus ``workspace_src``, ``sync_workspace`` and ``pass_config_args``
-    (booleans) for the file checks, and ``connection`` (the node's ``ansible_connection``) and ``sync_rsync_opts``
+    ``workspace_src`` (``src``), ``module``, ``progress_pattern``, ``pass_config_args`` (auto, true or false;
+    config_args_passed), ``script_given`` (whether the command line gave ``script``), plus ``sync_workspace`` (a
+    boolean) for the file checks, and ``connection`` (the node's ``ansible_connection``) and ``sync_rsync_opts``
     for the controller's rsync (looked up with ``which``; a local node needs none, module_utils/_local_copy.py).
     """
     rules = [
@@ -360,8 +442,10 @@ def launch_problems(params, which=shutil.which):
         _boolean_rule(params, 'allow_dirty', 'allow_dirty', 'accepting uncommitted changes (trainops_allow_dirty)'),
         _boolean_rule(params, 'wait', 'wait', 'waiting for the job (trainops_wait)'),
         _boolean_rule(params, 'replace', 'replace', 'replacing a running job (trainops_replace)'),
-        _list_rule(params, 'script_args', 'trainops_script_args', 'the script\'s further arguments',
-                   'trainops_script_args: [--seed, "1"]'),
+        _boolean_rule(params, 'replace_source', 'replace_source',
+                      'syncing over a workspace that holds another source (trainops_replace_source)'),
+        _list_rule(params, 'sync_exclude', 'sync_exclude', 'what the workspace sync leaves out',
+                   '-e \'{"sync_exclude": ["data/", "*.ckpt"]}\''),
         _list_rule(params, 'command_prefix', 'trainops_command_prefix', 'the wrapper before torchrun',
                    'trainops_command_prefix: [nsys, profile]'),
     ]
@@ -388,8 +472,9 @@ def launch_problems(params, which=shutil.which):
         except ValueError:
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
-    return (problems + _path_problems(params) + _mapping_problems(params) + _profile_problems(params)
-            + _launcher_problems(params) + _slurm_problems(params) + _checkpoint_problems(params) + _resume_problems(params) + _retry_problems(params)
+    return (problems + _entry_problems(params) + _path_problems(params) + _mapping_problems(params)
+            + _profile_problems(params) + _launcher_problems(params) + _slurm_problems(params) + _checkpoint_problems(params)
+            + _resume_problems(params) + _retry_problems(params)
             + _controller_problems(params, which))
 
 

@@ -9,7 +9,8 @@ of ``_rsync.rsync_argv``) does between two directories of one machine, and repor
 ``src`` go into ``dest``; symlinks stay links; permissions, modification times (nanoseconds) and the group (the owner
 too as root) are kept; ``--exclude``/``--include`` patterns follow rsync's rules (first match wins, ``/`` anchors at the
 top, a trailing ``/`` matches directories only, ``*`` ``**`` ``?`` ``[...]``), excluded files are never copied and, but
-with ``--delete-excluded``, never deleted; a file is copied when its size or modification time differs (with
+with ``--delete-excluded``, never deleted; ``--filter=':- .gitignore'`` reads every directory's ``.gitignore`` as its
+exclude patterns, as rsync's dir-merge does; a file is copied when its size or modification time differs (with
 ``--checksum``: its size or content), else only attributes that differ are set; ``--delete`` removes what is not in
 ``src``; every file lands under a temporary name first and is renamed into place. Check mode only lists the items.
 Attributes are never set through a symbolic link: a new file's on its open descriptor, an existing item's by name
@@ -38,6 +39,12 @@ CHECKSUM_OPTIONS = ('--checksum', '-c')
 # meaningless between two directories of one machine
 IGNORED_OPTIONS = ('--compress', '-z')
 FILTER_FILE = '.rsync-filter'
+MERGE = 'merge'
+"""A rule of ``copy_options``' ``rules`` that reads every directory's file of that name as its exclude patterns
+(rsync's ``--filter=':- NAME'``, a dir-merge of exclude rules: ``--filter=':- .gitignore'``)."""
+_MERGE_FILTER = re.compile(r'(?::-|dir-merge,-) (\S+)')
+MAX_MERGE_BYTES = 1 << 20
+"""The most of one merge file (a .gitignore) read; a larger one is left to rsync."""
 
 
 class Unsupported(Exception):
@@ -51,7 +58,8 @@ def is_local(connection):
 
 def copy_options(opts=(), archive=True):
     """The rsync options ``opts`` as ``{'rules', 'delete', 'delete_excluded', 'checksum'}``; ``Unsupported`` names
-    the first one the local copy does not implement. ``rules``: ``(include, Pattern)`` in order."""
+    the first one the local copy does not implement. ``rules``: ``(include, Pattern)`` in order, and ``(MERGE, name)``
+    for a ``--filter=':- name'`` (every directory's file ``name`` gives exclude rules there, as rsync reads it)."""
     if not archive:
         raise Unsupported('archive=false')
     parsed = dict(rules=[], delete=False, delete_excluded=False, checksum=False)
@@ -65,6 +73,15 @@ def copy_options(opts=(), archive=True):
                     raise Unsupported('%s without a pattern' % word)
                 pattern = words.pop(0)
             parsed['rules'].append((kind == '--include', Pattern(pattern)))
+        elif kind == '--filter':
+            if not sep:
+                if not words:
+                    raise Unsupported('%s without a rule' % word)
+                pattern = words.pop(0)
+            merge = _MERGE_FILTER.fullmatch(pattern)
+            if not merge or '/' in merge.group(1):
+                raise Unsupported('rsync filter rule %s' % pattern)
+            parsed['rules'].append((MERGE, merge.group(1)))
         elif word in DELETE_OPTIONS:
             parsed['delete'] = True
         elif word == '--delete-excluded':
@@ -142,11 +159,35 @@ def _glob_regex(pattern):
 
 
 def excluded(rules, relpath, is_dir):
-    """rsync's decision for one path (relative to the top): the first matching rule wins, no match includes it."""
-    for include, pattern in rules:
-        if pattern.matches(relpath, is_dir):
+    """rsync's decision for one path (relative to the top): the first matching rule wins, no match includes it. A rule
+    ``(include, Pattern, base)`` (from a merge file of the directory ``base``) sees the path relative to ``base``."""
+    for rule in rules:
+        include, pattern, base = rule if len(rule) == 3 else rule + ('',)
+        path = relpath
+        if base:
+            if not relpath.startswith(base + '/'):
+                continue
+            path = relpath[len(base) + 1:]
+        if pattern.matches(path, is_dir):
             return not include
     return False
+
+
+def merge_rules(path, base):
+    """The exclude rules ``(False, Pattern, base)`` of one merge file (rsync's ``:-``: every line an exclude pattern;
+    blank lines and lines starting with # or ; left out). A link or a file over MAX_MERGE_BYTES is Unsupported."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MERGE_BYTES:
+        raise Unsupported('%s is not a regular file of up to %d bytes' % (path, MAX_MERGE_BYTES))
+    with open(path, 'rb') as handle:
+        text = handle.read(MAX_MERGE_BYTES).decode('utf-8', 'replace')
+    rules = []
+    for line in text.splitlines():
+        line = line.rstrip('\r')
+        if not line.strip() or line[:1] in ('#', ';'):
+            continue
+        rules.append((False, Pattern(line), base))
+    return rules
 
 
 def _kind(mode):
@@ -185,6 +226,7 @@ class _Plan(object):
         self.items = []       # rsync's --out-format lines: '<itemized changes> <name>'
         self.ops = []         # (operation, relpath, source stat or link target)
         self.dirs = []        # (relpath, source stat) of every directory, for their attributes at the end
+        self.merged = {}      # relpath of a directory -> {merge file name: its rules and its parents', deepest first}
 
     def _attrs(self, sst, dst, kind):
         """rsync's ``cstpog`` columns for an existing item whose content stays; '.' where it agrees."""
@@ -203,17 +245,33 @@ class _Plan(object):
         name = './' if rel == '' else rel + ('/' if kind == 'd' else '')
         self.items.append('%s %s%s' % (code, name, ' -> ' + target if target is not None else ''))
 
+    def _rules(self, rel, names):
+        """The rules in effect below ``rel``: the options' rules, each MERGE rule replaced by the merge files' rules of
+        ``rel`` and of its parents, the deeper directory's first (as rsync inserts them)."""
+        parent = self.merged.get(os.path.dirname(rel) if rel else None, {})
+        merged = {}
+        for rule in self.options['rules']:
+            if rule[0] == MERGE:
+                own = merge_rules(os.path.join(self.src, rel, rule[1]), rel) if rule[1] in names else []
+                merged[rule[1]] = own + parent.get(rule[1], [])
+        self.merged[rel] = merged
+        rules = []
+        for rule in self.options['rules']:
+            rules.extend(merged[rule[1]] if rule[0] == MERGE else [rule])
+        return rules
+
     def walk(self, rel=''):
         spath, dpath = os.path.join(self.src, rel), os.path.join(self.dest, rel)
         names = sorted(os.listdir(spath))
         if FILTER_FILE in names:
             raise Unsupported('%s in %s (rsync -F reads it)' % (FILTER_FILE, spath))
+        rules = self._rules(rel, names)
         kept = set()
         for name in names:
             child = os.path.join(rel, name) if rel else name
             sst = os.lstat(os.path.join(spath, name))
             kind = _kind(sst.st_mode)
-            if excluded(self.options['rules'], child, kind == 'd'):
+            if excluded(rules, child, kind == 'd'):
                 continue
             if kind is None:
                 raise Unsupported('%s is neither a file, a directory nor a symlink' % os.path.join(spath, name))
@@ -226,17 +284,17 @@ class _Plan(object):
                 present = []
             for name in present:
                 if name not in kept:
-                    self.delete(os.path.join(rel, name) if rel else name)
+                    self.delete(os.path.join(rel, name) if rel else name, rules)
 
-    def delete(self, rel):
+    def delete(self, rel, rules):
         path = os.path.join(self.dest, rel)
         dst = os.lstat(path)
         is_dir = stat.S_ISDIR(dst.st_mode)
-        if excluded(self.options['rules'], rel, is_dir) and not self.options['delete_excluded']:
+        if excluded(rules, rel, is_dir) and not self.options['delete_excluded']:
             return
         if is_dir:
             for name in sorted(os.listdir(path)):
-                self.delete(os.path.join(rel, name))
+                self.delete(os.path.join(rel, name), rules)
         self._item('*deleting  ', rel, 'd' if is_dir else 'f')
         self.ops.append(('delete', rel, dst))
 

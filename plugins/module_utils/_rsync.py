@@ -11,6 +11,8 @@ Ansible's own ssh connection plugin for that host. No option ever turns host-key
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import subprocess
 
@@ -90,3 +92,69 @@ def run_rsync(argv, runner=None):
                          rc=proc.returncode, stderr_lines=(proc.stderr or '').splitlines())
     items = changed_items(proc.stdout or '')
     return {'changed': bool(items), 'items': items, 'rc': proc.returncode}
+
+
+CODE_EXCLUDES = ('.git', '.venv/', 'venv/', '__pycache__/')
+"""What a copy of code (``code_only``) leaves out at any depth: git's data (a directory, or a worktree's file), the
+usual virtual environments and Python's caches."""
+
+GITIGNORE_FILTER = '--filter=:- .gitignore'
+"""rsync's rule that reads every directory's ``.gitignore`` as exclude patterns of that directory (a dir-merge)."""
+
+VENV_MARKER = 'pyvenv.cfg'
+MAX_SCANNED_DIRS = 20000
+"""The directories of ``src`` looked into for a virtual environment of another name (a ``pyvenv.cfg`` in it)."""
+
+
+def code_only_opts(src):
+    """The rsync options that copy only the code of ``src`` (a directory on the controller): CODE_EXCLUDES, every
+    directory below it that holds a ``pyvenv.cfg`` (a virtual environment of any name, anchored at its path; up to
+    MAX_SCANNED_DIRS directories are looked into, links not followed), and GITIGNORE_FILTER when ``src`` has a
+    ``.gitignore``."""
+    opts = ['--exclude=%s' % pattern for pattern in CODE_EXCLUDES]
+    skip = set(pattern.rstrip('/') for pattern in CODE_EXCLUDES)
+    scanned = 0
+    for base, dirs, files in os.walk(src):
+        scanned += 1
+        if VENV_MARKER in files and base != src:
+            # a wildcard in the name is escaped: the pattern is that one path
+            opts.append('--exclude=/%s/' % re.sub(r'([*?\[\\])', r'\\\1', os.path.relpath(base, src)))
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        if scanned >= MAX_SCANNED_DIRS:
+            break
+    if os.path.isfile(os.path.join(src, '.gitignore')):
+        opts.append(GITIGNORE_FILTER)
+    return opts
+
+
+SOURCE_MARKER = '.trainops-source'
+"""The file in a synced directory that names the source it holds (the launch's workspace sync, code_sync's rsync)."""
+MAX_MARKER_BYTES = 4096
+
+
+def read_marker(directory):
+    """The source a local directory's SOURCE_MARKER names, or None (no marker; a link or no regular file is none)."""
+    try:
+        fd = os.open(os.path.join(directory, SOURCE_MARKER), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, 'O_NONBLOCK', 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, 'rb') as handle:
+        return marker_text(handle.read(MAX_MARKER_BYTES))
+
+
+def marker_text(data):
+    """The source in a marker's bytes (its first line, at most MAX_MARKER_BYTES), or None when empty."""
+    text = data[:MAX_MARKER_BYTES].decode('utf-8', 'replace').split('\n', 1)[0].strip()
+    return text or None
+
+
+def source_problem(recorded, source, where):
+    """A line when the directory ``where`` holds the code of another source than ``source`` (``recorded``, from its
+    marker), else None: different sources are never synced into one directory without being told to."""
+    if recorded is None or recorded == source:
+        return None
+    return ('%s holds the code of %s (its %s); this sync would put %s over it. Give that source again '
+            '(-e src=%s), sync into another directory, or replace it: -e replace_source=true'
+            % (where, recorded, SOURCE_MARKER, source, recorded))

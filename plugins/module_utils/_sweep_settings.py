@@ -36,7 +36,7 @@ SECRET = 'secret_env'
 
 SETTINGS = (
     # what the ranks run and with which arguments and environment
-    'script', 'config', 'overrides', 'script_args', 'env', SECRET, 'nproc_per_node', 'run_name',
+    'script', 'config', 'overrides', 'script_args', 'module', 'env', SECRET, 'nproc_per_node', 'run_name',
     # the NCCL/RCCL knobs (those a sweep varies are left out when it varies them) and the GPUs
     'channels', 'min_channels', 'threads', 'network_mode', 'socket_ifname', 'ib_hca', 'gid_index', 'net_gdr_level',
     'ib_tc', 'ib_fifo_tc', 'ib_sl', 'ib_qps_per_connection', 'cross_nic', 'library_version', 'nccl_debug',
@@ -51,13 +51,15 @@ OPERATIONAL = (
     'master_port', 'rdzv_backend', 'rdzv_timeout', 'collective_timeout', 'wait', 'unreachable_grace', 'stall_timeout',
     'wait_timeout', 'resume_from', 'replace', 'allow_dirty', 'git_check', 'git_reference', 'node_id',
     'training_network', 'checkpoint_signal', 'checkpoint_signal_seconds', 'srun_start_timeout',
-    'straggler_threshold', 'retries', 'allow_few_cpus', 'mem_per_node',
+    'straggler_threshold', 'retries', 'allow_few_cpus', 'mem_per_node', 'workspace_src', 'progress_pattern',
+    'sync_exclude', 'replace_source',
 )
 """Launch knobs that change how a point is started, waited for or checked, not what it runs: a resume may give other
 values (a free port, ``-e replace=true`` to stop a point's job still running, a longer timeout, another straggler
 threshold: it judges the step times, the ranks run the same). ``retries``: a sweep's points are not retried (a failed
 point is recorded and the sweep goes on, or stops: stop_on_failure). ``allow_few_cpus``, ``mem_per_node``: checks of
-the Slurm allocation a resume runs in, which may be another one."""
+the Slurm allocation a resume runs in, which may be another one. ``workspace_src``: where the code is read on the
+controller (the nodes' code is compared by the git check); ``progress_pattern``: what the wait shows."""
 
 
 def variables():

@@ -240,6 +240,7 @@ def check_container(system, engine, container, run_dir):
 def build_argv(params):
     """Return the argv list (never a shell string) that starts torchrun for this node.
 
+    With ``module``, the entrypoint is a module torchrun runs as ``python -m`` would (``--module``).
     ``rdzv_timeout`` is passed through ``--rdzv-conf``: torch's static TCP rendezvous reads the key
     ``timeout`` while the dynamic (c10d) rendezvous handler reads ``join_timeout``.
     """
@@ -271,6 +272,8 @@ def build_argv(params):
     else:
         raise TorchrunError('Unsupported rdzv_backend %r' % (backend, ))
     argv.extend(['--max-restarts', str(params.get('max_restarts') or 0)])
+    if params.get('module'):
+        argv.append('--module')
     argv.append(params['entrypoint'])
     argv.extend(params.get('entrypoint_args') or [])
     return [str(a) for a in argv]

@@ -79,6 +79,25 @@ options:
     type: list
     elements: str
     default: []
+  code_only:
+    description:
+      - Copy only the code of O(src) - leave out C(.git), virtual environments (C(.venv), C(venv) and any directory
+        that holds a C(pyvenv.cfg)) and C(__pycache__) at every depth, and what the C(.gitignore) files exclude
+        (rsync's C(--filter=':- .gitignore'), when O(src) has a C(.gitignore)). These rules come before O(rsync_opts).
+    type: bool
+    default: false
+  source_marker:
+    description:
+      - Record the source in the directory (a file C(.trainops-source) there, which the copy neither overwrites nor
+        deletes), and refuse to copy another source into a directory that holds one, naming both, unless
+        O(replace_source).
+    type: bool
+    default: false
+  replace_source:
+    description:
+      - With O(source_marker), copy even when the directory holds the code of another source.
+    type: bool
+    default: false
 requirements:
   - rsync on the controller and on the host, except for the local copy
 seealso:

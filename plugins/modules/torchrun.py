@@ -160,6 +160,12 @@ options:
       - Training script run by every worker; a path relative to O(chdir) is allowed.
       - Required when O(state=started).
     type: str
+  module:
+    description:
+      - Run O(entrypoint) as a Python module, as C(python -m) runs it (torchrun C(--module)), for example
+        V(torchtitan.train); O(chdir) is on its import path.
+    type: bool
+    default: false
   entrypoint_args:
     description:
       - Arguments for O(entrypoint).
@@ -538,6 +544,7 @@ def main():
         rdzv_timeout=dict(type='int'),
         max_restarts=dict(type='int', default=0),
         entrypoint=dict(type='str'),
+        module=dict(type='bool', default=False),
         entrypoint_args=dict(type='list', elements='str', default=[]),
         python=dict(type='str', default='python3'),
         torchrun=dict(type='path'),

@@ -123,6 +123,8 @@ options:
       - The default matches progress lines of C(train.py) such as
         C([trainops] node=gpu1 rank=0/4 epoch=0 step=12/40 loss=2.3456 samples_per_s=1234.5) and captures from C(epoch=)
         (or C(step=)) to the end of the line.
+      - Until a line matches, the progress line shows the log's last line after the word C(log), so a script of your
+        own that prints no such lines still shows what it does.
     type: str
     default: '\[trainops\].*?\b((?:epoch|step)=.*?)\s*$'
   label:

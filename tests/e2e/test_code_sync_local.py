@@ -80,6 +80,8 @@ def test_rsync_copies_the_tree_to_every_node_and_an_unchanged_tree_changes_nothi
         assert data[node]['files_transferred'] == len(KEPT)
         assert data[node]['dest'] == sync.dest(node) and data[node]['src'] == sync.src
         assert not os.path.exists(os.path.join(sync.dest(node), '.git'))
+        with open(os.path.join(sync.dest(node), '.trainops-source')) as handle:
+            assert handle.read() == os.path.realpath(sync.src) + '\n'
 
     # nothing changed: no change reported, nothing transferred
     second = sync.run({'src': sync.src, 'excludes': USER_EXCLUDES})
@@ -333,3 +335,19 @@ def test_git_mode_checks_out_a_shared_destination_once(sync, tmp_path):
     assert git(shared, 'status', '--porcelain') == ''  # the token lives beside the checkout, not in it
     second = sync.run(dict(args, version='main'))
     assert changed(second) == {'node0': 1, 'node1': 0} and git(shared, 'rev-parse', 'HEAD') == v2
+
+
+def test_another_source_into_the_same_destination_is_refused_naming_both_unless_replace_source(sync, tmp_path):
+    write_tree(sync.src, KEPT)
+    assert sync.run({'src': sync.src}).returncode == 0
+    other = str(tmp_path / 'other')
+    write_tree(other, {'train.py': 'print("other")\n'})
+    refused = sync.run({'src': other})
+    assert refused.returncode != 0
+    where = 'the directory %s on node0 holds the code of %s (its .trainops-source); this sync would put %s over it' % (
+        sync.dest('node0'), os.path.realpath(sync.src), os.path.realpath(other))
+    assert where in refused.failure_text, refused.failure_text
+    assert tree_digest(sync.dest('node0')) == expected_digest(KEPT)
+    assert sync.run({'src': other, 'replace_source': True}).returncode == 0
+    with open(os.path.join(sync.dest('node0'), '.trainops-source')) as handle:
+        assert handle.read() == os.path.realpath(other) + '\n'

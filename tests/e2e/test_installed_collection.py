@@ -34,12 +34,12 @@ FQCN = '%s.%s' % (GALAXY['namespace'], GALAXY['name'])
 # development and CI files)
 LEFT_OUT = ('tests', 'hack', 'bench', 'molecule', 'Makefile', 'pytest.ini', 'requirements-dev.txt', 'ansible.cfg',
             '.ansible-lint', '.ci', '.collections', '.gitignore', '.venv', 'execution-environment.yml', 'ee',
-            'inventories/lab', 'changelogs/fragments', 'experiments', 'build', 'tools')
+            'inventories/lab', 'changelogs/fragments', 'experiments', 'build')
 # what a user needs from it
 KEPT = ('MANIFEST.json', 'FILES.json', 'README.md', 'meta/runtime.yml', 'meta/execution-environment.yml',
         'meta/ee-requirements.txt', 'meta/ee-bindep.txt', 'playbooks/launch.yml', 'roles/job/defaults/main.yml',
         'plugins/modules/torchrun.py', 'files/workspace/train.py', 'inventories/local/hosts.yml',
-        'changelogs/changelog.yaml', 'docs/installing.md')
+        'changelogs/changelog.yaml', 'docs/installing.md', 'tools/trainops_run.py')
 # what a checkout has that is not the project's (this machine's builds, runs, caches)
 NOT_THE_CHECKOUTS = ('.git', '.venv', 'build', 'experiments', '.artifacts', '.trainops', '.benchmarks', '.pytest_cache',
                      '__pycache__', '*.pyc', '*.tar.gz')
@@ -188,6 +188,21 @@ def test_installed_launch_by_fqcn_from_an_empty_directory_without_rsync(installe
     assert len(glob.glob(os.path.join(experiment, 'outputs', 'node[01]', 'rank_*_metrics.jsonl'))) == 4
     assert sorted(os.listdir(workdir)) == ['experiments']
     # ... and nothing was written inside the installed collection
+    assert collection_files(installed.path) == before
+
+
+def test_the_installed_runner_entry_runs_a_playbook_from_the_current_directory(installed, tmp_path):
+    """tools/trainops_run.py ships: run from the installed collection, its output lands where the user is."""
+    before = collection_files(installed.path)
+    workdir = tmp_path / 'ci'
+    workdir.mkdir()
+    proc = run([sys.executable, os.path.join(installed.path, 'tools', 'trainops_run.py'), 'playbooks/hostfile.yml',
+                '-i', os.path.join(installed.path, 'inventories', 'local', 'hosts.yml'), '--summary', 'summary.json'],
+               cwd=str(workdir), env=installed.env, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert json.load(open(str(workdir / 'summary.json')))['status'] == 'successful'
+    assert os.path.isfile(str(workdir / 'experiments' / 'hostfile'))
+    assert sorted(os.listdir(str(workdir))) == ['.artifacts', 'experiments', 'summary.json']
     assert collection_files(installed.path) == before
 
 

@@ -142,3 +142,39 @@ def test_other_connections_are_refused_by_name():
     action, dummy = make_action({'src': '/ws/', 'dest': '/w/'}, transport='community.docker.docker')
     with pytest.raises(AnsibleActionFail, match='community.docker.docker'):
         action.run(task_vars={})
+
+
+class Calls:
+    """Records every command; the marker's cat answers ``recorded``, rsync reports one file."""
+
+    def __init__(self, recorded=b''):
+        self.recorded, self.calls = recorded, []
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append((argv, kwargs.get('input')))
+        if argv[0] == 'rsync':
+            return subprocess.CompletedProcess(argv, 0, '<<CHANGED>>>f+++++++++ train.py\n', '')
+        return subprocess.CompletedProcess(argv, 0, self.recorded if argv[-1].startswith('cat --') else b'', b'')
+
+
+def test_an_ssh_host_holding_another_source_is_refused_before_rsync_and_its_marker_written_after():
+    args = {'src': '/ws/', 'dest': '/srv/w/', 'source_marker': True}
+    other = Calls(recorded=b'/home/me/proj\n')
+    action, dummy = make_action(args, run=other)
+    result = action.run(task_vars={'inventory_hostname': 'gpu1'})
+    assert result['failed'] and result['msg'].startswith(
+        'the directory /srv/w on gpu1 holds the code of /home/me/proj (its .trainops-source); this sync would put /ws')
+    assert [argv[-1] for argv, dummy in other.calls] == ["cat -- /srv/w/.trainops-source 2>/dev/null; true"]
+    assert other.calls[0][0][-2] == 'train@10.77.0.11' and other.calls[0][0][:3] == ['ssh', '-o', 'ControlPath=/cp/10.77.0.11-2222-train']
+
+    same = Calls(recorded=b'/ws\n')
+    action, dummy = make_action(args, run=same)
+    assert not action.run(task_vars={'inventory_hostname': 'gpu1'}).get('failed')
+    rsync, write = same.calls[1], same.calls[2]
+    assert '--exclude=/.trainops-source' in rsync[0]
+    assert write == (write[0], b'/ws\n') and write[0][-1] == 'cat > /srv/w/.trainops-source'
+
+    replaced = Calls(recorded=b'/home/me/proj\n')
+    action, dummy = make_action(dict(args, replace_source=True), run=replaced)
+    assert not action.run(task_vars={'inventory_hostname': 'gpu1'}).get('failed')
+    assert replaced.calls[-1][1] == b'/ws\n'

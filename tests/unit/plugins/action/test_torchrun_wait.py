@@ -566,3 +566,10 @@ def test_a_bad_straggler_threshold_fails_before_any_query(tmp_path, value):
     with pytest.raises(AnsibleActionFail, match='straggler_threshold=%s: ' % float(value)):
         h.run()
     assert h.calls == []
+
+
+def test_a_script_without_progress_lines_shows_its_last_log_line():
+    from ansible_collections.trainops.multinode.plugins.action.torchrun_wait import progress_text
+    assert progress_text('step=3/9', ['own line']) == 'step=3/9'
+    assert progress_text(None, ['epoch 1 of run', '', '****']) == 'log: epoch 1 of run'
+    assert progress_text(None, []) == '(no progress line yet)'

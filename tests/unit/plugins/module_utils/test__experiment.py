@@ -832,3 +832,17 @@ def test_only_what_the_summary_uses_is_kept_of_a_record_and_a_rank_names_one_hos
     metrics = exp.read_metrics(str(experiment), 1)
     assert set(metrics['by_rank'][0][0]) == set(exp.SUMMARY_FIELDS) - {'node', 'compute_time_s'}
     assert exp.summarize(metrics)['hosts'] == ['box']
+
+
+def test_a_job_without_metrics_of_ours_gets_world_size_and_ranks_from_torchrun(experiment):
+    manifest = {'world_size': '3', 'nodes': [{'host': 'gpu1', 'ranks': [0, 1]}, {'host': 'gpu2', 'ranks': [2]}]}
+    summary = exp.summarize(exp.read_metrics(str(experiment), exp.job_world_size(manifest)))
+    assert summary['world_size'] == 3 and summary['metrics_found'] is False
+    table = exp.torchrun_rows(exp.summary_table(summary), manifest,
+                              {'gpu1': {'exit_code': 0}, 'gpu2': {'status': 'prepared', 'exit_code': None}})
+    lines = dict((part.strip() for part in line.split(' : ', 1)) for line in table)
+    assert lines['world size'] == '3 (torchrun: 2 nodes x per node gpu1 2, gpu2 1)'
+    assert lines['ranks'] == '2 ran (gpu1: 0,1 exit 0; gpu2: 2 did not run); no metrics of ours'
+    assert lines['nodes'] == '2'
+    # without the manifest's facts the table stays as it is
+    assert exp.torchrun_rows(table[:2], {}, None) == table[:2]

@@ -214,3 +214,14 @@ def test_role_settings_reads_every_nccl_env_variable_once_and_takes_the_node_cou
         variables['trainops_nccl_env_nnodes'] = nnodes
         assert _knobs.role_settings(variables.get, ['a', 'b'])['nnodes'] == 2
     assert _knobs.role_settings(variables.get, None)['nnodes'] == 0
+
+
+def test_args_given_as_a_string_are_split_as_a_shell_would_and_a_list_passes_unchanged():
+    short = _values('short', {'args': '--lr 0.1 --name "run 1"', 'src': '/home/me/code', 'module': 'pkg.train'})
+    assert short['script_args'] == ['--lr', '0.1', '--name', 'run 1']
+    assert short['workspace_src'] == '/home/me/code' and short['module'] == 'pkg.train'
+    home = _values('short', {'src': '~/code/'})['workspace_src']
+    assert home == os.path.join(os.path.realpath(os.path.expanduser('~')), 'code')
+    assert _values('short', {}, trainops_script_args=['--a b', "'c'"])['script_args'] == ['--a b', "'c'"]
+    # what cannot be split stays as it is: launch_problems names it
+    assert _values('short', {'args': '--name "run'})['script_args'] == '--name "run'

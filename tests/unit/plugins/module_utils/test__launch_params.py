@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems, merge_problems
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import config_args_passed, launch_problems, merge_problems
 from ansible_collections.trainops.multinode.plugins.filter import launch_problems as launch_filter
 from ansible_collections.trainops.multinode.plugins.filter import merge_problems as merge_filter
 
@@ -29,7 +31,7 @@ def good(tmp_path):
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
         'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local', 'retries': 0,
-        'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'],
+        'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'], 'sync_exclude': [], 'replace_source': False,
     }
 
 
@@ -50,6 +52,7 @@ def test_the_defaults_fit(good):
     {'env': {'NCCL_DEBUG': 'INFO'}, 'secret_env': {'HF_TOKEN': 'hunter2'}},
     {'script': 'missing.py', 'config': 'missing.yaml', 'sync_workspace': False},
     {'config': 'missing.yaml', 'pass_config_args': False},
+    {'script_args': '--lr 0.1 --name "run 1"', 'module': 'torchtitan.train', 'progress_pattern': r'loss=(\S+)'},
 ])
 def test_good_values_give_no_line(good, values):
     assert launch_problems(dict(good, **values)) == []
@@ -100,7 +103,11 @@ ONE_BAD = [
     ({'node_id': 'a/b'}, 'trainops_node_id=a/b: '),
     ({'node': '../up'}, "node name '../up' cannot name its directory in the experiment: "),
     ({'node': 'gpu 1'}, "node name 'gpu 1' cannot name its directory in the experiment: "),
-    ({'script_args': '--seed 1'}, 'trainops_script_args=--seed 1: '),
+    ({'script_args': '--name "run 1'}, 'args=--name "run 1: the entrypoint\'s arguments cannot be split as a shell would (No closing quotation)'),
+    ({'script_args': ['--seed', 1]}, "args=['--seed', 1]: the entrypoint's arguments must be a string, split as a shell would, or a list of strings"),
+    ({'module': 'torchtitan/train.py'}, 'module=torchtitan/train.py: the entrypoint module must be a dotted Python name'),
+    ({'progress_pattern': '(step'}, 'progress_pattern=(step: not a Python regular expression'),
+    ({'pass_config_args': 'sometimes'}, 'trainops_pass_config_args=sometimes: must be auto, true or false'),
     ({'command_prefix': 'nsys profile'}, 'trainops_command_prefix=nsys profile: '),
     ({'training_network': '10.1.0.0/33'}, 'trainops_training_network=10.1.0.0/33: '),
     ({'training_network': 'mgmt'}, 'trainops_training_network=mgmt: '),
@@ -310,3 +317,46 @@ def test_what_the_slurm_allocation_holds_on_the_node(good, values, fragments):
     assert len(lines) == (1 if fragments else 0), lines
     for fragment in fragments:
         assert fragment in lines[0], lines
+
+
+def test_a_workspace_that_is_no_directory_is_named_once(good, tmp_path):
+    assert launch_problems(dict(good, workspace_src=str(tmp_path / 'nope'))) == [
+        'src=%s: the workspace (trainops_workspace_src) is no directory on the controller; give the directory of your '
+        'code (e.g. -e src=~/src/myproject)' % (tmp_path / 'nope')]
+
+
+def test_a_module_is_no_script_file_and_takes_no_profiler(good):
+    assert launch_problems(dict(good, module='pkg.train', script='mine.py')) == [
+        'module=pkg.train and script=mine.py: give one entrypoint, a script file or a module']
+    assert launch_problems(dict(good, module='pkg.train', script_given=True)) == [
+        'module=pkg.train and script=train.py: give one entrypoint, a script file or a module']
+    lines = launch_problems(dict(good, module='pkg.train', profile='torch', profile_ranks='first', profile_stats=False,
+                                 profile_args=[]))
+    assert lines == ['module=pkg.train with profile=torch: per-rank profiling runs a script file; give script= instead of '
+                     'module=, or leave profile out']
+
+
+@pytest.mark.parametrize('values, passed', [
+    ({}, True),                                            # the shipped train.py with its config
+    ({'pass_config_args': 'auto'}, True),
+    ({'pass_config_args': 'auto', 'script': 'mine.py'}, False),   # a script of the user's own gets its args only
+    ({'pass_config_args': 'auto', 'module': 'pkg.train'}, False),
+    ({'pass_config_args': 'auto', 'config': 'other.yaml'}, True),   # a config asked for by name
+    ({'pass_config_args': 'auto', 'overrides': ['a.b=1'], 'script': 'mine.py'}, False),
+    ({'pass_config_args': 'true', 'script': 'mine.py'}, True),
+    ({'pass_config_args': False}, False),
+])
+def test_config_arguments_go_only_to_the_shipped_script_unless_asked(good, values, passed):
+    assert config_args_passed(dict(good, **values)) is passed
+
+
+def test_a_train_py_of_the_users_own_gets_no_config_and_overrides_for_it_are_refused(good, tmp_path):
+    os.remove(str(tmp_path / 'config' / 'default.yaml'))
+    assert config_args_passed(dict(good, pass_config_args='auto')) is False
+    # overrides ask for the config arguments: the config must then exist
+    assert [line.split(':')[0] for line in launch_problems(dict(good, pass_config_args='auto', overrides=['a.b=1']))] == [
+        'config=config/default.yaml']
+    (tmp_path / 'mine.py').write_text('')
+    assert launch_problems(dict(good, pass_config_args='auto', script='mine.py', overrides=['a.b=1'])) == [
+        'overrides=a.b=1: config overrides go only to the shipped train.py, with --config; give your script\'s own '
+        'arguments in args (e.g. -e \'args=--lr 0.1\')']

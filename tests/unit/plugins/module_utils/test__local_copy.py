@@ -282,3 +282,48 @@ def test_no_attribute_is_set_through_a_link_swapped_in_after_the_walk(tmp_path, 
     after = {path: stat.S_IMODE(os.stat(path).st_mode) for path in before}
     assert after == before
     assert (tmp_path / 'victim.sh').read_text() == 'secret'
+
+
+@needs_rsync
+def test_code_only_leaves_out_git_environments_caches_and_what_gitignore_files_exclude_same_as_rsync(workspace):
+    src = workspace / 'src'
+    write(str(src / '.git' / 'HEAD'), 'ref: refs/heads/main\n')
+    write(str(src / '.venv' / 'bin' / 'python'), '')
+    write(str(src / 'envs' / 'py311' / 'pyvenv.cfg'), 'home = /usr/bin\n')
+    write(str(src / 'envs' / 'notes.txt'), 'kept\n')
+    write(str(src / 'odd[1]' / 'pyvenv.cfg'), 'home = /usr/bin\n')
+    write(str(src / '.gitignore'), '# comment\n\n/data/\n*.ckpt\n')
+    write(str(src / 'model.ckpt'), 'weights')
+    write(str(src / 'pkg' / '.gitignore'), 'local_only.txt\n/top_only/\n')
+    write(str(src / 'pkg' / 'local_only.txt'), 'x')
+    write(str(src / 'pkg' / 'sub' / 'local_only.txt'), 'x')
+    write(str(src / 'pkg' / 'top_only' / 'a.py'), 'x')
+    write(str(src / 'pkg' / 'sub' / 'top_only' / 'b.py'), 'x')
+    write(str(src / 'pkg' / 'sub' / 'deep.ckpt'), 'x')
+    write(str(src / 'local_only.txt'), 'kept: only pkg/ ignores it\n')
+    opts = rs.code_only_opts(str(src))
+    assert opts == ['--exclude=.git', '--exclude=.venv/', '--exclude=venv/', '--exclude=__pycache__/',
+                    '--exclude=/envs/py311/', '--exclude=/odd\\[1]/', '--filter=:- .gitignore']
+    both = Both(workspace, opts + ROLE_OPTS)
+    both.copy()
+    copied = set(tree(both.local_dest))
+    for gone in ('.git', '.venv', 'envs/py311', 'odd[1]', 'data', 'model.ckpt', 'pkg/local_only.txt',
+                 'pkg/sub/local_only.txt', 'pkg/top_only', 'pkg/sub/deep.ckpt', 'config/__pycache__'):
+        assert gone not in copied, gone
+    for kept in ('train.py', 'envs/notes.txt', 'local_only.txt', 'pkg/sub/top_only/b.py', '.gitignore', 'pkg/.gitignore'):
+        assert kept in copied, kept
+    # again, with --delete: what is excluded on the node stays, what left the source goes
+    os.remove(str(src / 'train.py'))
+    write(os.path.join(both.local_dest, 'model.ckpt'), 'node copy', mtime=1_700_000_000)
+    write(os.path.join(both.rsync_dest, 'model.ckpt'), 'node copy', mtime=1_700_000_000)
+    both.opts.append('--delete')
+    both.copy()
+    assert 'train.py' not in tree(both.local_dest) and 'model.ckpt' in tree(both.local_dest)
+
+
+def test_code_only_without_a_gitignore_has_no_filter_and_an_unknown_filter_is_left_to_rsync(tmp_path):
+    write(str(tmp_path / 'a.py'), '')
+    assert rs.code_only_opts(str(tmp_path))[-1] == '--exclude=__pycache__/'
+    with pytest.raises(lc.Unsupported):
+        lc.copy_options(['--filter=+ keep/'])
+    assert lc.copy_options(['--filter', 'dir-merge,- .ignore'])['rules'] == [(lc.MERGE, '.ignore')]

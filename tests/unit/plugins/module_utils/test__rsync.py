@@ -98,3 +98,19 @@ def test_a_failed_copy_raises_with_rsyncs_message(tmp_path):
     with pytest.raises(rs.RsyncError) as err:
         rs.run_rsync(rs.rsync_argv(str(tmp_path / 'missing') + '/', str(tmp_path / 'dest') + '/'))
     assert err.value.result['rc'] != 0 and 'missing' in err.value.msg
+
+
+def test_the_source_marker_is_read_within_bounds_and_another_source_is_named_with_both(tmp_path):
+    assert rs.read_marker(str(tmp_path)) is None
+    (tmp_path / rs.SOURCE_MARKER).write_text('/home/me/proj\nignored\n')
+    assert rs.read_marker(str(tmp_path)) == '/home/me/proj'
+    linked = tmp_path / 'other'
+    linked.mkdir()
+    os.symlink(str(tmp_path / rs.SOURCE_MARKER), str(linked / rs.SOURCE_MARKER))
+    assert rs.read_marker(str(linked)) is None           # a link is no marker
+    assert rs.marker_text(b'x' * 10000) == 'x' * rs.MAX_MARKER_BYTES
+    assert rs.source_problem(None, '/a', 'the directory /ws on n0') is None
+    assert rs.source_problem('/a', '/a', 'the directory /ws on n0') is None
+    assert rs.source_problem('/a', '/b', 'the directory /ws on n0') == (
+        'the directory /ws on n0 holds the code of /a (its .trainops-source); this sync would put /b over it. Give '
+        'that source again (-e src=/a), sync into another directory, or replace it: -e replace_source=true')

@@ -177,8 +177,8 @@ def test_an_extra_variable_that_kept_the_default_is_caught_after_the_resume_set_
     expected = resume(record)['settings']
     # -e trainops_script_args=[] wins over set_fact: the effective value is still the default
     lines = _sweep_settings.effective_problems(values(**{**FIRST, 'script_args': []}), None, expected, '/x/sweep_s')
-    assert lines == ['trainops_script_args=[]: the sweep /x/sweep_s ran with trainops_script_args=["--seed", "1"] '
-                     '(sweep.json); leave trainops_script_args out to resume it with that value, or leave sweep_dir '
+    assert lines == ['args=[]: the sweep /x/sweep_s ran with args=["--seed", "1"] '
+                     '(sweep.json); leave args out to resume it with that value, or leave sweep_dir '
                      'out to start a new sweep']
     assert _sweep_settings.effective_problems(values(**FIRST), None, expected) == []
 

@@ -264,6 +264,11 @@ def test_build_argv_static(tmp_path):
         '--max-restarts', '0', 'train.py', '--epochs', '3']
 
 
+def test_build_argv_module_runs_the_entrypoint_as_python_m_does(tmp_path):
+    argv = tr.build_argv(start_params(tmp_path, module=True, entrypoint='torchtitan.train', entrypoint_args=['--x']))
+    assert argv[-4:] == ['0', '--module', 'torchtitan.train', '--x']
+
+
 def test_build_argv_static_rdzv_timeout(tmp_path):
     argv = tr.build_argv(start_params(tmp_path, node_rank=1, rdzv_timeout=120, max_restarts=2))
     assert argv[argv.index('--rdzv-conf') + 1] == 'timeout=120'
