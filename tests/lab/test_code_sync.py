@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from code_tree import KEPT, expected_digest, write_tree
+from code_tree import KEPT, SOURCE_MARKER, expected_digest, write_tree
 from playbook_runner import run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures('lab_session_lock')]
@@ -28,12 +28,14 @@ NODES = 3
 
 
 def node_digest(lab, node, dest):
-    """{relative path: sha256} of every regular file under dest on the node, read over the lab's SSH."""
+    """{relative path: sha256} of every regular file under dest on the node, read over the lab's SSH, but the sync's
+    source marker (code_tree.SOURCE_MARKER), which code_tree.tree_digest leaves out too."""
     proc = lab.ssh(node, "cd %s && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum" % dest)
     found = {}
     for line in proc.stdout.splitlines():
         checksum, path = line.split('  ', 1)
-        found[path[2:]] = checksum
+        if path[2:] != SOURCE_MARKER:
+            found[path[2:]] = checksum
     return found
 
 
