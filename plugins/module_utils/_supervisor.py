@@ -98,9 +98,13 @@ RANK_LOG_DIR = 'ranks'
 def rank_log_environment(run_dir, env):
     """What torchrun is given so that each rank's lines reach node.log with a rank prefix: ``--tee 3`` (stdout and
     stderr of every rank, to torchrun's own output and to a file) and ``--log-dir <run_dir>/ranks`` as torchrun's
-    ``PET_*`` variables, and :data:`RANK_LOG_PREFIX`. A variable the launch's env already sets is left as it is."""
+    ``PET_*`` variables, and :data:`RANK_LOG_PREFIX`. A variable the launch's env already sets is left as it is.
+
+    ``PYTHONUNBUFFERED=1`` too: torchrun copies the ranks' lines to its own stdout (node.log, a file) without flushing
+    (torch/distributed/elastic/multiprocessing/tail_log.py), so a buffered torchrun held every progress line back
+    until 8 KiB had gathered or the job ended; the ranks inherit it, and their lines reach their files as printed."""
     wanted = {'PET_TEE': '3', 'PET_LOG_DIR': os.path.join(run_dir, RANK_LOG_DIR),
-              'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE': RANK_LOG_PREFIX}
+              'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE': RANK_LOG_PREFIX, 'PYTHONUNBUFFERED': '1'}
     return dict((name, value) for name, value in wanted.items() if name not in env)
 
 

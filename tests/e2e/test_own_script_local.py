@@ -10,6 +10,7 @@ world size (torchrun's nnodes x nproc, not our metrics).
 import glob
 import json
 import os
+import re
 import textwrap
 
 import pytest
@@ -89,7 +90,8 @@ def check_launch(lab, proc, before):
             got = json.load(handle)
         assert got == {'argv': EXPECTED, 'world': 2, 'sum': 3.0}, got
     # the progress line is the script's last log line: it prints no step= line of ours
-    assert 'running  log: own script: epoch' in output, output[-4000:]
+    # the node log's last line, with the prefix of the rank that wrote it (logs.yml's per-rank logs)
+    assert re.search(r'running  log: \[rank \d+\] own script: epoch', output), output[-4000:]
     with open(os.path.join(path, 'summary.txt')) as handle:
         summary = handle.read()
     with open(os.path.join(lab.root, 'summary-%s.txt' % os.path.basename(path)), 'w') as handle:  # kept for reading

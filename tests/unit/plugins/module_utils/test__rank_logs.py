@@ -37,7 +37,8 @@ def experiment(tmp_path):
 
 def test_the_supervisor_gives_torchrun_tee_a_log_dir_and_the_prefix_unless_the_launch_sets_them():
     env = _supervisor.rank_log_environment('/n/runs/r1', {'PET_TEE': '0'})
-    assert env == {'PET_LOG_DIR': '/n/runs/r1/ranks', 'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE': '[rank ${rank}] '}
+    assert env == {'PET_LOG_DIR': '/n/runs/r1/ranks', 'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE': '[rank ${rank}] ',
+                   'PYTHONUNBUFFERED': '1'}
 
 
 @pytest.mark.parametrize('line, world, expected', [
