@@ -33,6 +33,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._local_copy imp
     local_copy,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._rsync import (
+    MAX_MARKER_BYTES,
     SOURCE_MARKER,
     RsyncError,
     code_only_opts,
@@ -201,7 +202,8 @@ class _Marker(object):
     def recorded(self):
         if self.local:
             return read_marker(os.path.expanduser(self.dest))
-        proc = self._ssh('cat -- %s 2>/dev/null; true' % shlex.quote(self.dest + '/' + SOURCE_MARKER))
+        # the node's file: at most MAX_MARKER_BYTES of it reach the controller
+        proc = self._ssh('head -c %d -- %s 2>/dev/null; true' % (MAX_MARKER_BYTES, shlex.quote(self.dest + '/' + SOURCE_MARKER)))
         return marker_text(proc.stdout or b'')
 
     def problem(self):
@@ -214,10 +216,15 @@ class _Marker(object):
         if self.local:
             path = self._path()
             tmp = path + '.tmp'
-            with open(tmp, 'wb') as handle:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)  # a link planted there is removed, never written through
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), 'wb') as handle:
                 handle.write(text)
             os.replace(tmp, path)
             return
-        proc = self._ssh('cat > %s' % shlex.quote(self.dest + '/' + SOURCE_MARKER), data=text)
+        # a new file renamed over the marker: a link planted at either name is replaced, never written through
+        marker = shlex.quote(self.dest + '/' + SOURCE_MARKER)
+        proc = self._ssh('rm -f -- %s.tmp && (set -C; cat > %s.tmp) && mv -f -- %s.tmp %s' % (marker, marker, marker, marker),
+                         data=text)
         if proc.returncode != 0:
             raise AnsibleActionFail('cannot record the source in %s: %s' % (self.where, to_text(proc.stderr)[-500:]))

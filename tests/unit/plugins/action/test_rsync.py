@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 
@@ -154,7 +155,7 @@ class Calls:
         self.calls.append((argv, kwargs.get('input')))
         if argv[0] == 'rsync':
             return subprocess.CompletedProcess(argv, 0, '<<CHANGED>>>f+++++++++ train.py\n', '')
-        return subprocess.CompletedProcess(argv, 0, self.recorded if argv[-1].startswith('cat --') else b'', b'')
+        return subprocess.CompletedProcess(argv, 0, self.recorded if argv[-1].startswith('head -c 4096 --') else b'', b'')
 
 
 def test_an_ssh_host_holding_another_source_is_refused_before_rsync_and_its_marker_written_after():
@@ -164,7 +165,7 @@ def test_an_ssh_host_holding_another_source_is_refused_before_rsync_and_its_mark
     result = action.run(task_vars={'inventory_hostname': 'gpu1'})
     assert result['failed'] and result['msg'].startswith(
         'the directory /srv/w on gpu1 holds the code of /home/me/proj (its .trainops-source); this sync would put /ws')
-    assert [argv[-1] for argv, dummy in other.calls] == ["cat -- /srv/w/.trainops-source 2>/dev/null; true"]
+    assert [argv[-1] for argv, dummy in other.calls] == ["head -c 4096 -- /srv/w/.trainops-source 2>/dev/null; true"]
     assert other.calls[0][0][-2] == 'train@10.77.0.11' and other.calls[0][0][:3] == ['ssh', '-o', 'ControlPath=/cp/10.77.0.11-2222-train']
 
     same = Calls(recorded=b'/ws\n')
@@ -172,9 +173,27 @@ def test_an_ssh_host_holding_another_source_is_refused_before_rsync_and_its_mark
     assert not action.run(task_vars={'inventory_hostname': 'gpu1'}).get('failed')
     rsync, write = same.calls[1], same.calls[2]
     assert '--exclude=/.trainops-source' in rsync[0]
-    assert write == (write[0], b'/ws\n') and write[0][-1] == 'cat > /srv/w/.trainops-source'
+    assert write == (write[0], b'/ws\n') and write[0][-1] == (
+        'rm -f -- /srv/w/.trainops-source.tmp && (set -C; cat > /srv/w/.trainops-source.tmp) '
+        '&& mv -f -- /srv/w/.trainops-source.tmp /srv/w/.trainops-source')
 
     replaced = Calls(recorded=b'/home/me/proj\n')
     action, dummy = make_action(dict(args, replace_source=True), run=replaced)
     assert not action.run(task_vars={'inventory_hostname': 'gpu1'}).get('failed')
     assert replaced.calls[-1][1] == b'/ws\n'
+
+
+def test_a_local_marker_is_written_through_no_link_planted_beside_it(tmp_path):
+    """On a local node the marker's temporary name is the node's to plant a link at: it is removed, not written
+    through, and the file the link pointed at is untouched."""
+    dest, victim = tmp_path / 'w', tmp_path / 'victim'
+    dest.mkdir()
+    victim.write_text('keep\n')
+    os.symlink(str(victim), str(dest / '.trainops-source.tmp'))
+    os.symlink(str(victim), str(dest / '.trainops-source'))
+    from ansible_collections.trainops.multinode.plugins.action import rsync as rsync_action
+    marker = rsync_action._Marker(None, {'src': '/ws/', 'dest': str(dest), 'replace_source': True}, 'local', False, 'n0')
+    marker.write()
+    assert victim.read_text() == 'keep\n'
+    assert not os.path.islink(str(dest / '.trainops-source')) and (dest / '.trainops-source').read_text() == '/ws\n'
+    assert not os.path.lexists(str(dest / '.trainops-source.tmp'))
