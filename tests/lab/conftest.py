@@ -25,6 +25,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -130,10 +131,18 @@ class Lab:
 
 
 class SlowNode:
-    """A node slowed on purpose (a thermally throttled host, a noisy neighbour): its processes in a CPU cgroup with
-    a quota, cgroup v2 (cpu.max) or v1 (cpu.cfs_quota_us), whichever the machine has."""
+    """A node whose training is slowed on purpose (a thermally throttled GPU, a noisy neighbour on the workload's
+    CPUs): while the context is open, a watcher puts every process of the node that runs torch (torchrun, the
+    health check's and the job's ranks, anything they start) in a CPU cgroup with a quota, cgroup v2 (cpu.max) or
+    v1 (cpu.cfs_quota_us), whichever the machine has.
 
-    PERIOD_US = 100000
+    Only the workload: the node's sshd and Ansible's modules keep their speed, so that a launch's ~100 tasks on the
+    node do not each take seconds (they made the one test that uses this take four minutes). The period is short
+    (10 ms): a training step of ~15 ms cannot fit in one period's quota and always meets the cap (with 100 ms
+    periods a step under the quota ran at full speed and a CI run named no straggler)."""
+
+    PERIOD_US = 10000
+    POLL_S = 0.2
 
     def __init__(self, node, cpu_percent, prefix):
         self.node = node
@@ -142,19 +151,38 @@ class SlowNode:
         self.root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
         self.path = os.path.join(self.root, "%s-slow-%s" % (prefix, node["name"]))
         self.v2 = v2
+        self.stopping = threading.Event()
+        self.watcher = None
 
     def members(self):
-        """The pids in the node's network namespace."""
+        """{pid: (ppid, cmdline)} of the processes in the node's network namespace."""
         inode = os.stat(os.path.join("/run/netns", self.node["namespace"])).st_ino
-        pids = []
+        found = {}
         for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    if os.stat("/proc/%s/ns/net" % entry).st_ino == inode:
-                        pids.append(int(entry))
-                except OSError:
+            if not entry.isdigit():
+                continue
+            try:
+                if os.stat("/proc/%s/ns/net" % entry).st_ino != inode:
                     continue
-        return pids
+                with open("/proc/%s/stat" % entry) as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+                with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                    cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+            found[int(entry)] = (ppid, cmdline)
+        return found
+
+    @staticmethod
+    def workload(members):
+        """The pids that run torch, and every process under one of them (not Ansible's torchrun module)."""
+        chosen = {pid for pid, (_ppid, cmdline) in members.items() if "torch" in cmdline and "AnsiballZ" not in cmdline}
+        grew = True
+        while grew:
+            below = {pid for pid, (ppid, _cmdline) in members.items() if ppid in chosen} - chosen
+            chosen |= below
+            grew = bool(below)
+        return chosen
 
     def _move(self, group, pids):
         for pid in pids:
@@ -163,6 +191,15 @@ class SlowNode:
                     handle.write(str(pid))
             except OSError:
                 pass  # gone meanwhile
+
+    def _inside(self):
+        with open(os.path.join(self.path, "cgroup.procs")) as handle:
+            return {int(line) for line in handle if line.strip()}
+
+    def _watch(self):
+        while not self.stopping.is_set():
+            self._move(self.path, self.workload(self.members()) - self._inside())
+            self.stopping.wait(self.POLL_S)
 
     def __enter__(self):
         os.makedirs(self.path, exist_ok=True)
@@ -174,13 +211,15 @@ class SlowNode:
                 handle.write(str(self.PERIOD_US))
             with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as handle:
                 handle.write(str(self.quota))
-        self._move(self.path, self.members())
+        self.watcher = threading.Thread(target=self._watch, name="slow-%s" % self.node["name"], daemon=True)
+        self.watcher.start()
         return self
 
     def __exit__(self, *exc):
+        self.stopping.set()
+        self.watcher.join()
         for _attempt in range(3):
-            with open(os.path.join(self.path, "cgroup.procs")) as handle:
-                pids = [int(line) for line in handle if line.strip()]
+            pids = self._inside()
             if not pids:
                 break
             self._move(self.root, pids)

@@ -1,11 +1,11 @@
 """A node slowed on purpose, on real hosts (the namespace lab of hack/lab.py; root only).
 
-Every process of one node of three runs in a cgroup limited to a fraction of one CPU (a thermally throttled host, a
-noisy neighbour: conftest's ``Lab.slowed``). The health check (playbooks/health.yml) finds the slow all-reduce of all
-nodes and of every pair with that node, and names it; a training job on the same nodes succeeds and names that node
-a straggler, while it runs and in its summary. (``tc netem`` on the node's training link was the other way the
-issue offered; this machine's kernel has no sch_netem, and a slow link shows in the health check's pairs but in no
-node's compute time: docs/failures.md.) See docs/health.md.
+The training processes of one node of three run in a cgroup limited to a fraction of one CPU (a thermally
+throttled GPU, a noisy neighbour: conftest's ``Lab.slowed``). The health check (playbooks/health.yml) finds the slow
+all-reduce of all nodes and of every pair with that node, and names it; a training job on the same nodes succeeds
+and names that node a straggler, while it runs and in its summary. (``tc netem`` on the node's training link was the
+other way the issue offered; this machine's kernel has no sch_netem, and a slow link shows in the health check's
+pairs but in no node's compute time: docs/failures.md.) See docs/health.md.
 """
 import json
 import os
@@ -36,7 +36,7 @@ def test_a_slowed_node_is_named_by_the_health_check_and_flagged_as_a_straggler(l
             tmp_path / 'health', nproc=1, trainops_health_bytes='16M', trainops_health_iters=5,
             trainops_health_warmup=1, trainops_health_slow_ratio=0.7), inventory=lab.inventory, timeout=1200)
         # the default model, not the tiny one: a step must compute for longer than the quota's share of a period
-        # (15 ms of 100) for the cap to slow it; a tiny step (under 1 ms with one thread a rank) never reaches it
+        # (1.5 ms of 10) for the cap to slow it; a tiny step (under 1 ms with one thread a rank) may never reach it
         job = run_playbook('playbooks/launch.yml', str(tmp_path / 'job'), launch_vars(
             tmp_path / 'job', nproc=1, trainops_progress_interval=2, config='config/default.yaml',
             overrides=['training.max_steps=24', 'training.log_interval=2']), inventory=lab.inventory, timeout=900)
