@@ -73,6 +73,8 @@ _value:
       elements: str
 """
 
+import ipaddress
+
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
@@ -127,8 +129,48 @@ def node_order(hosts, hostvars, play_hosts=None):
     }
 
 
+def _loopback(address):
+    """A loopback address (or localhost): right for every master where all the nodes are one machine."""
+    if address.lower() == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def master_can_move(nodes, spares, retries, min_nodes):
+    """Whether a retry can give node rank 0 to another host: it retries (``retries`` > 0) and can leave a node out,
+    for a spare (``spares``) or for fewer nodes (``min_nodes`` below the node count; 0 needs them all)."""
+    try:
+        retries, min_nodes = int(retries or 0), int(min_nodes or 0)
+    except (TypeError, ValueError):
+        return False  # the knobs' own checks name them (validate.yml, spare_pool)
+    return retries > 0 and (bool(spares) or 0 < min_nodes < len(nodes))
+
+
+def master_addr_problems(nodes, hostvars, spares=(), retries=0, min_nodes=0):
+    """What makes the master's address wrong once the master moves (the retries' replacement of node rank 0): one
+    ``trainops_master_addr`` shared by hosts that can each become the master (a group-wide value), which would make
+    every node dial the lost master. ``[]`` when the master cannot move or every value is a host's own (a loopback
+    value is every host's own: the local inventory's nodes are one machine)."""
+    nodes, spares = list(nodes or ()), list(spares or ())
+    if not master_can_move(nodes, spares, retries, min_nodes):
+        return []
+    holders = {}
+    for host in nodes + [h for h in spares if h not in nodes]:
+        value = _host_vars(hostvars, host).get('trainops_master_addr')
+        if value is not None and not _loopback(str(value)):
+            holders.setdefault(str(value), []).append(host)
+    return ['trainops_master_addr is %s for %d hosts (%s): a retry can make another node the master, and every '
+            'node would still dial %s. Set it per host (host_vars: each node\'s own address on the training '
+            'network), or leave it out so that the master\'s ansible_host is used.'
+            % (value, len(hosts), ', '.join(hosts[:5]) + (', ...' if len(hosts) > 5 else ''), value)
+            for value, hosts in sorted(holders.items()) if len(hosts) > 1]
+
+
 class FilterModule(object):
-    """trainops.multinode.node_order."""
+    """trainops.multinode.node_order and trainops.multinode.master_addr_problems."""
 
     def filters(self):
-        return {'node_order': node_order}
+        return {'node_order': node_order, 'master_addr_problems': master_addr_problems}

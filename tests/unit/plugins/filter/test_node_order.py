@@ -15,7 +15,7 @@ from ansible.template import Templar, trust_as_template
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.trainops.multinode.plugins.filter.node_order import FilterModule, node_order
+from ansible_collections.trainops.multinode.plugins.filter.node_order import FilterModule, master_addr_problems, node_order
 
 
 def test_inventory_order_and_the_first_node_as_master():
@@ -103,3 +103,51 @@ def test_fqcn_filter_error_reaches_the_template(inventory):
     loader, manager = inventory
     with pytest.raises(AnsibleError, match='list of inventory host names'):
         render(loader, manager, "{{ 'gpu-01' | trainops.multinode.node_order(hostvars) }}")
+
+
+GROUP_WIDE = {h: {'ansible_host': '10.0.0.%d' % i, 'trainops_master_addr': '10.1.0.1'}
+              for i, h in enumerate(('n0', 'n1', 'n2', 's0'), 1)}
+
+
+@pytest.mark.parametrize('spares, retries, min_nodes', [(['s0'], 2, 0), ([], 1, 2)])
+def test_a_group_wide_master_addr_is_refused_where_a_retry_can_move_the_master(spares, retries, min_nodes):
+    problems = master_addr_problems(['n0', 'n1', 'n2'], GROUP_WIDE, spares, retries, min_nodes)
+    assert len(problems) == 1, problems
+    hosts = 'n0, n1, n2, s0' if spares else 'n0, n1, n2'
+    assert problems[0].startswith('trainops_master_addr is 10.1.0.1 for %d hosts (%s): ' % (len(hosts.split(',')), hosts))
+    assert 'Set it per host' in problems[0]
+
+
+@pytest.mark.parametrize('spares, retries, min_nodes', [
+    (['s0'], 0, 0),  # no retry: the master stays
+    ([], 2, 0),  # every node needed, no spare: a retry keeps the same nodes
+    ([], 2, 3),  # as many as the nodes: none can be left out
+])
+def test_a_group_wide_master_addr_is_fine_where_the_master_cannot_move(spares, retries, min_nodes):
+    assert master_addr_problems(['n0', 'n1', 'n2'], GROUP_WIDE, spares, retries, min_nodes) == []
+
+
+@pytest.mark.parametrize('value', ['127.0.0.1', '::1', 'localhost'])
+def test_a_loopback_master_addr_is_every_hosts_own(value):
+    hv = {h: {'trainops_master_addr': value} for h in ('n0', 'n1', 's0')}
+    assert master_addr_problems(['n0', 'n1'], hv, ['s0'], 2) == []
+
+
+def test_per_host_master_addrs_and_a_host_without_one_are_fine():
+    hv = {'n0': {'trainops_master_addr': '10.1.0.1'}, 'n1': {'trainops_master_addr': '10.1.0.2'}, 's0': {}}
+    assert master_addr_problems(['n0', 'n1'], hv, ['s0'], 2) == []
+
+
+def test_master_addr_problems_from_a_template_over_a_real_inventory(tmp_path):
+    path = tmp_path / 'hosts.yml'
+    path.write_text('all:\n  vars: {trainops_master_addr: 10.1.0.1}\n  children:\n'
+                    '    job: {hosts: {n0: {ansible_host: 10.0.0.1}, n1: {ansible_host: 10.0.0.2}}}\n'
+                    '    spares: {hosts: {s0: {ansible_host: 10.0.0.3}}}\n')
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(path)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    templar = Templar(loader=loader, variables={'hostvars': HostVars(inventory, variables, loader)})
+    templar.environment.filters.update(FilterModule().filters())
+    found = templar.template(trust_as_template(
+        "{{ ['n0', 'n1'] | master_addr_problems(hostvars, ['s0'], '2', '0') }}"))
+    assert len(found) == 1 and 'for 3 hosts (n0, n1, s0)' in found[0], found
