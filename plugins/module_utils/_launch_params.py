@@ -411,7 +411,8 @@ def launch_problems(params, which=shutil.which):
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``,
     ``checkpoint_signal_seconds``, ``srun_start_timeout``, ``allow_few_cpus``, ``mem_per_node``, ``slurm_cpus``,
-    ``slurm_mem_mb``, ``slurm_gpus_implicit`` (the slurm inventory's per-node variables, _slurm_problems)
+    ``slurm_mem_mb``, ``slurm_gpus_implicit`` (the slurm inventory's per-node variables, _slurm_problems),
+    ``raw_params`` (the words of an ``-e`` that set no variable, :func:`stray_word_problems`)
     (what a launcher needs is checked by that launcher, _launchers.Launcher.problems), ``node``: the node's
     inventory name, which names its directories in the
     experiment, module_utils._collect),
@@ -472,10 +473,22 @@ def launch_problems(params, which=shutil.which):
         except ValueError:
             problems.append('trainops_training_network=%s: the training network must be empty or a network in CIDR '
                             'form (e.g. trainops_training_network: 10.0.0.0/16)' % (network,))
+    problems.extend(stray_word_problems(params.get('raw_params')))
     return (problems + _entry_problems(params) + _path_problems(params) + _mapping_problems(params)
             + _profile_problems(params) + _launcher_problems(params) + _slurm_problems(params) + _checkpoint_problems(params)
             + _resume_problems(params) + _retry_problems(params)
             + _controller_problems(params, which))
+
+
+def stray_word_problems(raw_params):
+    """Words of an ``-e`` that set no variable: ansible-playbook keeps them as ``_raw_params``. ``-e 'args=--lr 3e-4'``
+    sets ``args`` to ``--lr`` and leaves ``3e-4`` there. Such a launch would run with other values than the user
+    wrote."""
+    if raw_params in (None, ''):
+        return []
+    return ['-e was given words that set no variable: %s. A value with spaces needs quotes inside the -e '
+            '(-e \'args="--lr 3e-4 --epochs 2"\') or JSON (-e \'{"args": ["--lr", "3e-4"]}\'); give each variable '
+            'its own -e.' % (raw_params, )]
 
 
 def merge_problems(by_node):

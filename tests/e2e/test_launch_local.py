@@ -229,6 +229,10 @@ def test_launch_trains_four_ranks_and_collects_everything(lab):
      ['module=pkg.train and script=mine.py: give one entrypoint', 'args=--name "run: the entrypoint\'s arguments cannot be split'],
      ['channels=', 'nproc=', 'no such file']),
     ({'trainops_training_network': '10.1.0.0/33'}, ['trainops_training_network=10.1.0.0/33: '], ['channels=']),
+    # -e 'args=--lr 3e-4 --epochs 2' on the command line: ansible-playbook's parse_kv gives exactly these two variables
+    ({'args': '--lr', '_raw_params': '3e-4 --epochs 2'},
+     ['-e was given words that set no variable: 3e-4 --epochs 2. A value with spaces needs quotes inside the -e'],
+     ['channels=', 'nproc=']),
     # -e sets it for every host: with retries that may leave a node out, the master can move away from it
     ({'trainops_master_addr': '10.9.9.9', 'retries': 1, 'trainops_min_nodes': 1},
      ['trainops_master_addr is 10.9.9.9 for 2 hosts (node0, node1): a retry can make another node the master'],

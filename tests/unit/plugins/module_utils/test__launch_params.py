@@ -10,6 +10,7 @@ import os
 import pytest
 
 from ansible.errors import AnsibleFilterError
+from ansible.parsing.splitter import parse_kv
 
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import config_args_passed, launch_problems, merge_problems
 from ansible_collections.trainops.multinode.plugins.filter import launch_problems as launch_filter
@@ -360,3 +361,14 @@ def test_a_train_py_of_the_users_own_gets_no_config_and_overrides_for_it_are_ref
     assert launch_problems(dict(good, pass_config_args='auto', script='mine.py', overrides=['a.b=1'])) == [
         'overrides=a.b=1: config overrides go only to the shipped train.py, with --config; give your script\'s own '
         'arguments in args (e.g. -e \'args=--lr 0.1\')']
+
+
+def test_words_of_an_e_that_set_no_variable_are_refused_with_the_quoting_that_works(good):
+    # -e 'args=--lr 3e-4 --epochs 2': ansible-playbook sets args=--lr and keeps the rest as _raw_params
+    assert parse_kv('args=--lr 3e-4 --epochs 2') == {'args': '--lr', '_raw_params': '3e-4 --epochs 2'}
+    assert parse_kv('args="--lr 3e-4 --epochs 2"') == {'args': '--lr 3e-4 --epochs 2'}
+    lines = launch_problems(dict(good, script_args=['--lr'], raw_params='3e-4 --epochs 2'))
+    assert lines == ['-e was given words that set no variable: 3e-4 --epochs 2. A value with spaces needs quotes '
+                     'inside the -e (-e \'args="--lr 3e-4 --epochs 2"\') or JSON (-e \'{"args": ["--lr", "3e-4"]}\'); '
+                     'give each variable its own -e.']
+    assert launch_problems(dict(good, raw_params=None)) == launch_problems(dict(good, raw_params='')) == []
