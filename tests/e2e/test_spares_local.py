@@ -5,11 +5,11 @@
 third logical node, node2, in the inventory group ``spares``: one rank per node, 64 short steps, a checkpoint every 4.
 
 The master node0, whose rank is killed twice the same way, is left out of the third attempt and the spare takes its
-node rank 0 and the rendezvous; the job resumes from the checkpoint, which the spare gets copied from node1 through
-the controller (every node writes the checkpoint: files/workspace/train.py), and succeeds. While it runs, status.yml
-finds it on the spare, and stop.yml refuses to stop it without the spare group (the spare would go on running). (One launch of three
-attempts, for CI's time: a node of another rank replaced is the lab's, tests/lab/test_spares_lab.py, with a node lost
-for real.)"""
+node rank 0 and the rendezvous (a first spare that cannot be reached is left out at the start, with a warning); the
+job resumes from the checkpoint, which the spare gets copied from node1 through the controller (every node writes the
+checkpoint: files/workspace/train.py), and succeeds. While it runs, status.yml finds it on the spare, and stop.yml
+refuses to stop it without the spare group (the spare would go on running). (One launch of three attempts, for CI's
+time: a node of another rank replaced is the lab's, tests/lab/test_spares_lab.py, with a node lost for real.)"""
 
 from __future__ import annotations
 
@@ -34,13 +34,16 @@ OVERRIDES = ['training.max_steps=%d' % MAX_STEPS, 'training.log_interval=1', 'tr
              'debug.sleep_per_step_s=0.2', 'distributed.timeout_s=30']
 
 
-def spare_inventory(lab):
-    """The local default's two nodes and a third, node2, in the group spares (same settings)."""
+def spare_inventory(lab, dead_spare=False):
+    """The local default's two nodes and a third, node2, in the group spares (same settings); with ``dead_spare``, a
+    spare before it that cannot be reached (SSH to a closed port): the launch leaves it out and starts."""
     with open(os.path.join(REPO, 'inventories', 'local', 'hosts.yml')) as handle:
         local = yaml.safe_load(handle)['trainops_nodes']
+    spares = {'gone': {'ansible_connection': 'ssh', 'ansible_host': '127.0.0.1', 'ansible_port': 1}} if dead_spare else {}
+    spares['node2'] = None
     inventory = {'all': {'vars': local['vars'], 'children': {
-        'trainops_nodes': {'hosts': local['hosts']}, 'spares': {'hosts': {'node2': None}}}}}
-    path = os.path.join(lab.root, 'spares.yml')
+        'trainops_nodes': {'hosts': local['hosts']}, 'spares': {'hosts': spares}}}}
+    path = os.path.join(lab.root, 'spares-dead.yml' if dead_spare else 'spares.yml')
     with open(path, 'w') as handle:
         yaml.safe_dump(inventory, handle)
     return path
@@ -94,7 +97,7 @@ def _launch_and_kill_twice(lab, node):
     done = {}
     launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
         TINY, retries=2, overrides=OVERRIDES, trainops_spare_nodes='spares'), timeout=300,
-        inventory=spare_inventory(lab))))
+        inventory=spare_inventory(lab, dead_spare=True))))
     launch.start()
     try:
         _kill_twice(lab, node)
@@ -102,7 +105,10 @@ def _launch_and_kill_twice(lab, node):
     finally:
         launch.join(300)
     proc = done['proc']
+    # the spare that cannot be reached is named, left out, and fails nothing: the next one, node2, is used
     assert proc.returncode == 0, proc.stdout[-6000:]
+    assert proc.summary['stats']['gone']['ignored'] == 1 and proc.summary['stats']['gone']['unreachable'] == 0, \
+        proc.summary['stats']
     last = proc.summary['artifact_data']['trainops_experiment']
     attempts = last['attempts']
     assert last['outcome'] == 'succeeded', last
