@@ -78,7 +78,7 @@ def render_hosts_yml(inv, net, nodes, count):
                [str(count)] + shape.options()),
            "# %d lab nodes: network namespaces on this machine, each with its own sshd, NIC, hostname," % count,
            "# /srv/trainops and /tmp.  Host keys are checked against known_hosts next to this file.",
-           "# Shape: %s (docs/lab.md)." % shape.describe(),
+           "# Shape: %s (docs/contributing/lab.md)." % shape.describe(),
            "trainops_nodes:",
            "  hosts:"]
     for node in nodes:
