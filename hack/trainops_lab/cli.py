@@ -26,7 +26,7 @@ Layout (node i = 1..N, NN = two digits):
 Opt-in ``up --engine docker`` (an ``up`` without it takes the engines away again): every node also
 runs a Docker daemon of its own, in its namespaces, with a private /run (so /var/run/docker.sock,
 /var/run/docker and /var/run/docker.pid are the node's) and a private /var/lib/docker, both bind
-mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
+mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/contributing/containers-lab.md.
 
 Shapes (docs/contributing/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
 every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
@@ -60,7 +60,7 @@ def main(argv=None):
     p_up.add_argument("--timeout", type=float, default=60, help="seconds to wait for sshd/ssh (default 60)")
     p_up.add_argument("--engine", choices=ENGINES,
                       help="docker: every node also runs its own Docker daemon (private /run and "
-                      "/var/lib/docker; docs/containers.md); none (default): no engine, and any running one is stopped")
+                      "/var/lib/docker; docs/contributing/containers-lab.md); none (default): no engine, and any running one is stopped")
     # shapes (docs/contributing/lab.md): like --engine, an `up` without one takes it away again
     p_up.add_argument("--shared-home", action="store_true",
                       help="one /home (%s) on every node, as an NFS home; with the root user also root's home" % SHARED_HOME)
