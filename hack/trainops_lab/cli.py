@@ -32,7 +32,7 @@ Shapes (docs/contributing/lab.md), each opt-in the same way: ``--shared-home`` (
 every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
 user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
 default 10.78.0.0/24, next to the training network), ``--slurm`` (a real Slurm cluster of the nodes: munged,
-slurmdbd and slurmctld on the controller, a slurmd in every node; docs/slurm.md)."""
+slurmdbd and slurmctld on the controller, a slurmd in every node; docs/contributing/slurm-lab.md)."""
 
 import argparse
 import sys
@@ -70,7 +70,7 @@ def main(argv=None):
                       help="a management network for SSH (NIC %s) next to the training network" % MGMT_IFNAME)
     p_up.add_argument("--slurm", action="store_true",
                       help="a Slurm cluster: munged and slurmctld on the controller, a slurmd in every node "
-                      "(docs/slurm.md); clients need SLURM_CONF=%s" % SLURM_CONF)
+                      "(docs/contributing/slurm-lab.md); clients need SLURM_CONF=%s" % SLURM_CONF)
     p_up.add_argument("--mgmt-subnet", help="with --mgmt-net: its IPv4 subnet (default: the running lab's, else %s)"
                       % DEFAULT_MGMT_SUBNET)
     sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")
