@@ -92,7 +92,7 @@ container-image: dev-deps engine ## The registry-free test image archive, once (
 # The lab's tests can run in two shards at once, each on a lab of its own (hack/lab.py's TRAINOPS_LAB: the
 # second lab has its own namespaces, addresses, state directory, inventory and session lock). That pays where
 # CPU is left over: on the 2-core machine make test keeps both cores busy from start to end with one lab, and
-# two labs beside e2e ran slower (docs/development.md), so `lab-test` shards from 4 cores on (LAB_SHARDS=1|2 to
+# two labs beside e2e ran slower (docs/contributing/development.md), so `lab-test` shards from 4 cores on (LAB_SHARDS=1|2 to
 # choose). The second shard takes the tests of jobs on a plain or container lab; the first keeps everything else
 # (the lab's own up/down tests, its shapes, the shapes with a training user, Slurm, Molecule, any new module).
 # The lab's container tests build the image themselves (hack/container_image.sh, one build at a time) when

@@ -129,7 +129,7 @@ def check(explicit_base):
     print('check_fragments: compared against %s (%s): %d changed under %s, fragments: %s'
           % (what, base[:12], len(shipped), ' '.join(SHIPPED), ', '.join(added) or 'none'))
     if shipped and not added:
-        print('check_fragments: these changes need a changelog fragment in %s (see docs/development.md):' % FRAGMENTS,
+        print('check_fragments: these changes need a changelog fragment in %s (see docs/contributing/development.md):' % FRAGMENTS,
               file=sys.stderr)
         for path in shipped:
             print('check_fragments:   %s %s' % (changes[path], path), file=sys.stderr)

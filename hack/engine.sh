@@ -18,7 +18,7 @@
 #
 # Docker's iptables: by default dockerd sets `iptables -P FORWARD DROP` and loads br_netfilter, after
 # which a bridge in the root network namespace stops forwarding between its ports. The namespace lab
-# (hack/lab.py, docs/lab.md) is immune by design (its bridge lives in a namespace of its own with
+# (hack/lab.py, docs/contributing/lab.md) is immune by design (its bridge lives in a namespace of its own with
 # no rules), but other bridges on the machine are not. The daemon started here needs no bridge
 # networking at all (this project's containers use the host network, and the image build only runs
 # `docker import`/`save`), so it runs with `--iptables=false --ip6tables=false --ip-masq=false
@@ -77,7 +77,7 @@ forward_note() {
     policy="$(iptables -S FORWARD 2>/dev/null | head -n1 || true)"
     if [[ "$policy" == "-P FORWARD DROP" ]]; then
         say "note: iptables FORWARD policy is DROP (Docker's default); the lab's bridge is in its own" \
-            "namespace and is not affected (docs/lab.md)"
+            "namespace and is not affected (docs/contributing/lab.md)"
     fi
 }
 

@@ -6,7 +6,7 @@ hostname, directories and SSH daemon, all on one bridge that the controller reac
     python3 hack/lab.py down              # remove everything the lab made
 
 The entry point only: the code is the package hack/trainops_lab/ (one module per concern, see its
-__init__.py); docs/lab.md says what is built and why.
+__init__.py); docs/contributing/lab.md says what is built and why.
 """
 
 import os

@@ -28,7 +28,7 @@
 #   and bootstraps pip into it with a get-pip.py it downloads from ci-files.testing.ansible.com,
 #   unless ~/.ansible/test/cache/get_pip_<X_Y>.py exists.  We put hack/get_pip_offline.py there:
 #   it uses `python -m ensurepip` and then pip-installs the requested pip through this machine's
-#   configured package index.  See docs/development.md.
+#   configured package index.  See docs/contributing/development.md.
 #
 # Environment:
 #   PYTHON          interpreter that has ansible-core/ansible-test installed (default: python3)

@@ -1,7 +1,7 @@
 """A pytest plugin: the CPU time each test costs, the processes it started included, and the most expensive ones
 listed at the end of the run (``--cpu-report=N``; tests/conftest.py registers it).
 
-CI is CPU-bound (docs/development.md, "CI time"): on its 2 cores the suites run side by side and a test's wall time
+CI is CPU-bound (docs/contributing/development.md, "CI time"): on its 2 cores the suites run side by side and a test's wall time
 says more about what ran beside it than about the test. Its CPU time does not: that is what a cut saves.
 
 As root on a machine with cgroup v1's cpuacct controller (CI), the pytest process moves into a cgroup of its own at

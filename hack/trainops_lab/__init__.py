@@ -1,4 +1,4 @@
-"""The multi-host lab of ``hack/lab.py`` (its entry point; docs/lab.md), one module per concern:
+"""The multi-host lab of ``hack/lab.py`` (its entry point; docs/contributing/lab.md), one module per concern:
 
 * ``core``: names, paths and addresses, LabError, the command runner, prerequisites, the lock, file helpers;
 * ``plan``: the shape and the nodes (names, NICs, addresses, mounts, sshd_config), ``plan()``;

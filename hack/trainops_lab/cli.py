@@ -7,7 +7,7 @@ hostname, directories and SSH daemon, all on one bridge that the controller reac
 
 Needs root (network namespaces, veths, bind mounts).  Python 3 standard library only; the
 system programs it drives (ip, sshd, ssh, ssh-keygen, unshare) are installed with apt-get
-when missing.  See docs/lab.md for what is built and why.
+when missing.  See docs/contributing/lab.md for what is built and why.
 
 Layout (node i = 1..N, NN = two digits):
 
@@ -26,13 +26,13 @@ Layout (node i = 1..N, NN = two digits):
 Opt-in ``up --engine docker`` (an ``up`` without it takes the engines away again): every node also
 runs a Docker daemon of its own, in its namespaces, with a private /run (so /var/run/docker.sock,
 /var/run/docker and /var/run/docker.pid are the node's) and a private /var/lib/docker, both bind
-mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/containers.md.
+mounts of /var/lib/trainops-lab/nodeNN/{run,docker}; see docs/contributing/containers-lab.md.
 
-Shapes (docs/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
+Shapes (docs/contributing/lab.md), each opt-in the same way: ``--shared-home`` (/var/lib/trainops-lab/home on
 every node's /home, and root's home in it when root trains), ``--user NAME`` (a non-root training
 user Ansible logs in as), ``--mgmt-net`` (sshd on a second NIC ``eno1`` of a management network,
 default 10.78.0.0/24, next to the training network), ``--slurm`` (a real Slurm cluster of the nodes: munged,
-slurmdbd and slurmctld on the controller, a slurmd in every node; docs/slurm.md)."""
+slurmdbd and slurmctld on the controller, a slurmd in every node; docs/contributing/slurm-lab.md)."""
 
 import argparse
 import sys
@@ -60,8 +60,8 @@ def main(argv=None):
     p_up.add_argument("--timeout", type=float, default=60, help="seconds to wait for sshd/ssh (default 60)")
     p_up.add_argument("--engine", choices=ENGINES,
                       help="docker: every node also runs its own Docker daemon (private /run and "
-                      "/var/lib/docker; docs/containers.md); none (default): no engine, and any running one is stopped")
-    # shapes (docs/lab.md): like --engine, an `up` without one takes it away again
+                      "/var/lib/docker; docs/contributing/containers-lab.md); none (default): no engine, and any running one is stopped")
+    # shapes (docs/contributing/lab.md): like --engine, an `up` without one takes it away again
     p_up.add_argument("--shared-home", action="store_true",
                       help="one /home (%s) on every node, as an NFS home; with the root user also root's home" % SHARED_HOME)
     p_up.add_argument("--user", metavar="NAME",
@@ -70,7 +70,7 @@ def main(argv=None):
                       help="a management network for SSH (NIC %s) next to the training network" % MGMT_IFNAME)
     p_up.add_argument("--slurm", action="store_true",
                       help="a Slurm cluster: munged and slurmctld on the controller, a slurmd in every node "
-                      "(docs/slurm.md); clients need SLURM_CONF=%s" % SLURM_CONF)
+                      "(docs/contributing/slurm-lab.md); clients need SLURM_CONF=%s" % SLURM_CONF)
     p_up.add_argument("--mgmt-subnet", help="with --mgmt-net: its IPv4 subnet (default: the running lab's, else %s)"
                       % DEFAULT_MGMT_SUBNET)
     sub.add_parser("down", help="remove every namespace, link, process, mount and file of the lab")

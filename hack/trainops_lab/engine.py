@@ -1,5 +1,5 @@
 """up --engine docker: a Docker daemon per node, in the node's namespaces with its own /run and
-/var/lib/docker (docs/containers.md)."""
+/var/lib/docker (docs/contributing/containers-lab.md)."""
 
 import os
 import shutil

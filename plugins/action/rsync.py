@@ -6,7 +6,7 @@
 plugins/modules/rsync.py for the documentation).
 
 Unlike ansible.posix.synchronize, no module runs: synchronize ships a Python module to the controller itself
-for every host, which costs about 0.4 s of controller CPU per node and launch (docs/benchmarks.md). Here the
+for every host, which costs about 0.4 s of controller CPU per node and launch (docs/contributing/benchmarks.md). Here the
 worker that runs the task starts rsync directly, over the host's own ssh settings as Ansible's ssh connection
 plugin resolved them, and through the ControlMaster socket Ansible opened to the host when there is one.
 

@@ -7,7 +7,7 @@
 The launch used to spend four module runs per node on what this does in one (node facts, the
 training interpreter's torch, a job still running, the master port): every module run costs a
 Python start with its payload on the node and a few hundred ms of controller CPU per node, which is
-what made the 16-node launch slow (docs/benchmarks.md). Nothing here creates, starts or changes
+what made the 16-node launch slow (docs/contributing/benchmarks.md). Nothing here creates, starts or changes
 anything. Problems the user must fix are collected, not raised, so one run reports all of them.
 """
 

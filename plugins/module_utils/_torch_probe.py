@@ -15,7 +15,7 @@ files, not the host's. The preflight and node_facts modules import this file (so
 source with ``-c``, so nothing is written anywhere. Standard library only. Prints one JSON object.
 
 Without ``--import`` torch's installed version comes from its package metadata: importing torch costs 1-2 s of CPU
-per node (docs/benchmarks.md); ``--import`` (import_torch=true) does the full import.
+per node (docs/contributing/benchmarks.md); ``--import`` (import_torch=true) does the full import.
 
 ``--library`` adds ``library``: what tells which NCCL (nvidia) or RCCL (amd) torch loads (``choose_library`` picks
 one), the ROCm runtime, the net plugins on the library path and RCCL's dma-buf kernel options as RCCL reads them

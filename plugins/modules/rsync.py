@@ -27,7 +27,7 @@ description:
     file in the tree, a file that is neither a regular file, a directory nor a symlink).
   - The job role syncs the workspace with it. Unlike M(ansible.posix.synchronize), which runs a Python module on the
     controller for every host, the action runs rsync itself, which saves about 0.4 s of controller CPU per host and
-    launch (docs/benchmarks.md). Use M(ansible.posix.synchronize) for anything else (pulling, C(become), other
+    launch (docs/contributing/benchmarks.md). Use M(ansible.posix.synchronize) for anything else (pulling, C(become), other
     connections, delegation).
   - This module is implemented as an action plugin; the module file only holds the documentation.
 author:

@@ -8,7 +8,7 @@
 """Action plugins for modules whose task the job role runs on the controller (``delegate_to: localhost``).
 
 Such a task would ship the module to the controller itself: build its AnsiballZ payload and start a Python
-process for it, about 0.3-0.4 s of controller CPU and time each (docs/benchmarks.md). When the task's connection
+process for it, about 0.3-0.4 s of controller CPU and time each (docs/contributing/benchmarks.md). When the task's connection
 is local, ``InWorkerAction`` runs the module's task (its ``module_utils/_<name>_task.py``: options and run) in the
 worker that runs the task instead; on any other connection the module runs on the host as usual.
 """

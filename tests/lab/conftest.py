@@ -10,7 +10,7 @@
 
     def test_fresh(lab_nodes):
         lab = lab_nodes(3)                    # factory: checks health now, (re)builds if needed
-        lab = lab_nodes(3, shared_home=True, user="trainer", mgmt_net=True)   # a lab shape (docs/lab.md)
+        lab = lab_nodes(3, shared_home=True, user="trainer", mgmt_net=True)   # a lab shape (docs/contributing/lab.md)
         lab.ssh(1, "whoami", user="trainer")  # on the node's SSH address (management with mgmt_net)
 
 A lab already running with the right number of healthy nodes and the asked shape (``make lab N=4``:

@@ -1,5 +1,5 @@
 """Helpers and fixtures for tests that run work in containers on the lab of hack/lab.py, each lab node
-with its own Docker daemon (``hack/lab.py up --engine docker``); see docs/containers.md.
+with its own Docker daemon (``hack/lab.py up --engine docker``); see docs/contributing/containers-lab.md.
 
     from container_support import container_lab, image_archive  # pytest finds the fixtures by import
 

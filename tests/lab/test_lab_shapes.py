@@ -1,4 +1,4 @@
-"""The lab shapes of hack/lab.py (docs/lab.md): --shared-home, --user NAME, --mgmt-net, alone and together.
+"""The lab shapes of hack/lab.py (docs/contributing/lab.md): --shared-home, --user NAME, --mgmt-net, alone and together.
 
 Root only (skipped otherwise).  The module rebuilds the lab a few times (each `up` 1-2 s) and gives the
 session back the lab the `lab` fixture promised (the plain one) at the end.

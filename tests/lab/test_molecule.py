@@ -1,4 +1,4 @@
-"""`molecule test -s <scenario>` for every scenario under molecule/ on the multi-host lab of hack/lab.py (root only); see docs/molecule.md.
+"""`molecule test -s <scenario>` for every scenario under molecule/ on the multi-host lab of hack/lab.py (root only); see docs/contributing/molecule.md.
 
 The scenario brings the lab up with 2 nodes (molecule/create.yml), launches a short 2 x 2 CPU-rank
 job with the role trainops.multinode.job, runs the status entry point again for idempotence,
@@ -93,7 +93,7 @@ KEPT_BY_LAB_TESTS = {
 }
 """Scenarios whose converge, idempotence and verify other lab tests already run (CI runs each promise once; each
 scenario costs CI about 2 CPU-minutes): left out unless TRAINOPS_MOLECULE_ALL=1. `molecule test -s <name>` runs
-them as before (docs/molecule.md)."""
+them as before (docs/contributing/molecule.md)."""
 SCENARIOS = [name for name in ALL_SCENARIOS
              if os.environ.get('TRAINOPS_MOLECULE_ALL') == '1' or name not in KEPT_BY_LAB_TESTS]
 

@@ -1,4 +1,4 @@
-"""The collection against a real Slurm: the lab's `up --slurm` cluster (root only, docs/slurm.md).
+"""The collection against a real Slurm: the lab's `up --slurm` cluster (root only, docs/contributing/slurm-lab.md; the user side: docs/slurm.md).
 
 munged and slurmctld run on the controller, a slurmd in every node's namespaces; jobs run on the nodes
 (their hostname, /tmp, /srv/trainops). The tests take real allocations (`salloc`, `sbatch`), read them

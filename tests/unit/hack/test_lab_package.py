@@ -35,7 +35,7 @@ def test_plan_names_and_addresses_of_a_4_node_lab():
     assert str(net) == '10.77.0.0/24' and mgmt is None
     assert [n.name for n in nodes] == ['lab-node01', 'lab-node02', 'lab-node03', 'lab-node04', 'lab-node05']
     assert [n.ns for n in nodes][:2] == ['trainops-lab-node01', 'trainops-lab-node02']
-    # NIC names cycle as docs/lab.md says: node 5 has ens5 again
+    # NIC names cycle as docs/contributing/lab.md says: node 5 has ens5 again
     assert [n.ifname for n in nodes] == ['ens5', 'enp1s0f0', 'eth1', 'bond0.2093', 'ens5']
     assert [n.address for n in nodes] == ['10.77.0.11', '10.77.0.12', '10.77.0.13', '10.77.0.14', '10.77.0.15']
     assert [n.ssh_address for n in nodes] == [n.address for n in nodes]
@@ -124,7 +124,7 @@ def test_slurm_conf_of_a_4_node_lab_has_gres_per_node_and_one_partition():
         'NodeName=lab-node01 NodeAddr=10.77.0.11 CPUs=2 RealMemory=1024 Gres=gpu:labgpu:4 State=UNKNOWN',
         'NodeName=lab-node02 NodeAddr=10.77.0.12 CPUs=2 RealMemory=1024 Gres=gpu:labgpu:4 State=UNKNOWN',
         'NodeName=lab-node03 NodeAddr=10.77.0.13 CPUs=2 RealMemory=1024 Gres=gpu:labgpu:4 State=UNKNOWN',
-        # every fourth node has 2 GPUs (docs/lab.md: a cluster whose nodes differ)
+        # every fourth node has 2 GPUs (docs/contributing/lab.md: a cluster whose nodes differ)
         'NodeName=lab-node04 NodeAddr=10.77.0.14 CPUs=2 RealMemory=1024 Gres=gpu:labgpu:2 State=UNKNOWN']
     assert conf_lines(text, 'PartitionName') == [
         'PartitionName=lab Nodes=lab-node01,lab-node02,lab-node03,lab-node04 Default=YES MaxTime=INFINITE State=UP']
