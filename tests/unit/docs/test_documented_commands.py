@@ -79,7 +79,7 @@ def _read(path):
 
 def code_lines(text):
     """The code block lines of a Markdown page: ``(line number, text)`` of each line in a fenced block or an
-    indented one (4 spaces or a tab after a blank line, outside a list's continuation)."""
+    indented one (4 spaces or a tab, starting after a blank line)."""
     lines = text.splitlines()
     result = []
     fenced = False
@@ -144,13 +144,13 @@ def _commands_in(lines, pattern, inline=False):
     return found
 
 
-def documented(pattern, inline_too=True, comments=True):
-    """Every command the docs show that ``pattern`` finds: ``(file:line, command, match)``."""
+def documented(pattern, comments=True):
+    """Every command the docs show that ``pattern`` finds, in code blocks, code spans and (``comments``) the
+    comments of COMMENT_GLOBS: ``(file:line, command, match, whether it is a code span)``."""
     found = []
     for path in _files(PAGE_GLOBS):
         text = _read(path)
-        sources = [(code_lines(text), False)] + ([(code_spans(text), True)] if inline_too else [])
-        for lines, inline in sources:
+        for lines, inline in ((code_lines(text), False), (code_spans(text), True)):
             for number, command, match in _commands_in(lines, pattern, inline):
                 found.append(('%s:%d' % (_rel(path), number), command, match, inline))
     if comments:
@@ -250,10 +250,10 @@ def extra_vars(value):
         return list(data), None
     data = parse_kv(value)
     if '_raw_params' in data:
-        return list(data), ('-e %r: Ansible reads only key=value words, so %s is dropped (the value of %s ends at '
+        key = list(data)[0]
+        return list(data), ('-e %r: Ansible reads only key=value words, so %r is dropped (the value of %s ends at '
                             'the first blank): quote the value inside, -e \'%s="..."\', or give a mapping, '
-                            '-e \'{"%s": "..."}\'' % (value, repr(data['_raw_params']), list(data)[0],
-                                                       list(data)[0], list(data)[0]))
+                            '-e \'{"%s": "..."}\'' % (value, data['_raw_params'], key, key, key))
     return list(data), None
 
 
@@ -395,7 +395,7 @@ def not_role_variables():
 
 def _page_code(path):
     text = _read(path)
-    return [(number, line) for number, line in code_lines(text) + code_spans(text)]
+    return code_lines(text) + code_spans(text)
 
 
 def test_every_trainops_variable_the_docs_name_is_declared_in_an_argument_spec():
