@@ -43,9 +43,9 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import STEADY_STATE_WINDOW, mark_interrupted
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
-    ENDED_STATUSES, FAILED_STATES, RUNNING, STATUS_EXITED, STATUS_LOST, STATUS_RUNNING, peer_words, verdict,
-    verdict_state)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stragglers
+    ENDED_STATUSES, FAILED_STATES, HUNG_STATES, RUNNING, STATUS_EXITED, STATUS_LOST, STATUS_RUNNING, UNSETTLED_STATES,
+    peer_words, verdict, verdict_state)
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stacks, _stragglers
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -64,6 +64,10 @@ STEP_PEER_WAIT = 10.0
 """Seconds a node that its launcher ended (e.g. a Slurm step's) looks for the peer whose failure ended it: that peer's
 wait may publish a poll later than this one saw its own node end; and seconds a launcher that ends the other nodes
 itself when one failed (Launcher.peer_failure_ends_node) gets to do so before the wait stops the node."""
+
+PEER_DUMP_WAIT = ASK_INTERVAL + _stacks.DUMP_TIMEOUT + 5.0
+"""Seconds a node whose job stalled waits, once its ranks' stacks are dumped and its stall published, for the other
+nodes to dump theirs (at their next question, within ASK_INTERVAL) before it stops its ranks."""
 
 WATCHER_FILE = 'watcher.json'
 WATCH_INTERVAL = 1.0
@@ -263,20 +267,24 @@ class ActionModule(ActionBase):
         except AnsibleConnectionFailure as exc:
             return {'unreachable': True, 'msg': to_text(exc)}
 
-    def _query(self, args, task_vars, wait_for_change=0.0):
+    def _query(self, args, task_vars, wait_for_change=0.0, dump_stacks=False):
         # the node's step time from the last records of its metrics files (a few KiB), for the straggler flag
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines'],
                        'metrics_records': STEADY_STATE_WINDOW}
         if wait_for_change > 0:
             module_args['wait_for_change'] = wait_for_change
+        if dump_stacks:
+            module_args['dump_stacks'] = True
         for name in ('run_id', 'node_id'):
             if args.get(name):
                 module_args[name] = args[name]
         return self._run_module(module_args, task_vars)
 
-    def _stop(self, args, run_id, task_vars, reason, detail):
+    def _stop(self, args, run_id, task_vars, reason, detail, dump_stacks=False):
         module_args = {'state': 'stopped', 'state_dir': args['state_dir'], 'stop_timeout': args['stop_timeout'],
                        'log_lines': args['log_lines'], 'stop_reason': reason, 'stop_detail': detail}
+        if dump_stacks:
+            module_args['dump_stacks'] = True  # where every rank is, before it is stopped (_stacks.py)
         if run_id:
             module_args['run_id'] = run_id
         if args.get('node_id'):
@@ -491,12 +499,27 @@ class _Wait(object):
             return None
         detail = 'no new output for %d s (trainops_stall_timeout=%d); last line: %s' % (
             quiet, limit, last_line(self.node.log_tail) or 'none')
-        stop_res = self.stop('stalled', detail)
+        # where every rank is (_stacks.py): this node's first, then the peers' (each dumps when it learns of the stall,
+        # before it stops); this node's ranks are stopped only then, as stopping them ends the peers' collectives
+        self.action._query(self.args, self.task_vars, dump_stacks=True)
         self.publish('stalled', detail=detail)
+        self.await_peer_dumps()
+        stop_res = self.stop('stalled', detail)
         msg = '%s: stalled: %s' % (self.label, detail)
         if stop_res.get('failed') or stop_res.get('unreachable'):
             msg += '; stopping it failed: %s' % to_text(stop_res.get('msg', 'unknown error'))
         return self.finish(True, msg, 'stalled', detail, stopped_pids=stop_res.get('stopped_pids') or [])
+
+    def await_peer_dumps(self):
+        """Wait, at most PEER_DUMP_WAIT seconds, until every other node of the job has said how it ended or that it
+        stalled (each dumps its ranks' stacks first)."""
+        expected = max(0, int(self.node.job.get('nnodes') or 1) - 1)
+        deadline = self.action._clock() + PEER_DUMP_WAIT
+        while expected and self.action._clock() < deadline:
+            peers = read_peers(self.args['sync_dir'], self.own_file, self.run_id)
+            if len([p for p in peers if p.get('state') not in UNSETTLED_STATES]) >= expected:
+                return
+            self.action._sleep(min(1.0, self.args['poll_interval']))
 
     def failed_peers(self):
         return [dict(host=p.get('host'), node_rank=p.get('node_rank'), state=p.get('state'), status=p.get('status'),
@@ -513,7 +536,8 @@ class _Wait(object):
         if not peers or self.launcher_ends_it(peers):
             return None
         line = self.peers_line(peers)
-        stop_res = self.stop('peer', line)
+        # a peer that stalled: this node's ranks are where the hang left them (waiting for it, or hung themselves)
+        stop_res = self.stop('peer', line, dump_stacks=any(p['state'] in HUNG_STATES for p in peers))
         self.publish('stopped')
         msg = '%s: %s' % (self.label, line)
         if stop_res.get('failed') or stop_res.get('unreachable'):
@@ -549,8 +573,8 @@ class _Wait(object):
         self.publish('stopped', detail=line)
         return self.finish(True, '%s: %s' % (self.label, line), 'stopped', line, peer_failures=peers)
 
-    def stop(self, reason, detail):
-        stop_res = self.action._stop(self.args, self.run_id, self.task_vars, reason, detail)
+    def stop(self, reason, detail, dump_stacks=False):
+        stop_res = self.action._stop(self.args, self.run_id, self.task_vars, reason, detail, dump_stacks)
         if stop_res.get('job'):
             self.node.job = stop_res['job']
             self.node.log_tail = stop_res.get('log_tail') or self.node.log_tail

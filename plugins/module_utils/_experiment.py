@@ -21,7 +21,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _rank_logs, _retries, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _rank_logs, _retries, _stacks, _stragglers
 
 
 LOG_DIR = 'logs'
@@ -1011,6 +1011,11 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if rank_logs['rows']:
         manifest = dict(manifest or {}, rank_logs=rank_logs['rows'])
         table += _rank_logs.map_lines(rank_logs['rows'])
+    # where every rank was when a stalled job was stopped (the nodes' py-spy dumps, module_utils/_stacks.py)
+    stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused))
+    if any(stacks[key] for key in ('outside', 'waiting', 'unknown')):
+        manifest = dict(manifest or {}, stacks=_stacks.record(stacks))
+        table += _stacks.lines(stacks)
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))

@@ -128,6 +128,14 @@ VERDICT_STATES = _names_where(VERDICTS, 'published_only', False)
 FAILED_STATES = frozenset(_names_where(VERDICTS, 'ends_job'))
 """States in a node's status file that end the job on every node (``unreachable`` alone does not)."""
 
+UNSETTLED_STATES = frozenset([RUNNING, 'unreachable'])
+"""States in a node's status file while its wait goes on (every other state says how the node ended, or that it
+stalled)."""
+
+HUNG_STATES = frozenset(['stalled'])
+"""Verdict states that leave the ranks where a hang holds them: before the wait stops them (here, or on the other
+nodes), every rank's Python stack is dumped (module_utils/_stacks.py)."""
+
 
 def verdict(name):
     """``name`` when it is a verdict or a status file's state, else OutcomeError naming it."""

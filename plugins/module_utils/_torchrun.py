@@ -55,7 +55,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
 from ansible_collections.trainops.multinode.plugins.module_utils import (
-    _files, _launchers, _node_files, _proc, _stragglers, _supervisor)
+    _files, _launchers, _node_files, _proc, _stacks, _stragglers, _supervisor)
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -777,11 +777,12 @@ class TorchrunNode(object):
 
     # --- stop ---------------------------------------------------------------------------------
     def stop(self, run_id=None, stop_timeout=15, log_lines=20, check_mode=False, reason=None, detail=None,
-             signal_tree=True, checkpoint_seconds=0):
+             signal_tree=True, checkpoint_seconds=0, dump_stacks=False):
         """Stop the run: its stop record (``reason``, ``detail``), then SIGTERM to its process tree, SIGKILL after
         ``stop_timeout``. With ``checkpoint_seconds`` (and a run that has a checkpoint signal), first the checkpoint
         signal to its supervisor and process tree, as Slurm sends it before a time limit, and up to that many seconds
-        for the ranks to write their checkpoint (a newer checkpoint.json in the run's output directory)."""
+        for the ranks to write their checkpoint (a newer checkpoint.json in the run's output directory). With
+        ``dump_stacks``, every rank's Python stack is first written to the run's output directory (_stacks.py)."""
         self._check_readable()
         run_id = run_id or self.current_run_id()
         if not run_id:
@@ -802,6 +803,7 @@ class TorchrunNode(object):
             others = others_run(self.system, state['verified'].owner)
             if others:
                 raise TorchrunError(others, job=self.job_view(state))
+            stacks = self._dump_stacks(state) if dump_stacks and signal_tree and not check_mode else None
             checkpoint = None
             if checkpoint_seconds > 0 and signal_tree and not check_mode:
                 checkpoint = self._checkpoint_first(state, checkpoint_seconds)
@@ -821,7 +823,21 @@ class TorchrunNode(object):
             if not check_mode:
                 state = self.state(run_id)
             return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings,
-                                checkpoint_signal=checkpoint)
+                                checkpoint_signal=checkpoint, stacks=stacks)
+
+    def dump_stacks(self, run_id=None):
+        """Every rank's Python stack into the run's output directory (_stacks.py), the run left running: ``{ranks,
+        error}``; None when the run does not run."""
+        self._check_readable()
+        run_id = run_id or self.current_run_id()
+        if not run_id:
+            return None
+        validate_run_id(run_id)
+        state = self.state(run_id)
+        return self._dump_stacks(state) if self.is_active(state) else None
+
+    def _dump_stacks(self, state):
+        return _stacks.dump_run(self._targets(state, self.system.list_processes()), run_output_dir(state['spec'] or {}))
 
     def _checkpoint_first(self, state, seconds):
         """The run's checkpoint signal to its verified supervisor (which records it in exit.json) and to every process
@@ -978,9 +994,12 @@ def run_module(params, check_mode=False, system=None):
         return node.stop(params.get('run_id'), stop_timeout=stop_timeout, log_lines=log_lines, check_mode=check_mode,
                          reason=params.get('stop_reason'), detail=params.get('stop_detail'),
                          checkpoint_seconds=max(0, params.get('checkpoint_seconds') or 0),
-                         signal_tree=params.get('signal') is not False)
+                         signal_tree=params.get('signal') is not False, dump_stacks=bool(params.get('dump_stacks')))
     if state == 'query':
+        stacks = node.dump_stacks(params.get('run_id')) if params.get('dump_stacks') else None
         result = node.query(params.get('run_id'), log_lines=log_lines, wait_for_change=params.get('wait_for_change'))
+        if params.get('dump_stacks'):
+            result['stacks'] = stacks
         if (params.get('metrics_records') or 0) > 0:
             result['step_times'] = recent_step_times(result['job'], params['metrics_records'])
         return result

@@ -97,6 +97,14 @@ options:
       - V(0) sends nothing. A run without a checkpoint signal is stopped at once.
     type: int
     default: 0
+  dump_stacks:
+    description:
+      - With O(state=stopped) and O(signal=true), or O(state=query) of a running run, first write every rank's Python
+        stack (C(py-spy dump), looked for next to the ranks' Python, then on the PATH) to
+        C(trainops_stacks_rank_<rank>.txt) in the run's output directory, which the collect brings into the
+        experiment. Without py-spy the file says so. The wait asks for it when a job stalled (docs/failures.md).
+    type: bool
+    default: false
   run_id:
     description:
       - Identifier of the run; it names the directory C(runs/<run_id>) below O(state_dir).
@@ -495,6 +503,14 @@ checkpoint_signal:
   returned: when O(state=stopped) signalled a running run with O(checkpoint_seconds) above 0 and a checkpoint signal
   type: dict
   sample: {"signal": "SIGUSR1", "sent_at": 1764291600.5, "written": true, "waited_s": 2.4}
+stacks:
+  description:
+    - With O(dump_stacks), the ranks whose stack was written (C(ranks)) and why none could be (C(error), null when the
+      dumps were made).
+  returned: with O(dump_stacks), when O(state=stopped) stopped a running run or O(state=query) found one (null when
+    the run does not run)
+  type: dict
+  sample: {"ranks": [0, 1], "error": null}
 step_command:
   description: What a Slurm step runs on this node for the prepared run, C(python supervisor --foreground job).
   returned: when O(state=prepared)
@@ -562,6 +578,7 @@ def main():
         stop_reason=dict(type='str', choices=list(ASKED_STOP_REASONS)),
         stop_detail=dict(type='str'),
         checkpoint_seconds=dict(type='int', default=0),
+        dump_stacks=dict(type='bool', default=False),
         log_lines=dict(type='int', default=20),
         metrics_records=dict(type='int', default=0),
         wait_for_change=dict(type='float', default=0),

@@ -127,6 +127,14 @@ def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path)
     assert sorted(n for n in os.listdir(os.path.join(experiment['path'], 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
     log = open(os.path.join(experiment['path'], 'logs', 'node_1.txt')).read()
     assert 'debug hang injected: rank 3' in log
+    # every rank's stack was dumped (py-spy) before any rank was stopped: rank 3 sleeps in the script's own code
+    # while the others wait in torch for it, and the summary names it
+    stacks = manifest['stacks']
+    assert [(row['node'], row['rank']) for row in stacks['culprits']] == [(lab.names[1], 3)], stacks
+    assert [row['rank'] for row in stacks['waiting']] == [0, 1, 2], stacks
+    summary = open(os.path.join(experiment['path'], 'summary.txt')).read()
+    assert re.search(r'^hung rank  : 3 \(%s\) at \S+ \(train\.py:\d+\); 3 other rank\(s\) wait in torch' % lab.names[1],
+                     summary, re.M), summary
     assert not job_processes(lab)
 
 

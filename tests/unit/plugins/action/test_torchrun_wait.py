@@ -323,6 +323,52 @@ def test_a_log_that_stops_growing_is_stalled_and_stopped(tmp_path):
     assert h.own_status()['state'] == 'stalled'
 
 
+def _two_node_stall(tmp_path, peer_settles_at=None):
+    """hostA's log stops growing at 10 s in a 2-node job; hostB says it stopped at ``peer_settles_at`` (None: never)."""
+    def script(h, n, args):
+        running = dict(job('running', node_rank=0), log_bytes=min(h.clock, 10) * 100, nnodes=2)
+        return {'job': running, 'log_tail': ['[trainops] node=a rank=0/2 epoch=0 step=7/40 loss=1.0']}
+    h = Harness(tmp_path, args={'poll_interval': 2, 'stall_timeout': 20}, script=script)
+    write_peer(tmp_path, 'hostB', 'running')
+    sleep = h._sleep
+
+    def sleeping(seconds):
+        sleep(seconds)
+        if peer_settles_at is not None and h.clock >= peer_settles_at:
+            write_peer(tmp_path, 'hostB', 'stopped')
+    h.action._sleep = sleeping
+    return h
+
+
+def test_a_stall_dumps_every_ranks_stack_and_stops_only_once_the_peers_dumped_theirs(tmp_path):
+    h = _two_node_stall(tmp_path, peer_settles_at=37)
+    res = h.run()
+    assert res['verdict']['state'] == 'stalled'
+    # this node's stacks first (its ranks left running), then the stall said, then the stop once hostB has settled
+    dumped = [i for i, c in enumerate(h.calls) if c.get('dump_stacks')]
+    stops = [i for i, c in enumerate(h.calls) if c['state'] == 'stopped']
+    assert len(dumped) == 1 and h.calls[dumped[0]]['state'] == 'query' and stops == [dumped[0] + 1], h.calls
+    assert 'dump_stacks' not in h.calls[stops[0]]
+    assert h.clock == pytest.approx(37.0)  # stalled at 30 s, hostB settled at 37 s
+    assert h.own_status()['state'] == 'stalled'
+
+
+def test_a_stalled_node_stops_after_a_bounded_wait_for_a_peer_that_never_settles(tmp_path):
+    h = _two_node_stall(tmp_path)
+    h.run()
+    assert h.clock == pytest.approx(30.0 + wait_mod.PEER_DUMP_WAIT)
+    assert [c['stop_reason'] for c in h.calls if c['state'] == 'stopped'] == ['stalled']
+
+
+@pytest.mark.parametrize('peer_state, dumps', [('stalled', True), ('failed', False)])
+def test_a_node_dumps_its_stacks_when_a_peer_stalled_not_when_it_failed(tmp_path, peer_state, dumps):
+    write_peer(tmp_path, 'hostB', peer_state, node_rank=1)
+    h = Harness(tmp_path)
+    h.run()
+    stops = [c for c in h.calls if c['state'] == 'stopped']
+    assert [c['stop_reason'] for c in stops] == ['peer'] and bool(stops[0].get('dump_stacks')) is dumps
+
+
 def test_a_growing_log_is_never_stalled(tmp_path):
     def script(h, n, args):
         if h.clock >= 100:
