@@ -136,7 +136,7 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
     for rank, proc in running.items():
         try:
             out, _err = proc.communicate(timeout=max(0.1, deadline - clock()))
-            text = out.decode('utf-8', 'replace')
+            text = without_command_line(out.decode('utf-8', 'replace'))
             if proc.returncode != 0:
                 text = 'py-spy exited %s on pid %d (may it attach? ptrace: kernel.yama.ptrace_scope, '\
                        'CAP_SYS_PTRACE):\n%s' % (proc.returncode, ranks[rank], text)
@@ -146,6 +146,16 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
             text = 'py-spy did not answer within %d s for pid %d\n' % (timeout, ranks[rank])
         _write(out_dir, rank, text)
     return dict(ranks=sorted(ranks), error=None)
+
+
+def without_command_line(text):
+    """py-spy's dump from its first thread on: its header repeats the rank's command line, whose arguments may hold
+    what belongs to the ranks only (a token given as an argument)."""
+    lines = text.splitlines(True)
+    for index, line in enumerate(lines):
+        if _THREAD.match(line):
+            return ''.join(lines[index:])
+    return text
 
 
 def _write_all(out_dir, ranks, text):

@@ -123,6 +123,8 @@ def test_each_rank_is_dumped_once_into_its_own_file(tmp_path):
     tree = {11: Proc(11, 10), 12: Proc(12, 10)}
     environs = {11: {'RANK': '0', 'TORCHELASTIC_RUN_ID': 'r'}, 12: {'RANK': '1', 'TORCHELASTIC_RUN_ID': 'r'}}
     done = _stacks.dump_run(tree, str(tmp_path), environs.get, pyspy='/x/py-spy', popen=FakePopen)
+    assert _stacks.without_command_line('Process 11: python train.py --token s3cret\nPython v3.11\n\n' + HUNG.split('\n', 3)[3]) \
+        == HUNG.split('\n', 3)[3]
     assert done == {'ranks': [0, 1], 'error': None}
     assert sorted(FakePopen.made) == [['/x/py-spy', 'dump', '--pid', '11'], ['/x/py-spy', 'dump', '--pid', '12']]
     assert (tmp_path / 'trainops_stacks_rank_0.txt').read_text().endswith('step (train.py:11)\n')
@@ -180,6 +182,8 @@ def test_the_real_py_spy_dumps_a_real_rank_hung_in_its_own_code(tmp_path):
         text = (tmp_path / 'trainops_stacks_rank_7.txt').read_text()
         judgment = _stacks.judge({('node0', 7): text})
         assert [(r['rank'], r['where']) for r in judgment['outside']] == [(7, 'stuck (hang.py:5)')], text
+        # py-spy's header repeats the command line (a token given as an argument): not kept
+        assert text.startswith('Thread ') and 'hang.py:' in text and str(script) not in text, text
     finally:
         proc.kill()
         proc.wait()
