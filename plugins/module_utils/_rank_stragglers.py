@@ -124,4 +124,3 @@ def summary_line(found):
     if len(named) > MAX_NAMED:
         line += '; %d more (manifest.json summary.rank_stragglers)' % (len(named) - MAX_NAMED)
     return line + ' (threshold %s)' % threshold
-
