@@ -128,6 +128,7 @@ DEFAULTS = {
         "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
         "slow_node_rank": None,   # with slow_step_s: every rank of this node (group rank) is slower ...
         "slow_step_s": 0.0,       # ... by this many seconds of every step, counted in its compute_time_s (a straggler)
+        "slow_local_rank": None,  # with slow_node_rank: only this local rank of that node is slower (one slow GPU)
     },
 }
 
@@ -137,6 +138,7 @@ _NULLABLE_TYPES = {
     "debug.fail_rank": int,
     "debug.fail_step": int,
     "debug.slow_node_rank": int,
+    "debug.slow_local_rank": int,
 }
 
 _CHOICES = {
@@ -264,6 +266,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
         raise ConfigError("config key debug.slow_node_rank must be >= 0 or null, got %r" % cfg["debug"]["slow_node_rank"])
     if cfg["debug"]["slow_node_rank"] is None and cfg["debug"]["slow_step_s"]:
         raise ConfigError("debug.slow_step_s needs debug.slow_node_rank (the node to slow down)")
+    if cfg["debug"]["slow_local_rank"] is not None and (cfg["debug"]["slow_local_rank"] < 0 or cfg["debug"]["slow_node_rank"] is None):
+        raise ConfigError("debug.slow_local_rank must be >= 0 and needs debug.slow_node_rank (the node of the rank to slow down)")
     if not cfg["training"]["output_dir"]:
         raise ConfigError("training.output_dir must not be empty")
 
@@ -850,6 +854,14 @@ def checkpoint_line(node: str, rank: int, world_size: int, global_step: int, sig
         PROGRESS_PREFIX, global_step, signal_name, node, rank, world_size)
 
 
+def slow_seconds(dcfg: Dict[str, Any], group_rank: int, local_rank: int) -> float:
+    """A straggler on purpose: the seconds this rank sleeps in every step (counted in its compute_time_s), for every
+    rank of node ``debug.slow_node_rank``, or only its local rank ``debug.slow_local_rank`` where that is set."""
+    if dcfg["slow_node_rank"] != group_rank or dcfg["slow_local_rank"] not in (None, local_rank):
+        return 0.0
+    return dcfg["slow_step_s"]
+
+
 def inject_failure(mode: str, rank: int, global_step: int) -> None:
     """debug.fail_rank/fail_step: crash (``raise``) or hang outside any collective (``hang``, for stall tests)."""
     if mode == "hang":
@@ -981,8 +993,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     metrics = open(os.path.join(out_dir, tag + "_metrics.jsonl"), "a" if global_step else "w", encoding="utf-8")
     fail_rank, fail_step = dcfg["fail_rank"], dcfg["fail_step"]
     sleep_s = dcfg["sleep_per_step_s"]
-    # a straggler on purpose: every rank of node debug.slow_node_rank takes this much longer per step (compute_time_s)
-    slow_s = dcfg["slow_step_s"] if dcfg["slow_node_rank"] == info["group_rank"] else 0.0
+    slow_s = slow_seconds(dcfg, info["group_rank"], local_rank)
     max_norm = tcfg["grad_clip"] if tcfg["grad_clip"] > 0 else float("inf")
     first_step = global_step + 1
     profiler = StepProfiler(os.environ.get(PROFILE_TRACE_ENV), device)

@@ -171,6 +171,8 @@ def test_cli_accepts_repeated_and_multi_value_overrides():
     ("debug.slow_step_s=-1", "must be >= 0"),
     ("debug.slow_node_rank=-1", "must be >= 0 or null"),
     ("debug.slow_node_rank=x", "must be an integer"),
+    ("debug.slow_local_rank=1", "needs debug.slow_node_rank"),
+    ("debug.slow_local_rank=-1", "must be >= 0"),
     ("model.heads=3", None),  # fine for the MLP ...
     ("training.lr=[1, 2]", "must be a scalar"),
 ])
@@ -299,6 +301,14 @@ def test_data_parallel_plan_says_when_the_global_batch_changes():
     # values that are no counts are not believed
     odd = train.data_parallel_plan(2, 8192, 64, {"world_size": True, "data_world_size": "4", "steps_per_epoch": -1})
     assert (odd["accumulation_steps"], odd["previous_world_size"], odd["steps_per_epoch"]) == (1, None, 64)
+
+
+def test_a_slow_node_or_one_slow_rank_of_it_on_purpose():
+    node = train.load_config(None, ["debug.slow_node_rank=1", "debug.slow_step_s=0.5"])["debug"]
+    assert [train.slow_seconds(node, g, l) for g, l in ((0, 0), (1, 0), (1, 3))] == [0.0, 0.5, 0.5]
+    one = train.load_config(None, ["debug.slow_node_rank=1", "debug.slow_step_s=0.5", "debug.slow_local_rank=3"])["debug"]
+    assert [train.slow_seconds(one, g, l) for g, l in ((0, 3), (1, 0), (1, 3))] == [0.0, 0.0, 0.5]
+    assert train.slow_seconds(train.load_config(None)["debug"], 0, 0) == 0.0
 
 
 def test_output_line_formats():
