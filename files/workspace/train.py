@@ -12,6 +12,10 @@ which is RCCL on ROCm; CPU -> ``gloo``) and can be forced from the config.
 Outputs, all under ``training.output_dir``:
 
 * ``rank_XX_metrics.jsonl`` - one JSON record per logged step, per rank.
+
+Resumed on another world size (a retry on fewer nodes), the run keeps its global batch through gradient
+accumulation where the new world size divides the checkpoint's, and its epochs and learning-rate schedule on the
+global step (:func:`data_parallel_plan`).
 * ``rank_XX_env.json`` - once per rank: host, ranks, backend, versions, NCCL/RCCL/GLOO/... variables.
 * ``checkpoint.pt`` - written atomically on every node (by its local rank 0: the same state everywhere, so the
   checkpoint survives the loss of any node) at every epoch end, at the end, every
@@ -40,6 +44,7 @@ Without torchrun (no ``RANK`` in the environment) it runs as a single process, w
 """
 
 import argparse
+import contextlib
 import copy
 import datetime
 import itertools
@@ -123,6 +128,7 @@ DEFAULTS = {
         "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
         "slow_node_rank": None,   # with slow_step_s: every rank of this node (group rank) is slower ...
         "slow_step_s": 0.0,       # ... by this many seconds of every step, counted in its compute_time_s (a straggler)
+        "slow_local_rank": None,  # with slow_node_rank: only this local rank of that node is slower (one slow GPU)
     },
 }
 
@@ -132,6 +138,7 @@ _NULLABLE_TYPES = {
     "debug.fail_rank": int,
     "debug.fail_step": int,
     "debug.slow_node_rank": int,
+    "debug.slow_local_rank": int,
 }
 
 _CHOICES = {
@@ -259,6 +266,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
         raise ConfigError("config key debug.slow_node_rank must be >= 0 or null, got %r" % cfg["debug"]["slow_node_rank"])
     if cfg["debug"]["slow_node_rank"] is None and cfg["debug"]["slow_step_s"]:
         raise ConfigError("debug.slow_step_s needs debug.slow_node_rank (the node to slow down)")
+    if cfg["debug"]["slow_local_rank"] is not None and (cfg["debug"]["slow_local_rank"] < 0 or cfg["debug"]["slow_node_rank"] is None):
+        raise ConfigError("debug.slow_local_rank must be >= 0 and needs debug.slow_node_rank (the node of the rank to slow down)")
     if not cfg["training"]["output_dir"]:
         raise ConfigError("training.output_dir must not be empty")
 
@@ -462,6 +471,60 @@ def lr_lambda_factory(warmup_steps: int, total_steps: int, min_ratio: float):
     return factor
 
 
+def _whole_number(value: Any) -> Optional[int]:
+    """``value`` as an int > 0 (a checkpoint's recorded count), None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def data_parallel_plan(world_size: int, num_samples: int, batch_size: int,
+                       resumed: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """How this run splits its global batch over ``world_size`` ranks, keeping the run it resumes (its checkpoint,
+    ``resumed``) the same where it can.
+
+    A checkpoint records ``data_world_size``: how many per-rank batches made one optimizer step (world size x gradient
+    accumulation; older checkpoints: their ``world_size``), and ``steps_per_epoch``. Resumed on a world size that
+    divides it (4 -> 2 nodes), each rank accumulates the gradients of ``data_world_size / world_size`` batches: the
+    global batch, the samples of every step, the steps per epoch, the total steps and the learning-rate schedule (on
+    the global step) stay those of the run it resumes. Otherwise (4 -> 3) the accumulation is the whole part of the
+    ratio (at least 1), the global batch changes, and ``note`` says so; the epochs and the schedule stay on the global
+    step (``steps_per_epoch`` from the checkpoint, fewer where the new split has fewer batches per epoch).
+
+    Returns ``world_size``, ``previous_world_size`` (the checkpoint's, None from scratch), ``accumulation_steps``,
+    ``replicas`` (world size x accumulation: the data is split into this many shards, rank r taking shards
+    r x accumulation ... + accumulation - 1), ``global_batch``, ``previous_global_batch``, ``global_batch_kept``,
+    ``steps_per_epoch`` and ``note`` (None, or a line for the log).
+    """
+    previous = data_world = spe = None
+    if resumed is not None:
+        previous = _whole_number(resumed.get("world_size"))
+        data_world = _whole_number(resumed.get("data_world_size")) or previous
+        spe = _whole_number(resumed.get("steps_per_epoch"))
+    data_world = data_world or world_size
+    kept = data_world % world_size == 0
+    accumulation = max(1, data_world // world_size)
+    replicas = world_size * accumulation
+    # DistributedSampler(drop_last=True) gives each shard num_samples // replicas samples
+    loader_steps = (num_samples // replicas) // batch_size
+    spe = min(spe or (num_samples // data_world) // batch_size, loader_steps)
+    plan = {"world_size": world_size, "previous_world_size": previous, "accumulation_steps": accumulation,
+            "replicas": replicas, "global_batch": replicas * batch_size, "previous_global_batch": data_world * batch_size,
+            "global_batch_kept": kept, "steps_per_epoch": spe, "note": None}
+    if resumed is None or (previous == world_size and kept and accumulation == 1):
+        return plan
+    if kept:
+        plan["note"] = ("resumed on world size %d (was %s): gradient accumulation %d keeps the global batch of %d samples"
+                        % (world_size, previous, accumulation, replicas * batch_size))
+    else:
+        plan["note"] = ("resumed on world size %d (was %s): the global batch CHANGES from %d to %d samples (%d batches "
+                        "per step are no multiple of %d ranks; gradient accumulation %d); the learning-rate schedule "
+                        "and the epochs stay on the global step" % (world_size, previous, data_world * batch_size,
+                                                                    replicas * batch_size, data_world, world_size,
+                                                                    accumulation))
+    return plan
+
+
 # --------------------------------------------------------------------------------------------------
 # Distributed plumbing
 # --------------------------------------------------------------------------------------------------
@@ -658,35 +721,63 @@ PROFILE_ACTIVE_STEPS = 5
 
 
 class ComputeTimer:
-    """A rank's own time per step: the forward pass and the loss, where no collective runs, so the time this rank
-    waits for slower ranks (inside the backward's gradient all-reduce) is left out and a slow node's ranks show a
-    longer time than the others (the metrics' ``compute_time_s``; a step's wall time, ``step_time_s``, is the same on
-    every rank of a synchronous job). On a GPU it is measured with CUDA events (the host only queues the kernels)."""
+    """A rank's own time per step: the forward pass, the backward pass and the optimizer step, without the time this
+    rank waits for slower ranks, so a slow rank shows a longer time than the others (the metrics' ``compute_time_s``;
+    a step's wall time, ``step_time_s``, is the same on every rank of a synchronous job).
+
+    DDP all-reduces the gradients bucket by bucket during the backward and the backward's end waits until every rank's
+    buckets are in: :meth:`watch` registers a DDP communication hook (the default all-reduce) that marks the moment
+    each bucket is ready, and a segment that :meth:`end` closes after a backward ends at the last mark (the moment
+    this rank's own gradients were all computed). Segments without a mark end at :meth:`end`. On a GPU the times are
+    CUDA events on the compute stream (the host only queues the kernels)."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
         self.seconds = 0.0
         self.events: List[Any] = []
-        self.started = 0.0
+        self.started: Any = None
+        self.marked: Any = None
+
+    def _now(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def watch(self, ddp: DDP) -> None:
+        """Mark every gradient bucket's start of all-reduce (``ddp``'s communication hook, the default all-reduce)."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # pylint: disable=import-outside-toplevel
+
+        def marked_allreduce(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+            self.mark()
+            return default_hooks.allreduce_hook(state, bucket)
+        ddp.register_comm_hook(None, marked_allreduce)
 
     def begin(self) -> None:
-        if self.cuda:
-            self.events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
-            self.events[-1][0].record()
-        else:
-            self.started = time.perf_counter()
+        self.started, self.marked = self._now(), None
+
+    def mark(self) -> None:
+        """The open segment's end so far (a later mark moves it)."""
+        if self.started is not None:
+            self.marked = self._now()
 
     def end(self) -> None:
+        """Close the open segment at its last mark, else now."""
+        if self.started is None:
+            return
+        stop = self.marked if self.marked is not None else self._now()
         if self.cuda:
-            self.events[-1][1].record()
+            self.events.append((self.started, stop))
         else:
-            self.seconds += time.perf_counter() - self.started
+            self.seconds += stop - self.started
+        self.started = self.marked = None
 
     def take(self) -> float:
         """The seconds measured since the last take (waits for the last CUDA event), and start again."""
         if self.events:
             self.events[-1][1].synchronize()
-            self.seconds += sum(start.elapsed_time(end) for start, end in self.events) / 1000.0
+            self.seconds += sum(start.elapsed_time(stop) for start, stop in self.events) / 1000.0
             self.events = []
         seconds, self.seconds = self.seconds, 0.0
         return seconds
@@ -763,6 +854,14 @@ def checkpoint_line(node: str, rank: int, world_size: int, global_step: int, sig
         PROGRESS_PREFIX, global_step, signal_name, node, rank, world_size)
 
 
+def slow_seconds(dcfg: Dict[str, Any], group_rank: int, local_rank: int) -> float:
+    """A straggler on purpose: the seconds this rank sleeps in every step (counted in its compute_time_s), for every
+    rank of node ``debug.slow_node_rank``, or only its local rank ``debug.slow_local_rank`` where that is set."""
+    if dcfg["slow_node_rank"] != group_rank or dcfg["slow_local_rank"] not in (None, local_rank):
+        return 0.0
+    return dcfg["slow_step_s"]
+
+
 def inject_failure(mode: str, rank: int, global_step: int) -> None:
     """debug.fail_rank/fail_step: crash (``raise``) or hang outside any collective (``hang``, for stall tests)."""
     if mode == "hang":
@@ -794,13 +893,25 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     flops_per_sample = train_flops_per_sample(model)
     num_params = sum(p.numel() for p in model.parameters())
     dataset = build_dataset(cfg)
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg["data"]["seed"], drop_last=True)
-    loader = DataLoader(dataset, batch_size=tcfg["batch_size"], sampler=sampler, drop_last=True, num_workers=0,
-                        pin_memory=device.type == "cuda")
-    steps_per_epoch = len(loader)
+
+    # the checkpoint first: the run it resumes decides how the global batch is split (data_parallel_plan)
+    state = load_checkpoint_collective(ckpt_path, rank, world_size) if tcfg["resume"] else None
+    if tcfg["resume"] and state is None and rank == 0:
+        LOG.warning("training.resume=true but no %s on any rank; starting from scratch", ckpt_path)
+    if state is not None and state["config"]["model"] != cfg["model"]:
+        raise RuntimeError("checkpoint %s was written for model config %r, not %r" % (ckpt_path, state["config"]["model"], cfg["model"]))
+    plan = data_parallel_plan(world_size, len(dataset), tcfg["batch_size"], state)
+    accumulation = plan["accumulation_steps"]
+    # rank r takes shards r*accumulation ... of the global batch: resumed on fewer ranks, every step sees the samples
+    # of the run it resumes
+    samplers = [DistributedSampler(dataset, num_replicas=plan["replicas"], rank=rank * accumulation + shard, shuffle=True,
+                                   seed=cfg["data"]["seed"], drop_last=True) for shard in range(accumulation)]
+    loaders = [DataLoader(dataset, batch_size=tcfg["batch_size"], sampler=sampler, drop_last=True, num_workers=0,
+                          pin_memory=device.type == "cuda") for sampler in samplers]
+    steps_per_epoch = plan["steps_per_epoch"]
     if steps_per_epoch == 0:
         raise RuntimeError("data.num_samples=%d is too small for %d ranks x training.batch_size=%d"
-                           % (cfg["data"]["num_samples"], world_size, tcfg["batch_size"]))
+                           % (cfg["data"]["num_samples"], plan["replicas"], tcfg["batch_size"]))
     total_steps = tcfg["epochs"] * steps_per_epoch
     if tcfg["max_steps"] is not None:
         total_steps = min(total_steps, tcfg["max_steps"])
@@ -811,27 +922,27 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda_factory(tcfg["warmup_steps"], total_steps, tcfg["min_lr_ratio"]))
 
     global_step, final_loss, resumed_from = 0, float("nan"), None
-    if tcfg["resume"]:
-        state = load_checkpoint_collective(ckpt_path, rank, world_size)
-        if state is None:
-            if rank == 0:
-                LOG.warning("training.resume=true but no %s on any rank; starting from scratch", ckpt_path)
-        else:
-            if state["config"]["model"] != cfg["model"]:
-                raise RuntimeError("checkpoint %s was written for model config %r, not %r" % (ckpt_path, state["config"]["model"], cfg["model"]))
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            global_step = resumed_from = int(state["global_step"])
-            final_loss = float(state.get("loss", float("nan")))
-            del state
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        global_step = resumed_from = int(state["global_step"])
+        final_loss = float(state.get("loss", float("nan")))
+        del state
+    if plan["note"] and rank == 0:
+        emit("%s %s" % (PROGRESS_PREFIX, plan["note"]))
+        if not plan["global_batch_kept"]:
+            LOG.warning("%s", plan["note"])
 
     use_bf16 = bool(tcfg["bf16"]) and device.type == "cuda" and torch.cuda.is_bf16_supported()
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     # gradients as views into DDP's all-reduce buckets: no copy of every gradient into a bucket and back each step
-    ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+    compute = ComputeTimer(device)
+    compute.watch(ddp)
+    ddp_model = ddp
     if tcfg["compile"]:
         # the DDP wrapper is compiled (its graph breaks at bucket boundaries keep the all-reduces overlapped); the
         # checkpoint keeps saving ``model``, whose state_dict names are unchanged
@@ -869,6 +980,10 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
         "steps_per_epoch": steps_per_epoch,
         "total_steps": total_steps,
         "resumed_from_global_step": resumed_from,
+        "previous_world_size": plan["previous_world_size"],
+        "accumulation_steps": accumulation,
+        "global_batch": plan["global_batch"],
+        "global_batch_kept": plan["global_batch_kept"],
         "secret_env_present": secret_env_presence(),
         "config": cfg,
         "env": collected_env(),
@@ -878,9 +993,7 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
     metrics = open(os.path.join(out_dir, tag + "_metrics.jsonl"), "a" if global_step else "w", encoding="utf-8")
     fail_rank, fail_step = dcfg["fail_rank"], dcfg["fail_step"]
     sleep_s = dcfg["sleep_per_step_s"]
-    # a straggler on purpose: every rank of node debug.slow_node_rank takes this much longer per step (compute_time_s)
-    slow_s = dcfg["slow_step_s"] if dcfg["slow_node_rank"] == info["group_rank"] else 0.0
-    compute = ComputeTimer(device)
+    slow_s = slow_seconds(dcfg, info["group_rank"], local_rank)
     max_norm = tcfg["grad_clip"] if tcfg["grad_clip"] > 0 else float("inf")
     first_step = global_step + 1
     profiler = StepProfiler(os.environ.get(PROFILE_TRACE_ENV), device)
@@ -890,29 +1003,39 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
         for epoch in range(global_step // steps_per_epoch, tcfg["epochs"]):
             if global_step >= total_steps:
                 break
-            sampler.set_epoch(epoch)
+            for sampler in samplers:
+                sampler.set_epoch(epoch)
             skip = global_step - epoch * steps_per_epoch
             ddp_model.train()
-            for step, (inputs, targets) in enumerate(itertools.islice(loader, skip, None), start=skip + 1):
+            batches = zip(*[itertools.islice(loader, skip, steps_per_epoch) for loader in loaders])
+            for step, micro_batches in enumerate(batches, start=skip + 1):
                 if global_step >= total_steps:
                     break
                 if fail_rank == rank and fail_step == global_step + 1:
                     inject_failure(dcfg["fail_mode"], rank, global_step + 1)
-                inputs = inputs.to(device, non_blocking=True)
-                targets = targets.to(device, non_blocking=True)
                 lr = optimizer.param_groups[0]["lr"]
+                optimizer.zero_grad(set_to_none=True)
                 compute.begin()
-                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                    outputs = ddp_model(inputs)
-                loss = F.mse_loss(outputs.float(), targets)
                 if slow_s:
                     time.sleep(slow_s)
-                compute.end()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                losses = []
+                for shard, (inputs, targets) in enumerate(micro_batches):
+                    inputs = inputs.to(device, non_blocking=True)
+                    targets = targets.to(device, non_blocking=True)
+                    # gradients of the shards before the last stay local; the last one's backward all-reduces them
+                    with ddp.no_sync() if shard < accumulation - 1 else contextlib.nullcontext():
+                        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                            outputs = ddp_model(inputs)
+                        loss = F.mse_loss(outputs.float(), targets)
+                        (loss / accumulation if accumulation > 1 else loss).backward()
+                    losses.append(loss.detach())
+                compute.end()  # at the moment the last gradient bucket was ready: the wait for the others is left out
+                compute.begin()
                 grad_norm = torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), max_norm)
                 optimizer.step()
                 scheduler.step()
+                compute.end()
+                loss = losses[0] if accumulation == 1 else torch.stack(losses).mean()
                 global_step += 1
                 window_steps += 1
                 profiler.step()
@@ -929,15 +1052,18 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                     elapsed = time.perf_counter() - window_start
                     step_time = elapsed / window_steps
                     compute_time = compute.take() / window_steps
-                    samples_per_s = tcfg["batch_size"] / step_time
+                    samples_per_s = tcfg["batch_size"] * accumulation / step_time
                     record_ = {
                         "rank": rank, "world_size": world_size, "local_rank": local_rank, "group_rank": info["group_rank"],
                         "node": node, "epoch": epoch, "step": step, "global_step": global_step, "total_steps": total_steps,
                         "loss": global_loss, "local_loss": local_loss, "grad_norm": float(grad_norm), "lr": lr,
                         "step_time_s": step_time, "compute_time_s": compute_time, "samples_per_s": samples_per_s,
-                        "global_samples_per_s": world_size * tcfg["batch_size"] * window_steps / max(mean_window, 1e-12),
+                        "global_samples_per_s": plan["global_batch"] * window_steps / max(mean_window, 1e-12),
                         "tflops": flops_per_sample * samples_per_s / 1e12,
                         "device": device.type, "time": time.time(),
+                        # resumed on another world size (data_parallel_plan): what changed
+                        "previous_world_size": plan["previous_world_size"], "accumulation_steps": accumulation,
+                        "global_batch": plan["global_batch"], "global_batch_kept": plan["global_batch_kept"],
                     }
                     metrics.write(json.dumps(record_) + "\n")
                     metrics.flush()
@@ -959,6 +1085,8 @@ def train(cfg: Dict[str, Any], device: torch.device) -> float:
                         "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(), "epoch": epoch, "global_step": global_step,
                         "loss": final_loss, "world_size": world_size, "config": cfg,
+                        "data_world_size": plan["replicas"], "steps_per_epoch": steps_per_epoch,
+                        "total_steps": total_steps, "global_batch": plan["global_batch"],
                     })
                     written = {"global_step": global_step, "epoch": epoch, "reason": "signal" if signalled else reason,
                                "signal": checkpoint_signal.name if signalled else None, "path": ckpt_path,

@@ -73,6 +73,11 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded, per_node)
 
 
+def resumed_env(manifest):
+    manifest = _filter_input.mapping('resumed_env', manifest, kind="the resumed run's manifest", optional=True)
+    return _launch_dirs.resumed_env(None if manifest is None else dict(manifest))
+
+
 def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher='ssh'):
     groups = _filter_input.mapping('spare_pool', groups, 'groups')
     found = groups.get(spare_group) if spare_group and spare_group in groups else None
@@ -103,6 +108,7 @@ class FilterModule(object):
             'dir_share_lines': dir_share_lines,
             'resume_checkpoint': resume_checkpoint,
             'resume_nodes': resume_nodes,
+            'resumed_env': resumed_env,
             'spare_pool': spare_pool,
             'health_check_command': health_check_command,
             'health_gate': health_gate,

@@ -22,6 +22,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._files import F
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, INTERRUPTED, RUNNING, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _rank_logs, _retries, _stacks, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _rank_stragglers, _world_change
 
 
 LOG_DIR = 'logs'
@@ -204,7 +205,7 @@ MAX_RECORDS = 1000000
 """Metrics records read from all the experiment's files together (each file's own bounds: module_utils/_node_files)."""
 
 SUMMARY_FIELDS = ('rank', 'world_size', 'node', 'global_step', 'loss', 'samples_per_s', 'step_time_s', 'compute_time_s',
-                  'tflops')
+                  'tflops', 'previous_world_size', 'accumulation_steps', 'global_batch', 'global_batch_kept')
 """What the summary takes from a metrics record; the rest is not kept in memory."""
 
 MAX_HOST_NAME = 255
@@ -462,7 +463,16 @@ def summarize(metrics, straggler_threshold=_stragglers.DEFAULT_THRESHOLD):
     by_node.pop(None, None)
     summary['node_step_times'] = _stragglers.node_figures(by_node, STEADY_STATE_WINDOW)
     summary['stragglers'] = _stragglers.stragglers(summary['node_step_times'], straggler_threshold)
+    summary.update(_per_rank(by_rank, metrics.get('rank_nodes', {}), straggler_threshold))
     return summary
+
+
+def _per_rank(by_rank, rank_nodes, straggler_threshold):
+    """The summary's per-rank step times and stragglers (module_utils/_rank_stragglers.py) and what changed when the
+    run resumed on another world size (module_utils/_world_change.py)."""
+    figures = _rank_stragglers.rank_figures(by_rank, rank_nodes, STEADY_STATE_WINDOW)
+    return dict(rank_step_times=figures, rank_stragglers=_rank_stragglers.rank_stragglers(figures, straggler_threshold),
+                world_change=_world_change.world_change(by_rank))
 
 
 def _fmt(value, fmt):
@@ -564,10 +574,21 @@ def summary_table(summary):
     ]
     if summary.get('stragglers'):
         rows.append(('straggler', _stragglers.summary_line(summary['stragglers'])))
+    rows += _per_rank_rows(summary)
     rows.append(
         ('compute', format_flops(summary.get('tflops_total')) + (' total' if summary.get('tflops_total') is not None else '')))
     width = max(len(label) for label, dummy in rows)
     return ['{0} : {1}'.format(label.ljust(width), value) for label, value in rows]
+
+
+def _per_rank_rows(summary):
+    """The ``slow rank`` and ``resized`` lines, where the summary has them (:func:`_per_rank`)."""
+    rows = []
+    if summary.get('rank_stragglers'):
+        rows.append(('slow rank', _rank_stragglers.summary_line(summary['rank_stragglers'])))
+    if summary.get('world_change'):
+        rows.append(('resized', _world_change.summary_line(summary['world_change'])))
+    return rows
 
 
 # ---------------------------------------------------------------------------

@@ -139,6 +139,23 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     return found
 
 
+MAX_WORLD_SIZE = 65536
+"""The most ranks a resumed run's manifest may name (module_utils/_experiment.py's bound)."""
+
+
+def resumed_env(manifest):
+    """The variables a resumed run's ranks get from the run it resumes, read from that run's manifest on the controller
+    (``manifest``; the launch wrote its ``world_size``: nodes x ranks per node): ``{'TRAINOPS_PREVIOUS_WORLD_SIZE':
+    '<n>'}`` where the manifest gives a whole number from 1 to MAX_WORLD_SIZE (an int, or a string of digits), else
+    ``{}`` (no manifest: a run resumed from another controller's experiments)."""
+    value = manifest.get('world_size') if isinstance(manifest, dict) else None
+    if isinstance(value, str) and value.isdigit() and len(value) <= 6:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_WORLD_SIZE:
+        return {}
+    return {'TRAINOPS_PREVIOUS_WORLD_SIZE': str(value)}
+
+
 def _below_run(path):
     """``<run id>/outputs/checkpoint.pt`` of ``.../runs/<run id>/outputs/checkpoint.pt`` (None without ``/runs/``)."""
     text = _str(path) if path else ''

@@ -15,7 +15,8 @@ records (the steady-state window of the experiment's summary), pooled. Two field
 - ``step_time_s``: a step's wall time. In a synchronous job (DDP) every rank waits for the slowest in the gradient
   all-reduce, so it is about the same on every node and names no straggler by itself;
 - ``compute_time_s`` (optional): the rank's own time per step, without the time it waits for other ranks
-  (files/workspace/train.py: the forward pass and the loss). It differs between nodes when one is slow.
+  (files/workspace/train.py: the forward pass, the backward pass up to its last gradient bucket, the optimizer step).
+  It differs between nodes when one is slow.
 
 The flag compares ``compute_time_s`` when every node that has figures has it, else ``step_time_s`` (the basis). A
 node is a straggler when its median is more than ``threshold`` (0.15: 15 %) above the median of the OTHER nodes'
@@ -24,7 +25,8 @@ medians; one node alone is never one, of two nodes only the slower can be.
 Used by the experiment summary (``_experiment.summarize``: the manifest and summary.txt), by the torchrun module's
 query (``recent_figure``: a node's figure from the tail of its metrics files while the job runs) and by the action
 ``torchrun_wait`` (``stragglers``: the progress line of a node that is one). ``threshold_problem`` is the one rule for
-``trainops_straggler_threshold`` (launch_problems, the wait, the experiment module).
+``trainops_straggler_threshold`` (launch_problems, the wait, the experiment module). Per rank: module_utils/
+_rank_stragglers.py.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def median(values):
     return percentile(values, 50)
 
 
-def _significant(value, digits=6):
+def significant(value, digits=6):
     return None if value is None else float('{0:.{1}g}'.format(value, digits))
 
 
@@ -133,7 +135,7 @@ def node_figure(by_rank, window):
     figure = dict(ranks=ranks, records=records)
     for field in BASES:
         values = pooled[field]
-        figure[field] = (dict(median=_significant(median(values)), p90=_significant(percentile(values, 90)))
+        figure[field] = (dict(median=significant(median(values)), p90=significant(percentile(values, 90)))
                          if values else None)
     return figure
 
@@ -186,16 +188,16 @@ def stragglers(figures, limit=DEFAULT_THRESHOLD):
     for node in sorted(medians):
         others = median([value for other, value in medians.items() if other != node])
         if others and medians[node] > others * (1.0 + limit):
-            result['nodes'].append(dict(node=node, median_s=medians[node], others_median_s=_significant(others),
-                                        above=_significant(medians[node] / others - 1.0, 4)))
+            result['nodes'].append(dict(node=node, median_s=medians[node], others_median_s=significant(others),
+                                        above=significant(medians[node] / others - 1.0, 4)))
     return result
 
 
 def straggler_words(straggler, field, limit):
     """``compute time 0.031 s, 140% above the other nodes' median 0.0129 s (threshold 15%)``."""
     return '%s %s s, %s above the other nodes\' median %s s (threshold %s)' % (
-        WORDS.get(field, field), _short(straggler['median_s']), _percent(straggler['above']),
-        _short(straggler['others_median_s']), _percent(limit))
+        WORDS.get(field, field), short(straggler['median_s']), percent(straggler['above']),
+        short(straggler['others_median_s']), percent(limit))
 
 
 def straggler_line(straggler, field, limit):
@@ -212,7 +214,7 @@ def summary_line(found):
         return 'n/a (%s of one node only)' % WORDS[found['basis']]
     if not found['nodes']:
         return 'none (no node\'s %s is more than %s above the other nodes\' median)' % (
-            WORDS[found['basis']], _percent(found['threshold']))
+            WORDS[found['basis']], percent(found['threshold']))
     return '; '.join(straggler_line(node, found['basis'], found['threshold']) for node in found['nodes'])
 
 
@@ -223,18 +225,18 @@ def figures_line(figures):
     for node in sorted(figures or {}):
         figure = figures[node] if isinstance(figures[node], dict) else {}
         step, compute = figure.get('step_time_s'), figure.get('compute_time_s')
-        text = '%s s (p90 %s' % (_short(step['median']), _short(step['p90'])) if step else 'n/a (no step time'
+        text = '%s s (p90 %s' % (short(step['median']), short(step['p90'])) if step else 'n/a (no step time'
         if compute:
-            text += '; compute %s s, p90 %s' % (_short(compute['median']), _short(compute['p90']))
+            text += '; compute %s s, p90 %s' % (short(compute['median']), short(compute['p90']))
         if step or compute:
             parts.append('%s %s)' % (node, text))
     return ', '.join(parts) or None
 
 
-def _short(value):
+def short(value):
     """4 significant digits: 0.01234, 1.234, 123.4."""
     return 'n/a' if value is None else '{0:.4g}'.format(value)
 
 
-def _percent(fraction):
+def percent(fraction):
     return '{0:.0f}%'.format(fraction * 100.0)

@@ -434,6 +434,36 @@ summary:
       sample: {basis: compute_time_s, threshold: 0.15, compared: [node0, node1],
                nodes: [{node: node1, median_s: 0.031, others_median_s: 0.0129, above: 1.403}]}
       version_added: 0.2.0
+    rank_step_times:
+      description:
+        - Per rank (its number as a string), over its own last (up to) 5 records - C(rank), C(node) (whose outputs
+          gave its records), C(records), and the medians C(step_time_s) and C(compute_time_s) (seconds; V(null) when
+          no record has it). Ranks without either are left out.
+      type: dict
+      sample: {'13': {rank: 13, node: node1, records: 5, step_time_s: 0.5, compute_time_s: 0.3}}
+      version_added: 0.2.0
+    rank_stragglers:
+      description:
+        - The ranks whose median is more than O(straggler_threshold) above the median of the other ranks' medians
+          (C(ranks)), and the slowest rank (C(slowest), V(null) with fewer than two ranks), each with C(rank),
+          C(node), C(median_s), C(others_median_s), C(above) (a fraction) and C(basis).
+        - C(basis) is C(compute_time_s) when every rank has it, else C(step_time_s); C(compared) the number of ranks
+          with a figure.
+      type: dict
+      sample: {basis: compute_time_s, threshold: 0.15, compared: 16,
+               slowest: {rank: 13, node: node1, median_s: 0.3, others_median_s: 0.101, above: 1.97,
+                         basis: compute_time_s},
+               ranks: [{rank: 13, node: node1, median_s: 0.3, others_median_s: 0.101, above: 1.97,
+                        basis: compute_time_s}]}
+      version_added: 0.2.0
+    world_change:
+      description:
+        - What changed when the run resumed on another world size, from the metrics of the shipped workload
+          (C(previous_world_size), C(world_size), C(accumulation_steps), C(global_batch), C(global_batch_kept));
+          V(null) when nothing changed or the script writes no such fields.
+      type: dict
+      sample: {previous_world_size: 4, world_size: 2, accumulation_steps: 2, global_batch: 256, global_batch_kept: true}
+      version_added: 0.2.0
     tflops_total:
       description:
         - Sum over the ranks of each rank's most recent non-null C(tflops), to 6 significant digits; V(null) when no

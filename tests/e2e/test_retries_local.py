@@ -86,10 +86,13 @@ def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeed
     env = _json(os.path.join(second['experiment_dir'], 'outputs', 'node1', 'rank_01_env.json'))
     assert env['resumed_from_global_step'] == second['start_step']
     assert env['env']['TRAINOPS_RESUME_FROM'].endswith('/runs/%s/outputs' % first['run_id'])
+    assert env['env']['TRAINOPS_PREVIOUS_WORLD_SIZE'] == '2' and env['previous_world_size'] == 2
     # the last summary lists both attempts
     summary = open(os.path.join(second['experiment_dir'], 'summary.txt')).read()
     assert 'attempts   : 2 of at most 2 (trainops_retries=1)' in summary, summary
     assert 'attempt 1  : %s failed' % first['run_id'] in summary and 'attempt 2  : %s succeeded' % second['run_id'] in summary
+    # the same world size: no resized line; the slowest rank is named with its node
+    assert 'resized' not in summary and 'slow rank  : ' in summary and ' on node' in summary, summary
     print('\n'.join(line for line in summary.splitlines() if line.startswith('attempt')))
     assert not lab.leftovers()
 

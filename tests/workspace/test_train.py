@@ -74,8 +74,8 @@ def torchrun_cmd(out_dir, overrides=(), nproc=4, nnodes=1, node_rank=0, port=Non
             TRAIN, "--override", "training.output_dir=%s" % out_dir] + ["--override=%s" % o for o in overrides]
 
 
-def run_torchrun(out_dir, overrides=(), env=None, timeout=RUN_TIMEOUT):
-    proc = subprocess.run(torchrun_cmd(out_dir, overrides), env=env or child_env(), cwd=str(out_dir.parent),
+def run_torchrun(out_dir, overrides=(), env=None, timeout=RUN_TIMEOUT, nproc=4):
+    proc = subprocess.run(torchrun_cmd(out_dir, overrides, nproc=nproc), env=env or child_env(), cwd=str(out_dir.parent),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout
 
@@ -171,6 +171,8 @@ def test_cli_accepts_repeated_and_multi_value_overrides():
     ("debug.slow_step_s=-1", "must be >= 0"),
     ("debug.slow_node_rank=-1", "must be >= 0 or null"),
     ("debug.slow_node_rank=x", "must be an integer"),
+    ("debug.slow_local_rank=1", "needs debug.slow_node_rank"),
+    ("debug.slow_local_rank=-1", "must be >= 0"),
     ("model.heads=3", None),  # fine for the MLP ...
     ("training.lr=[1, 2]", "must be a scalar"),
 ])
@@ -267,6 +269,46 @@ def test_lr_schedule_warmup_then_cosine_to_floor():
     values = [f(s) for s in range(4, 21)]
     assert values == sorted(values, reverse=True)
     assert f(20) == pytest.approx(0.1) and f(100) == pytest.approx(0.1)
+
+
+def test_data_parallel_plan_keeps_the_global_batch_when_the_world_size_divides():
+    fresh = train.data_parallel_plan(4, 8192, 64)
+    assert (fresh["accumulation_steps"], fresh["replicas"], fresh["global_batch"], fresh["steps_per_epoch"]) == (1, 4, 256, 32)
+    assert fresh["previous_world_size"] is None and fresh["global_batch_kept"] and fresh["note"] is None
+    # 4 -> 2 at any step: two batches per rank and step, the steps per epoch of the checkpoint
+    half = train.data_parallel_plan(2, 8192, 64, {"world_size": 4, "data_world_size": 4, "steps_per_epoch": 32})
+    assert (half["accumulation_steps"], half["replicas"], half["global_batch"], half["steps_per_epoch"]) == (2, 4, 256, 32)
+    assert half["previous_world_size"] == 4 and half["global_batch_kept"]
+    assert half["note"] == "resumed on world size 2 (was 4): gradient accumulation 2 keeps the global batch of 256 samples"
+    # a checkpoint of that run, resumed on 2 again: still the 4-rank global batch; an older checkpoint: its world size
+    again = train.data_parallel_plan(2, 8192, 64, {"world_size": 2, "data_world_size": 4, "steps_per_epoch": 32})
+    assert (again["accumulation_steps"], again["global_batch"], again["previous_world_size"]) == (2, 256, 2)
+    older = train.data_parallel_plan(1, 8192, 64, {"world_size": 4})
+    assert (older["accumulation_steps"], older["global_batch"], older["steps_per_epoch"]) == (4, 256, 32)
+    same = train.data_parallel_plan(4, 8192, 64, {"world_size": 4, "data_world_size": 4, "steps_per_epoch": 32})
+    assert same["note"] is None and same["accumulation_steps"] == 1
+
+
+def test_data_parallel_plan_says_when_the_global_batch_changes():
+    three = train.data_parallel_plan(3, 8192, 64, {"world_size": 4, "data_world_size": 4, "steps_per_epoch": 32})
+    assert (three["accumulation_steps"], three["replicas"], three["global_batch"], three["steps_per_epoch"]) == (1, 3, 192, 32)
+    assert not three["global_batch_kept"] and three["previous_global_batch"] == 256
+    assert "the global batch CHANGES from 256 to 192 samples" in three["note"]
+    # more ranks than the checkpoint's batches: a smaller shard each, so fewer steps per epoch
+    more = train.data_parallel_plan(4, 1024, 16, {"world_size": 2, "steps_per_epoch": 32})
+    assert (more["accumulation_steps"], more["global_batch"], more["steps_per_epoch"]) == (1, 64, 16)
+    assert "CHANGES from 32 to 64" in more["note"]
+    # values that are no counts are not believed
+    odd = train.data_parallel_plan(2, 8192, 64, {"world_size": True, "data_world_size": "4", "steps_per_epoch": -1})
+    assert (odd["accumulation_steps"], odd["previous_world_size"], odd["steps_per_epoch"]) == (1, None, 64)
+
+
+def test_a_slow_node_or_one_slow_rank_of_it_on_purpose():
+    node = train.load_config(None, ["debug.slow_node_rank=1", "debug.slow_step_s=0.5"])["debug"]
+    assert [train.slow_seconds(node, g, l) for g, l in ((0, 0), (1, 0), (1, 3))] == [0.0, 0.5, 0.5]
+    one = train.load_config(None, ["debug.slow_node_rank=1", "debug.slow_step_s=0.5", "debug.slow_local_rank=3"])["debug"]
+    assert [train.slow_seconds(one, g, l) for g, l in ((0, 3), (1, 0), (1, 3))] == [0.0, 0.0, 0.5]
+    assert train.slow_seconds(train.load_config(None)["debug"], 0, 0) == 0.0
 
 
 def test_output_line_formats():
@@ -374,20 +416,28 @@ def test_torchrun_env_file_records_comm_variables(base_run):
         assert env["env"]["NCCL_DEBUG"] == "WARN"
 
 
+@pytest.fixture(scope="module")
+def resumed_run(base_run, tmp_path_factory):
+    """base_run's checkpoint resumed on its 4 ranks for a third epoch (a copy of its output directory)."""
+    out = tmp_path_factory.mktemp("resumed") / "out"
+    shutil.copytree(str(base_run["out"]), str(out))
+    before = read_metrics(out, 1)
+    rc, output = run_torchrun(out, TINY + ["training.epochs=3", "training.resume=true"])
+    return {"out": out, "rc": rc, "output": output, "before": before}
+
+
 @pytest.mark.real
 @pytest.mark.slow
-def test_checkpoint_and_resume_continue_global_step(base_run, tmp_path):
+def test_checkpoint_and_resume_continue_global_step(base_run, resumed_run):
     assert base_run["rc"] == 0, base_run["output"]
     ckpt = load_ckpt(base_run["out"] / "checkpoint.pt")
     assert ckpt["global_step"] == TINY_STEPS and ckpt["epoch"] == 1
     assert {"model", "optimizer", "config"} <= set(ckpt)
+    assert (ckpt["data_world_size"], ckpt["steps_per_epoch"], ckpt["total_steps"], ckpt["global_batch"]) == (4, 16, 32, 64)
     assert not [n for n in os.listdir(str(base_run["out"])) if ".tmp." in n]
 
-    out = tmp_path / "out"
-    shutil.copytree(str(base_run["out"]), str(out))
-    before = read_metrics(out, 1)
-    rc, output = run_torchrun(out, TINY + ["training.epochs=3", "training.resume=true"])
-    assert rc == 0, output
+    out, output, before = resumed_run["out"], resumed_run["output"], resumed_run["before"]
+    assert resumed_run["rc"] == 0, output
     after = read_metrics(out, 1)
     assert after[:len(before)] == before  # appended, not truncated
     resumed = after[len(before):]
@@ -397,8 +447,35 @@ def test_checkpoint_and_resume_continue_global_step(base_run, tmp_path):
     steps = [int(m.group("step")) for m in map(PROGRESS_RE.match, output.splitlines()) if m]
     assert steps[0] == TINY_STEPS + 1 and steps[-1] == 48
     assert load_ckpt(out / "checkpoint.pt")["global_step"] == 48
+    assert "resumed on world size" not in output  # the same world size: nothing changed
     with open(os.path.join(str(out), "rank_00_env.json")) as handle:
         assert json.load(handle)["resumed_from_global_step"] == TINY_STEPS
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_resume_on_half_the_ranks_keeps_the_global_batch_and_the_schedule(base_run, resumed_run, tmp_path):
+    """4 -> 2 ranks (a retry on fewer nodes, trainops_min_nodes): each rank accumulates the gradients of two of the
+    4-rank run's shards, so every step has the global batch, the samples, the epoch, the total steps and the learning
+    rate of the same resume on 4 ranks, and the same loss up to the order of the float sums."""
+    assert base_run["rc"] == 0 and resumed_run["rc"] == 0, resumed_run["output"]
+    out = tmp_path / "out"
+    shutil.copytree(str(base_run["out"]), str(out))
+    rc, output = run_torchrun(out, TINY + ["training.epochs=3", "training.resume=true"], nproc=2)
+    assert rc == 0, output
+    assert "[trainops] resumed on world size 2 (was 4): gradient accumulation 2 keeps the global batch of 64 samples" in output
+    full = [r for r in read_metrics(resumed_run["out"], 0) if r["global_step"] > TINY_STEPS]
+    half = [r for r in read_metrics(out, 0) if r["global_step"] > TINY_STEPS]
+    assert [r["global_step"] for r in half] == [r["global_step"] for r in full] == [33, 36, 40, 44, 48]
+    for two, four in zip(half, full):
+        assert (two["epoch"], two["step"], two["total_steps"], two["global_batch"]) == (
+            four["epoch"], four["step"], four["total_steps"], four["global_batch"]) == (2, two["step"], 48, 64)
+        assert two["lr"] == pytest.approx(four["lr"], rel=1e-9)
+        assert two["loss"] == pytest.approx(four["loss"], rel=1e-3)
+        assert (two["world_size"], two["previous_world_size"], two["accumulation_steps"], two["global_batch_kept"]) == (2, 4, 2, True)
+        assert (four["previous_world_size"], four["accumulation_steps"]) == (4, 1)
+    saved = load_ckpt(out / "checkpoint.pt")
+    assert (saved["world_size"], saved["data_world_size"], saved["global_batch"], saved["total_steps"]) == (2, 4, 64, 48)
 
 
 @pytest.mark.parametrize("value, expected", [(None, "SIGUSR1"), ("USR1", "SIGUSR1"), ("sigusr2", "SIGUSR2"), (" USR2 ", "SIGUSR2")])
@@ -558,6 +635,9 @@ def test_every_node_writes_the_checkpoint_and_a_resume_on_another_world_size_goe
     resumed = [r for r in read_metrics(outs[1], 2) if r["world_size"] == 3]
     assert resumed and resumed[0]["global_step"] == 13 and resumed[-1]["global_step"] == 20, resumed
     assert load_ckpt(outs[1] / "checkpoint.pt")["world_size"] == 3
+    # 2 batches per step are no multiple of 3 ranks: the global batch changes, and the log and the metrics say so
+    assert "the global batch CHANGES from 32 to 48 samples" in output
+    assert {(r["previous_world_size"], r["global_batch"], r["global_batch_kept"]) for r in resumed} == {(2, 48, False)}
 
 
 def _resume(out, nproc):
@@ -642,6 +722,35 @@ def test_fail_mode_hang_sleeps_forever_outside_any_collective(monkeypatch, capsy
     assert "debug hang injected: rank 1 at global_step 4 (debug.fail_mode=hang)" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match="debug failure injected: rank 1 at global_step 4"):
         train.inject_failure("raise", 1, 4)
+
+
+def test_compute_time_covers_forward_backward_and_optimizer_up_to_the_gradient_all_reduce():
+    """The DDP communication hook marks each gradient bucket as it is ready: the backward's segment ends at the last
+    mark (the rank's own gradients done), not after what follows (the wait for the other ranks, here a sleep); a
+    backward under no_sync (the accumulated shards) has no all-reduce and no mark: its segment goes on to its end."""
+    torch, dist = train.torch, train.dist
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+        ddp = train.DDP(model)
+        timer = train.ComputeTimer(torch.device("cpu"))
+        timer.watch(ddp)
+        timer.begin()
+        with ddp.no_sync():
+            ddp(torch.ones(2, 8)).sum().backward()
+        assert timer.marked is None            # no all-reduce, no mark
+        time.sleep(0.3)
+        timer.end()
+        assert timer.take() >= 0.3
+        for _step in range(2):                 # DDP rebuilds its buckets after the first step
+            timer.begin()
+            ddp(torch.ones(2, 8)).sum().backward()
+            assert timer.marked is not None
+            time.sleep(0.3)                    # after the last bucket: left out
+            timer.end()
+            assert timer.take() < 0.2
+    finally:
+        dist.destroy_process_group()
 
 
 def test_fail_mode_takes_only_raise_or_hang():

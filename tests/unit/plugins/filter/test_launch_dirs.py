@@ -22,6 +22,7 @@ from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_shares,
     resume_checkpoint,
     resume_nodes,
+    resumed_env,
 )
 from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
 
@@ -251,3 +252,24 @@ def test_a_checkpoint_copied_to_a_spare_names_the_node_it_came_from_and_that_nod
     assert resume_checkpoint(['spare', 'node1'], hostvars, 'r1', rank_zero)['global_step'] == 12
     assert resume_checkpoint(['spare', 'node1'], hostvars, 'r1', dict(rank_zero, path='/n0/other.pt'))[
         'global_step'] is None
+
+
+@pytest.mark.parametrize('manifest, expected', [
+    ({'world_size': 4}, {'TRAINOPS_PREVIOUS_WORLD_SIZE': '4'}),
+    ({'world_size': '16'}, {'TRAINOPS_PREVIOUS_WORLD_SIZE': '16'}),
+    ({}, {}),
+    (None, {}),
+    ({'world_size': 0}, {}),
+    ({'world_size': True}, {}),
+    ({'world_size': 4.0}, {}),
+    ({'world_size': '{{ lookup("pipe", "id") }}'}, {}),
+    ({'world_size': 10 ** 9}, {}),
+    ({'world_size': '9' * 40}, {}),
+])
+def test_resumed_env_tells_the_ranks_the_resumed_run_s_world_size_from_its_manifest(manifest, expected):
+    assert resumed_env(manifest) == expected
+
+
+def test_resumed_env_refuses_what_is_no_manifest():
+    with pytest.raises(AnsibleFilterError, match='resumed_env'):
+        resumed_env(['world_size', 4])

@@ -752,6 +752,32 @@ def test_one_node_gets_its_figures_and_no_straggler(experiment):
     assert 'straggler  : n/a (compute time of one node only)' in exp.summary_table(summary)
 
 
+def test_the_report_names_one_slow_rank_of_eight_and_what_changed_on_fewer_nodes(experiment):
+    """Two nodes of 8 ranks, rank 13 at 3x the others' compute time: the node medians hide it, the per-rank judgment
+    names it with its node (summary.txt's slow rank line, the manifest's summary). The records of a run resumed on
+    half its ranks (32 -> 16, trainops_min_nodes) give the resized line."""
+    for rank in range(16):
+        recs = []
+        for step in range(1, 9):
+            rec = record(rank, step, world_size=16, node='node%d' % (rank // 8))
+            rec.update(compute_time_s=0.3 if rank == 13 else 0.1, previous_world_size=32, accumulation_steps=2,
+                       global_batch=2048, global_batch_kept=True)
+            recs.append(rec)
+        write_metrics(experiment, rank, recs, node='node%d' % (rank // 8))
+    result = exp.report_experiment(str(experiment), {'world_size': 16})
+    summary = result['summary']
+    assert summary['stragglers']['nodes'] == []
+    assert summary['rank_stragglers']['slowest'] == {
+        'rank': 13, 'node': 'node1', 'median_s': 0.3, 'others_median_s': 0.1, 'above': 2.0, 'basis': 'compute_time_s'}
+    assert summary['rank_step_times']['13']['compute_time_s'] == 0.3
+    text = (experiment / 'summary.txt').read_text()
+    assert "slow rank  : rank 13 on node1: compute time 0.3 s, 200% above the other ranks' median 0.1 s (threshold 15%)\n" in text
+    assert 'resized    : world size 32 -> 16: gradient accumulation 2 keeps the global batch of 2048 samples\n' in text
+    manifest = json.loads((experiment / 'manifest.json').read_text())
+    assert manifest['summary']['rank_stragglers']['ranks'][0]['rank'] == 13
+    assert manifest['summary']['world_change']['previous_world_size'] == 32
+
+
 def test_the_report_takes_the_threshold_given_else_the_manifests_parameter(experiment):
     _node_run(experiment, [0.1, 0.13])
     flagged = exp.report_experiment(str(experiment), {'parameters': {'straggler_threshold': 0.2}})
@@ -830,7 +856,8 @@ def test_only_what_the_summary_uses_is_kept_of_a_record_and_a_rank_names_one_hos
     write_metrics(experiment, 0, [dict(record(0, 1, world_size=1, node='h' * 256), pad='x' * 5000),
                                   record(0, 2, world_size=1, node='box'), record(0, 3, world_size=1, node='other')])
     metrics = exp.read_metrics(str(experiment), 1)
-    assert set(metrics['by_rank'][0][0]) == set(exp.SUMMARY_FIELDS) - {'node', 'compute_time_s'}
+    resized = {'previous_world_size', 'accumulation_steps', 'global_batch', 'global_batch_kept'}
+    assert set(metrics['by_rank'][0][0]) == set(exp.SUMMARY_FIELDS) - {'node', 'compute_time_s'} - resized
     assert exp.summarize(metrics)['hosts'] == ['box']
 
 
