@@ -138,16 +138,13 @@ def test_per_host_master_addrs_and_a_host_without_one_are_fine():
     assert master_addr_problems(['n0', 'n1'], hv, ['s0'], 2) == []
 
 
-def test_master_addr_problems_from_a_template_over_a_real_inventory(tmp_path):
-    path = tmp_path / 'hosts.yml'
-    path.write_text('all:\n  vars: {trainops_master_addr: 10.1.0.1}\n  children:\n'
-                    '    job: {hosts: {n0: {ansible_host: 10.0.0.1}, n1: {ansible_host: 10.0.0.2}}}\n'
-                    '    spares: {hosts: {s0: {ansible_host: 10.0.0.3}}}\n')
+def test_master_addr_problems_from_a_template_over_a_real_inventory(tmp_path, collection_finder):
+    (tmp_path / 'hosts.yml').write_text(
+        'all:\n  vars: {trainops_master_addr: 10.1.0.1}\n  children:\n'
+        '    trainops_nodes: {hosts: {gpu-01: {ansible_host: 10.0.0.1}, gpu-02: {ansible_host: 10.0.0.2},'
+        ' gpu-03: {ansible_host: 10.0.0.3}}}\n')
     loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=[str(path)])
-    variables = VariableManager(loader=loader, inventory=inventory)
-    templar = Templar(loader=loader, variables={'hostvars': HostVars(inventory, variables, loader)})
-    templar.environment.filters.update(FilterModule().filters())
-    found = templar.template(trust_as_template(
-        "{{ ['n0', 'n1'] | master_addr_problems(hostvars, ['s0'], '2', '0') }}"))
-    assert len(found) == 1 and 'for 3 hosts (n0, n1, s0)' in found[0], found
+    manager = InventoryManager(loader=loader, sources=[str(tmp_path / 'hosts.yml')])
+    found = render(loader, manager, "{{ ['gpu-01', 'gpu-02'] | trainops.multinode.master_addr_problems(hostvars, "
+                                    "['gpu-03'], '2', '0') }}")
+    assert len(found) == 1 and 'for 3 hosts (gpu-01, gpu-02, gpu-03)' in found[0], found
