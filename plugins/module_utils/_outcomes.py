@@ -48,11 +48,12 @@ def _names_where(table, column, value=True):
 # outcomes: the experiment's manifest.json ``outcome``
 # ---------------------------------------------------------------------------
 
+SUCCEEDED = 'succeeded'
 RUNNING = 'running'
 INTERRUPTED = 'interrupted'
 
 OUTCOMES = {
-    'succeeded': dict(meaning="every node's torchrun exited 0", collected=True, retried=False),
+    SUCCEEDED: dict(meaning="every node's torchrun exited 0", collected=True, retried=False),
     'failed': dict(meaning="a node's job failed on its own before anyone stopped the job (or ended with another "
                            "non-zero exit), or the launch failed before the job ran everywhere (launch_errors)",
                    collected=True, retried=True),
@@ -81,6 +82,13 @@ RETRIED_OUTCOMES = _names_where(OUTCOMES, 'retried')
 def outcome(name):
     """``name`` when it is an outcome, else OutcomeError naming it."""
     return _known(OUTCOMES, name, 'an outcome')
+
+
+def outcome_is(value, name):
+    """Whether ``value`` is the outcome ``name``. None or empty is no outcome yet (a sweep's point that has not run):
+    false. Either one that is not an outcome raises OutcomeError naming it."""
+    outcome(name)
+    return bool(value) and outcome(value) == name
 
 
 def outcome_collected(name):
@@ -243,6 +251,14 @@ ENDED_STATUSES = (STATUS_EXITED, STATUS_LOST, STATUS_ABSENT)
 def run_status(name):
     """``name`` when it is a run status, else OutcomeError naming it."""
     return _known(RUN_STATUSES, name, 'a run status')
+
+
+def run_status_is(value, name):
+    """Whether a node's run status ``value`` is ``name``. None or empty (a query that returned no job, a node that
+    was not queried) is ``absent``: no such run on the node. Either one that is not a run status raises OutcomeError
+    naming it."""
+    run_status(name)
+    return run_status(value or STATUS_ABSENT) == name
 
 
 def _known(table, name, what):
