@@ -635,6 +635,10 @@ class TorchrunNode(object):
         """Start the run; with ``spawn=False`` (state=prepared) only write its directory, for a launcher that starts
         its supervisor later (_launchers.Launcher.deferred_start)."""
         validate_start_params(params)
+        launcher = _launchers.for_state('started' if spawn else 'prepared', params.get('launcher'))
+        if launcher is None:
+            raise TorchrunError('launcher=%s cannot write a run with state=%s' % (params.get('launcher'),
+                                                                                 'started' if spawn else 'prepared'))
         run_id = params['run_id']
         argv = build_argv(params)
         env, secrets = split_secret_env(params.get('env'), params.get('secret_env'))
@@ -663,7 +667,7 @@ class TorchrunNode(object):
             'secret_env_names': sorted(secrets),
         }
         # what the run's launcher records (not part of the fingerprint: it is how the run starts, not what)
-        spec.update(_launchers.for_state('started' if spawn else 'prepared').spec_fields(os.environ, sorted(secrets)))
+        spec.update(launcher.spec_fields(os.environ, sorted(secrets)))
         if params.get('container'):
             spec['container'] = params['container']
             spec['container_engine'] = params.get('container_engine') or 'docker'
