@@ -433,7 +433,7 @@ def non_negative(value):
 
 def measurement(nodes, manifest, results, experiment_dir=None, refused=()):
     """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None; ``refused``: the lines
-    saying why it was not read, _experiment.read_rank_zero_json)."""
+    saying why it was not read, _experiment_metrics.read_rank_zero_json)."""
     ok = isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded' and isinstance(results, dict)
     entry = dict(nodes=list(nodes), ok=bool(ok), busbw_gbps=None, time_us=None, experiment_dir=experiment_dir,
                  error=None)

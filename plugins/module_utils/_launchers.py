@@ -13,7 +13,7 @@
 - ``srun``: the torchrun module only writes the run (``state=prepared``); one Slurm step of the allocation runs each
   node's supervisor in the foreground (plugins/module_utils/_srun.py, the srun_step module).
 
-The generic code (the torchrun module's _torchrun.py, the supervisor, the judgment in _experiment.py, the wait in
+The generic code (the torchrun module's _torchrun.py, the supervisor, the judgment in _judgment.py, the wait in
 plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks the run's launcher, never names one:
 
 - :meth:`Launcher.problems`: what the launcher needs of the launch parameters (before any node is touched);

@@ -17,16 +17,16 @@ run record says (its **status**: the ``torchrun`` module's ``job.status``, ``RUN
 - the **stop reason** a node's run records in ``stop.json`` when it is stopped (the ``torchrun`` module's
   ``stop_reason``; the first stop's reason is kept);
 - the experiment's **outcome** (``manifest.json``, ``summary.txt``, the playbook's stats), judged from every node's
-  run record, stop record and verdict by ``_experiment.judge_results``.
+  run record, stop record and verdict by ``_judgment.judge_results``.
 
 Every verdict and every stop reason stands for exactly one outcome (``outcome``). A cause of its own stands for the
 outcome it is; a consequence of another node's end (a ``peer`` stop, a ``stopped`` verdict) stands for ``failed``,
 which the judgment replaces by the cause's outcome where the cause is known. Where the judgment takes an outcome
 from (``judged_from``): ``run`` the node's run record, ``verdict`` the wait's verdict and its detail, ``stop`` the
 first stop record that is a cause of its own, ``cause`` the node that caused it. The precedence of those rules is
-the judgment's (``_experiment.judge_results``); what each name means and stands for is here, nowhere else.
+the judgment's (``_judgment.judge_results``); what each name means and stands for is here, nowhere else.
 
-Adding an outcome, a verdict or a stop reason: a row here; the judgment's rule in ``_experiment.judge_results`` when
+Adding an outcome, a verdict or a stop reason: a row here; the judgment's rule in ``_judgment.judge_results`` when
 the outcome needs one; the wait's detection in ``plugins/action/torchrun_wait.py`` when a verdict needs one; and the
 documentation the unit tests hold to these rows (the modules' DOCUMENTATION and RETURN, docs/failures.md).
 """
@@ -73,7 +73,7 @@ which ``playbooks/status.yml`` collects once it has ended everywhere. ``retried`
 relaunches a job that ended so from its latest checkpoint (module_utils/_retries.py, docs/failures.md "Retries")."""
 
 JUDGED_OUTCOMES = _names_where(OUTCOMES, 'collected')
-"""The outcomes the judgment gives a collected job (``_experiment.judge_results``)."""
+"""The outcomes the judgment gives a collected job (``_judgment.judge_results``)."""
 
 RETRIED_OUTCOMES = _names_where(OUTCOMES, 'retried')
 """The outcomes a retry may fix (``failed``, ``stalled``, ``unreachable``); the others end the retries."""

@@ -213,7 +213,7 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     """Whether the attempt ``current`` (a :func:`row`) is retried: ``{'decision': 'retry' | 'stop' | None,
     'reason'}`` (None: it succeeded); a retry on another node set adds :func:`replace`'s ``nodes``, ``spares``,
     ``replaced`` and ``excluded``. ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
-    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes the collect could not
+    after the first); ``verdict``: _judgment.judge_results's; ``missing_nodes``: the nodes the collect could not
     reach;
     ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
     the group ``spare_group``); ``min_nodes``: trainops_min_nodes."""

@@ -2,7 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the layout promises (docs/contributing/architecture.md): outcomes are compared through
-module_utils/_outcomes.py (its tests and filters), never as strings in the roles' and playbooks' Jinja."""
+module_utils/_outcomes.py (its tests and filters), never as strings in the roles' and playbooks' Jinja; no Python file
+of plugins/ or hack/ is longer than MAX_LINES (a file that grows past it is split by concern). That generic code names
+no launcher is tests/unit/plugins/module_utils/test__launchers.py's."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import pytest
 from ansible_collections.trainops.multinode.plugins.module_utils import _outcomes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+MAX_LINES = 900
+"""The most lines a Python file of plugins/ or hack/ may have."""
 
 VOCABULARY = frozenset(_outcomes.OUTCOMES) | frozenset(_outcomes.VERDICTS) | frozenset(_outcomes.STOP_REASONS) \
     | frozenset(_outcomes.RUN_STATUSES)
@@ -80,3 +85,22 @@ def test_no_outcome_is_compared_as_a_string_in_yaml():
                     found.append('%s:%d: %s' % (os.path.relpath(path, ROOT), number, ', '.join(names)))
     assert not found, ('outcomes compared as strings (use the tests and filters of module_utils/_outcomes.py, '
                        'plugins/test/outcome.py):\n' + '\n'.join(found))
+
+
+def python_files(*tops):
+    for top in tops:
+        for base, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+            for name in sorted(files):
+                if name.endswith('.py'):
+                    yield os.path.join(base, name)
+
+
+def test_no_python_file_of_plugins_or_hack_is_longer_than_the_limit():
+    too_long = []
+    for path in python_files('plugins', 'hack'):
+        with open(path, encoding='utf-8') as handle:
+            count = sum(1 for _line in handle)
+        if count > MAX_LINES:
+            too_long.append('%s: %d lines' % (os.path.relpath(path, ROOT), count))
+    assert not too_long, 'longer than %d lines (split it by concern):\n%s' % (MAX_LINES, '\n'.join(too_long))
