@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the layout promises (docs/contributing/architecture.md): outcomes are compared through
 module_utils/_outcomes.py (its tests and filters), never as strings in the roles' and playbooks' Jinja; no Python file
-of plugins/ or hack/ is longer than MAX_LINES (a file that grows past it is split by concern). That generic code names
-no launcher is tests/unit/plugins/module_utils/test__launchers.py's."""
+of plugins/ or hack/ is longer than MAX_LINES (a file that grows past it is split by concern); the architecture
+document names every module_utils file, and only files that exist. That generic code names no launcher is
+tests/unit/plugins/module_utils/test__launchers.py's."""
 
 from __future__ import annotations
 
@@ -104,3 +105,21 @@ def test_no_python_file_of_plugins_or_hack_is_longer_than_the_limit():
         if count > MAX_LINES:
             too_long.append('%s: %d lines' % (os.path.relpath(path, ROOT), count))
     assert not too_long, 'longer than %d lines (split it by concern):\n%s' % (MAX_LINES, '\n'.join(too_long))
+
+
+ARCHITECTURE = os.path.join(ROOT, 'docs', 'contributing', 'architecture.md')
+
+
+def test_the_architecture_names_every_module_utils_file_and_only_those():
+    with open(ARCHITECTURE, encoding='utf-8') as handle:
+        text = handle.read()
+    rules = text[text.index('## Where each rule lives'):]
+    files = set()
+    for path in python_files(os.path.join('plugins', 'module_utils')):
+        if os.path.basename(path) != '__init__.py':
+            files.add(os.path.basename(path))
+    unnamed = sorted(name for name in files if '`%s`' % name not in rules and '/%s`' % name not in rules)
+    assert not unnamed, 'docs/contributing/architecture.md, "Where each rule lives", names no row for: %s' % unnamed
+    named = set(re.findall(r'`(?:_nccl_env/)?(_?[a-z_]+\.py)`', rules))
+    missing = sorted(name for name in named if name not in files)
+    assert not missing, 'docs/contributing/architecture.md names module_utils files that do not exist: %s' % missing
