@@ -32,6 +32,7 @@ ENV_NAME_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 SECRET_NAMES_VAR = 'TRAINOPS_SECRET_ENV_NAMES'
 """Set for every rank: the comma-separated names of the secret variables (a workload must not record their values)."""
 
+
 class TorchrunError(Exception):
     """Raised for anything the module should report with ``fail_json``; ``details`` are extra return values."""
 

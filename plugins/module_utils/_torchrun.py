@@ -421,8 +421,8 @@ class TorchrunNode(object):
         validate_start_params(params)
         launcher = _launchers.for_state('started' if spawn else 'prepared', params.get('launcher'))
         if launcher is None:
-            raise TorchrunError('launcher=%s cannot write a run with state=%s' % (params.get('launcher'),
-                                                                                 'started' if spawn else 'prepared'))
+            raise TorchrunError('launcher=%s cannot write a run with state=%s'
+                                % (params.get('launcher'), 'started' if spawn else 'prepared'))
         run_id = params['run_id']
         argv = build_argv(params)
         env, secrets = split_secret_env(params.get('env'), params.get('secret_env'))
