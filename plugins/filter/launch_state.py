@@ -27,7 +27,7 @@ def _preflights(name, value):
     return dict(_filter_input.mapping(name, value, kind='a mapping of node name to preflight result'))
 
 
-def not_started(nodes, hostvars, play_hosts, launcher='ssh'):
+def not_started(nodes, hostvars, play_hosts, launcher=_launchers.DEFAULT):
     if launcher not in _launchers.NAMES:
         raise AnsibleFilterError('not_started: launcher must be %s, not %r' % (' or '.join(_launchers.NAMES), launcher))
     return _launch_records.not_started(nodes, hostvars, play_hosts, launcher=launcher)
@@ -78,7 +78,7 @@ def resumed_env(manifest):
     return _launch_dirs.resumed_env(None if manifest is None else dict(manifest))
 
 
-def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher='ssh'):
+def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher=_launchers.DEFAULT):
     groups = _filter_input.mapping('spare_pool', groups, 'groups')
     found = groups.get(spare_group) if spare_group and spare_group in groups else None
     return _retries.spare_pool(_nodes('spare_pool', nodes), spare_group, None if found is None else list(found),

@@ -20,7 +20,7 @@ import math
 import os
 import re
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts
+from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io, _gpu_facts, _rdma_facts
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import seconds
 
 NONE = 'none'
@@ -61,7 +61,7 @@ def _speed(text):
 def pcie_link(root, sysfs_dir):
     """The PCIe link of a device: ``dict(width, max_width, speed, max_speed)`` (speeds as sysfs writes them), or None
     when sysfs has no link files there (a virtual function, a device sysfs does not show)."""
-    values = dict((key, _node_facts._read(root, sysfs_dir, name)) for key, name in (
+    values = dict((key, _facts_io._read(root, sysfs_dir, name)) for key, name in (
         ('width', 'current_link_width'), ('max_width', 'max_link_width'),
         ('speed', 'current_link_speed'), ('max_speed', 'max_link_speed')))
     if values['width'] is None and values['speed'] is None:
@@ -90,9 +90,9 @@ def link_problems(name, link, idle_downshift=False):
 def _counters(root, port_dir, sub, names):
     """The named counters of ``<port_dir>/<sub>`` that are above zero, ``{name: value}``."""
     found = {}
-    for name in sorted(_node_facts._listdir(root, port_dir, sub)):
+    for name in sorted(_facts_io._listdir(root, port_dir, sub)):
         if name in names:
-            value = _int(_node_facts._read(root, port_dir, sub, name))
+            value = _int(_facts_io._read(root, port_dir, sub, name))
             if value:
                 found[name] = value
     return found
@@ -107,7 +107,7 @@ def node_checks(root='/', ignore=()):
     """
     ignore = set(ignore or ())
     problems, warnings = [], []
-    gpu = _node_facts.gpu_facts(root)
+    gpu = _gpu_facts.gpu_facts(root)
     gpus = NONE
     if gpu['count']:
         links = []
@@ -122,19 +122,19 @@ def node_checks(root='/', ignore=()):
         gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links)
     rdma = NONE
     devices = []
-    for name in sorted(_node_facts._listdir(root, _node_facts._IB_CLASS), key=_node_facts._natural_key):
+    for name in sorted(_facts_io._listdir(root, _rdma_facts._IB_CLASS), key=_facts_io._natural_key):
         if name in ignore:
             continue
-        dev_dir = os.path.join(_node_facts._IB_CLASS, name)
+        dev_dir = os.path.join(_rdma_facts._IB_CLASS, name)
         link = pcie_link(root, os.path.join(dev_dir, 'device'))
         found, warned = link_problems('%s' % name, link)
         problems += found
         warnings += warned
         ports = []
-        for port in sorted((p for p in _node_facts._listdir(root, dev_dir, 'ports') if p.isdigit()), key=int):
+        for port in sorted((p for p in _facts_io._listdir(root, dev_dir, 'ports') if p.isdigit()), key=int):
             port_dir = os.path.join(dev_dir, 'ports', port)
-            state = _node_facts._state_text(_node_facts._read(root, port_dir, 'state'))
-            phys = _node_facts._state_text(_node_facts._read(root, port_dir, 'phys_state'))
+            state = _rdma_facts._state_text(_facts_io._read(root, port_dir, 'state'))
+            phys = _rdma_facts._state_text(_facts_io._read(root, port_dir, 'phys_state'))
             errors = _counters(root, port_dir, 'counters', ERROR_COUNTERS)
             errors.update(_counters(root, port_dir, 'hw_counters', HW_ERROR_COUNTERS))
             ports.append(dict(port=int(port), state=state, phys_state=phys, errors=errors))
@@ -433,7 +433,7 @@ def non_negative(value):
 
 def measurement(nodes, manifest, results, experiment_dir=None, refused=()):
     """One measurement from a run's manifest (its ``outcome``) and its allreduce.json (or None; ``refused``: the lines
-    saying why it was not read, _experiment.read_rank_zero_json)."""
+    saying why it was not read, _experiment_metrics.read_rank_zero_json)."""
     ok = isinstance(manifest, dict) and manifest.get('outcome') == 'succeeded' and isinstance(results, dict)
     entry = dict(nodes=list(nodes), ok=bool(ok), busbw_gbps=None, time_us=None, experiment_dir=experiment_dir,
                  error=None)

@@ -12,7 +12,7 @@ Each :class:`Knob` row says what a knob is: its role variable (``trainops_channe
 parameters and the manifest (``channels``), its short ``-e`` name (``channels``), its ``nccl_env`` setting name and
 the variables that setting decides, its type, range or choices, whether it may differ per node (a host variable),
 whether a sweep may vary it, whether the manifest records it, and the library versions that read it (where that is
-a simple range; the rules that depend on the version in detail stay in the deciders of ``_nccl_env/network.py``
+a simple range; the rules that depend on the version in detail stay in the deciders of ``_nccl_env/network.py`` and ``_nccl_env/gpudirect.py``
 and ``_nccl_env/gpu.py``).
 
 Read by: ``_launch_params.py`` (the range rules, ``launch_problems``), ``_sweep.py`` (the knobs a sweep varies),

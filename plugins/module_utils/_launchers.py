@@ -13,7 +13,7 @@
 - ``srun``: the torchrun module only writes the run (``state=prepared``); one Slurm step of the allocation runs each
   node's supervisor in the foreground (plugins/module_utils/_srun.py, the srun_step module).
 
-The generic code (the torchrun module's _torchrun.py, the supervisor, the judgment in _experiment.py, the wait in
+The generic code (the torchrun module's _torchrun.py, the supervisor, the judgment in _judgment.py, the wait in
 plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks the run's launcher, never names one:
 
 - :meth:`Launcher.problems`: what the launcher needs of the launch parameters (before any node is touched);
@@ -28,7 +28,12 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
   :attr:`Launcher.peer_failure_ends_node`: a node's run that the launcher ended because another node failed (the wait
   and the judgment count it as stopped, not failed);
 - :meth:`Launcher.time_limit` and :meth:`Launcher.end_record`: whether the launcher ended the job at a time limit, from
-  what the controller asked it after the end (``end``), and what the manifest keeps of that.
+  what the controller asked it after the end (``end``), and what the manifest keeps of that;
+- :attr:`Launcher.supports_spares` (and :attr:`Launcher.no_spares_why`): whether a launch with it may keep spare nodes
+  (_retries.spare_pool); :attr:`Launcher.inventory_gpu_ids`: whether the ranks use the Slurm job's GPUs the inventory
+  names for the node (roles/job: preflight.yml, vars/main.yml, filter launcher_capability).
+
+Generic code names no launcher (tests/unit/test_layout.py): it asks these methods and attributes.
 """
 
 from __future__ import annotations
@@ -84,6 +89,17 @@ class Launcher(object):
     # True when the ranks get only the GPUs a Slurm job asked for (a step: not those held with a whole node, srun(1)
     # --gres), so an allocation whose GPUs are all implicit (_launch_params._slurm_problems) gives them none
     requested_gpus_only = False
+    # True when a launch with this launcher may keep spare nodes (trainops_spare_nodes) to replace failed ones
+    supports_spares = True
+    # why it may not (the launch check's words), for a launcher that does not support spares
+    no_spares_why = None
+    # True when the ranks run in the node's own session and so use the Slurm job's GPUs that the inventory names for
+    # the node (trainops_slurm_gpu_ids, as the preflight saw them); False when the launcher's Slurm step gets them
+    inventory_gpu_ids = True
+
+    CAPABILITIES = ('deferred_start', 'peer_failure_ends_node', 'requested_gpus_only', 'supports_spares',
+                    'inventory_gpu_ids')
+    """The yes-or-no capabilities roles/job asks by name (filter launcher_capability)."""
 
 
 class Ssh(Launcher):
@@ -107,6 +123,9 @@ class Srun(Launcher):
     peer_failure_ends_node = True
     stop_by = 'slurm'
     requested_gpus_only = True
+    supports_spares = False
+    no_spares_why = 'a Slurm step runs on its allocation'
+    inventory_gpu_ids = False
 
     def problems(self, params, integer_rule):
         return _srun.launch_problems(params, integer_rule)
@@ -140,9 +159,9 @@ LAUNCHERS = {'ssh': Ssh(), 'srun': Srun()}
 """Every launcher by the name trainops_launcher (-e launcher=NAME) and job.json give it: the one place to add one."""
 DEFAULT = 'ssh'
 """The launcher of a run whose records name none (job.json without ``launcher``), and of state=started."""
-PREPARED = 'srun'
-"""The launcher whose supervisor a run written with state=prepared waits for."""
 NAMES = tuple(LAUNCHERS)
+SPARE_NAMES = tuple(name for name, launcher in LAUNCHERS.items() if launcher.supports_spares)
+"""The launchers a launch with spare nodes may use."""
 
 
 def get(name):
@@ -150,9 +169,29 @@ def get(name):
     return LAUNCHERS.get(name or DEFAULT)
 
 
-def for_state(state):
-    """The launcher a run of the torchrun module's ``state`` is written for (started or prepared)."""
-    return LAUNCHERS[PREPARED if state == 'prepared' else DEFAULT]
+def for_state(state, name=None):
+    """The launcher a run of the torchrun module's ``state`` (started or prepared) is written for: ``name`` (the
+    module's ``launcher``) when given, else the default one for started and the first launcher that starts a prepared
+    run's supervisor itself (:attr:`Launcher.deferred_start`) for prepared. None when ``name`` is no launcher, or one
+    that does not write runs with that state (started: a launcher that starts them, prepared: one that defers it)."""
+    deferred = state == 'prepared'
+    if name:
+        launcher = get(name)
+        return launcher if launcher is not None and launcher.deferred_start is deferred else None
+    if not deferred:
+        return LAUNCHERS[DEFAULT]
+    return next(launcher for launcher in LAUNCHERS.values() if launcher.deferred_start)
+
+
+def capability(name, what):
+    """Launcher ``name``'s yes-or-no capability ``what`` (one of :attr:`Launcher.CAPABILITIES`); ValueError naming
+    the one that is unknown."""
+    launcher = get(name)
+    if launcher is None:
+        raise ValueError('launcher must be %s, not %r' % (' or '.join(NAMES), name))
+    if what not in Launcher.CAPABILITIES:
+        raise ValueError('%r is not a launcher capability (%s)' % (what, ', '.join(Launcher.CAPABILITIES)))
+    return bool(getattr(launcher, what))
 
 
 def of_spec(spec):

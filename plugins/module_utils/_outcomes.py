@@ -17,16 +17,16 @@ run record says (its **status**: the ``torchrun`` module's ``job.status``, ``RUN
 - the **stop reason** a node's run records in ``stop.json`` when it is stopped (the ``torchrun`` module's
   ``stop_reason``; the first stop's reason is kept);
 - the experiment's **outcome** (``manifest.json``, ``summary.txt``, the playbook's stats), judged from every node's
-  run record, stop record and verdict by ``_experiment.judge_results``.
+  run record, stop record and verdict by ``_judgment.judge_results``.
 
 Every verdict and every stop reason stands for exactly one outcome (``outcome``). A cause of its own stands for the
 outcome it is; a consequence of another node's end (a ``peer`` stop, a ``stopped`` verdict) stands for ``failed``,
 which the judgment replaces by the cause's outcome where the cause is known. Where the judgment takes an outcome
 from (``judged_from``): ``run`` the node's run record, ``verdict`` the wait's verdict and its detail, ``stop`` the
 first stop record that is a cause of its own, ``cause`` the node that caused it. The precedence of those rules is
-the judgment's (``_experiment.judge_results``); what each name means and stands for is here, nowhere else.
+the judgment's (``_judgment.judge_results``); what each name means and stands for is here, nowhere else.
 
-Adding an outcome, a verdict or a stop reason: a row here; the judgment's rule in ``_experiment.judge_results`` when
+Adding an outcome, a verdict or a stop reason: a row here; the judgment's rule in ``_judgment.judge_results`` when
 the outcome needs one; the wait's detection in ``plugins/action/torchrun_wait.py`` when a verdict needs one; and the
 documentation the unit tests hold to these rows (the modules' DOCUMENTATION and RETURN, docs/failures.md).
 """
@@ -48,11 +48,12 @@ def _names_where(table, column, value=True):
 # outcomes: the experiment's manifest.json ``outcome``
 # ---------------------------------------------------------------------------
 
+SUCCEEDED = 'succeeded'
 RUNNING = 'running'
 INTERRUPTED = 'interrupted'
 
 OUTCOMES = {
-    'succeeded': dict(meaning="every node's torchrun exited 0", collected=True, retried=False),
+    SUCCEEDED: dict(meaning="every node's torchrun exited 0", collected=True, retried=False),
     'failed': dict(meaning="a node's job failed on its own before anyone stopped the job (or ended with another "
                            "non-zero exit), or the launch failed before the job ran everywhere (launch_errors)",
                    collected=True, retried=True),
@@ -72,7 +73,7 @@ which ``playbooks/status.yml`` collects once it has ended everywhere. ``retried`
 relaunches a job that ended so from its latest checkpoint (module_utils/_retries.py, docs/failures.md "Retries")."""
 
 JUDGED_OUTCOMES = _names_where(OUTCOMES, 'collected')
-"""The outcomes the judgment gives a collected job (``_experiment.judge_results``)."""
+"""The outcomes the judgment gives a collected job (``_judgment.judge_results``)."""
 
 RETRIED_OUTCOMES = _names_where(OUTCOMES, 'retried')
 """The outcomes a retry may fix (``failed``, ``stalled``, ``unreachable``); the others end the retries."""
@@ -81,6 +82,13 @@ RETRIED_OUTCOMES = _names_where(OUTCOMES, 'retried')
 def outcome(name):
     """``name`` when it is an outcome, else OutcomeError naming it."""
     return _known(OUTCOMES, name, 'an outcome')
+
+
+def outcome_is(value, name):
+    """Whether ``value`` is the outcome ``name``. None or empty is no outcome yet (a sweep's point that has not run):
+    false. Either one that is not an outcome raises OutcomeError naming it."""
+    outcome(name)
+    return bool(value) and outcome(value) == name
 
 
 def outcome_collected(name):
@@ -251,6 +259,14 @@ ENDED_STATUSES = (STATUS_EXITED, STATUS_LOST, STATUS_ABSENT)
 def run_status(name):
     """``name`` when it is a run status, else OutcomeError naming it."""
     return _known(RUN_STATUSES, name, 'a run status')
+
+
+def run_status_is(value, name):
+    """Whether a node's run status ``value`` is ``name``. None or empty (a query that returned no job, a node that
+    was not queried) is ``absent``: no such run on the node. Either one that is not a run status raises OutcomeError
+    naming it."""
+    run_status(name)
+    return run_status(value or STATUS_ABSENT) == name
 
 
 def _known(table, name, what):

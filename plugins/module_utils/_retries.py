@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES, STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
@@ -45,7 +46,7 @@ RETRY = 'retry'
 STOP = 'stop'
 
 
-def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, launcher='ssh'):
+def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, launcher=_launchers.DEFAULT):
     """The spare nodes of a launch (``trainops_spare_nodes``: the inventory group ``spare_group``, whose hosts are
     ``group_hosts``, None where the inventory has no such group) and what does not fit, checked before any node is
     touched (roles/job/tasks/nodes.yml): ``{'spares': [...], 'problems': [one line per value to fix]}``. ``nodes``:
@@ -84,9 +85,11 @@ def spare_pool(nodes, spare_group, group_hosts, min_nodes=0, play_hosts=None, la
     if outside:
         problems.append('trainops_spare_nodes=%s: %s not in the play (playbooks/launch.yml adds the group to its '
                         'hosts where it is given with -e, not in the inventory)' % (spare_group, ', '.join(outside)))
-    if launcher != 'ssh':
-        problems.append('trainops_spare_nodes=%s: spare nodes need launcher=ssh (a Slurm step runs on its '
-                        'allocation), not %s' % (spare_group, launcher))
+    chosen = _launchers.get(launcher)
+    if chosen is None or not chosen.supports_spares:
+        why = ' (%s)' % chosen.no_spares_why if chosen is not None and chosen.no_spares_why else ''
+        problems.append('trainops_spare_nodes=%s: spare nodes need launcher=%s%s, not %s'
+                        % (spare_group, ' or '.join(_launchers.SPARE_NAMES), why, launcher))
     return dict(spares=[host for host in spares if host not in nodes], problems=problems)
 
 
@@ -210,7 +213,7 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     """Whether the attempt ``current`` (a :func:`row`) is retried: ``{'decision': 'retry' | 'stop' | None,
     'reason'}`` (None: it succeeded); a retry on another node set adds :func:`replace`'s ``nodes``, ``spares``,
     ``replaced`` and ``excluded``. ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
-    after the first); ``verdict``: _experiment.judge_results's; ``missing_nodes``: the nodes the collect could not
+    after the first); ``verdict``: _judgment.judge_results's; ``missing_nodes``: the nodes the collect could not
     reach;
     ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
     the group ``spare_group``); ``min_nodes``: trainops_min_nodes."""

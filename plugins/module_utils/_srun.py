@@ -317,7 +317,7 @@ def ended_by_step(job):
     Slurm rather than by itself: no stop was asked for (no stop record), it did not succeed, and its supervisor was
     killed (SIGKILL cannot be caught: the run is ``lost``, without exit.json) or received a signal (exit.json's
     ``signals``). That is how slurmstepd ends the step's other tasks when one exits non-zero (``--kill-on-bad-exit``);
-    which node that was is for the judgment (plugins/module_utils/_experiment.py) and the wait to find out."""
+    which node that was is for the judgment (plugins/module_utils/_judgment.py) and the wait to find out."""
     job = job or {}
     if (job.get('launcher') or {}).get('name') != 'srun' or job.get('stop') or job.get('exit_code') == 0:
         return False

@@ -22,7 +22,7 @@ The flag compares ``compute_time_s`` when every node that has figures has it, el
 node is a straggler when its median is more than ``threshold`` (0.15: 15 %) above the median of the OTHER nodes'
 medians; one node alone is never one, of two nodes only the slower can be.
 
-Used by the experiment summary (``_experiment.summarize``: the manifest and summary.txt), by the torchrun module's
+Used by the experiment summary (``_experiment_summary.summarize``: the manifest and summary.txt), by the torchrun module's
 query (``recent_figure``: a node's figure from the tail of its metrics files while the job runs) and by the action
 ``torchrun_wait`` (``stragglers``: the progress line of a node that is one). ``threshold_problem`` is the one rule for
 ``trainops_straggler_threshold`` (launch_problems, the wait, the experiment module). Per rank: module_utils/

@@ -66,6 +66,16 @@ options:
     type: str
     choices: [started, stopped, query, prepared]
     default: started
+  launcher:
+    description:
+      - With O(state=started) or O(state=prepared), the launcher the run is written for (the role's
+        C(trainops_launcher)); C(job.json) records what it needs (C(plugins/module_utils/_launchers.py)).
+      - A launcher that starts the node's supervisor itself (a Slurm step, V(srun)) takes O(state=prepared); one the
+        module starts it for (V(ssh)) takes O(state=started). Any other pair fails before anything is written.
+      - Left out, V(ssh) for O(state=started) and V(srun) for O(state=prepared).
+    type: str
+    choices: [ssh, srun]
+    version_added: 0.2.0
   stop_reason:
     description:
       - With O(state=stopped), why the run is stopped, recorded in C(stop.json) in the run directory before any signal
@@ -537,6 +547,7 @@ replaced:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.trainops.multinode.plugins.module_utils._launchers import NAMES as LAUNCHER_NAMES
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import ASKED_STOP_REASONS
 from ansible_collections.trainops.multinode.plugins.module_utils._torchrun import (
     TorchrunError,
@@ -547,6 +558,8 @@ from ansible_collections.trainops.multinode.plugins.module_utils._torchrun impor
 def main():
     argument_spec = dict(
         state=dict(type='str', default='started', choices=['started', 'stopped', 'query', 'prepared']),
+        # the launchers' names (module_utils/_launchers.py); DOCUMENTATION's choices are held to them by a unit test
+        launcher=dict(type='str', choices=list(LAUNCHER_NAMES)),
         signal=dict(type='bool', default=True),
         state_dir=dict(type='path', required=True),
         run_id=dict(type='str'),

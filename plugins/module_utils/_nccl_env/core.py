@@ -6,7 +6,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The shared core of the NCCL/RCCL deciders of network.py and gpu.py, and of compute (deciders.py). Pure: no I/O.
+"""The shared core of the NCCL/RCCL deciders of network.py, gpudirect.py and gpu.py, and of compute (deciders.py). Pure: no I/O.
 
 ``_Out`` (the environment being built: values, sources, reasons, errors, warnings), ``_library`` (the NCCL/RCCL the
 decisions are made for), the settings helpers (``_is_unset``, ``_is_auto``, ``_env_value``, ``_int_setting``) and

@@ -27,8 +27,8 @@
     warnings  [str]
 
 Each variable is decided by one function, named in ``DECIDERS`` (variable -> function), so a reader finds the
-rule behind a variable there: the network deciders (socket interface, RDMA ports and transport, GID, GPUDirect RDMA,
-QoS) are in network.py, the GPU ones (channels, threads, GPU ids, NCCL_DEBUG, ROCm runtime) in gpu.py, and
+rule behind a variable there: the network deciders (socket interface, RDMA ports and transport, QoS) are in
+network.py, the RDMA path's (RoCE GID, EFA, GPUDirect RDMA) in gpudirect.py, the GPU ones (channels, threads, GPU ids, NCCL_DEBUG, ROCm runtime) in gpu.py, and
 ``_overrides`` and ``compute``, which calls them all in order, here; what they share (``_Out``, ``_library``, the
 settings helpers) is in core.py. The rules and the NCCL/RCCL sources they follow are listed in docs/nccl.md.
 The facts are read by facts.py (ports, interfaces, GIDs, PCIe layout); cluster.py checks the results of the
@@ -73,9 +73,10 @@ from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.gpu import (
     _channels, _debug, _gpu_ids, _nproc, _rocm, _scratch_reclaim, _threads, _visible_devices,
 )
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.gpudirect import _efa, _gdr, _gid, _gpudirect
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.network import (
-    _check_override, _cross_nic, _efa, _final_transport, _gdr, _gid, _gpudirect, _ib_disable, _ib_hca,
-    _network_mode, _qos, _require_transport, _socket, _socket_family, _transport,
+    _check_override, _cross_nic, _final_transport, _ib_disable, _ib_hca, _network_mode, _qos, _require_transport,
+    _socket, _socket_family, _transport,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.render import _ENV_NAME
 

@@ -10,7 +10,7 @@
 
 The RDMA ports (``_ports``) and interfaces (``_interfaces``) as flat dicts, the GID tables and the GID index NCCL
 picks (``nccl_gid_index``), the PCIe layout and NCCL's path types (``pci_path_type``), and the helpers that compare a
-library version with the version tables of network.py and gpu.py (``_since``, ``_by_version``, ``_library_label``).
+library version with the version tables of network.py, gpudirect.py and gpu.py (``_since``, ``_by_version``, ``_library_label``).
 The small helpers here (``_get``, ``_natural``, ``_int``, ``_version``) are the ones the other modules of the package
 share.
 """
@@ -207,7 +207,7 @@ def _gid_entry_problem(port, index):
     return None
 
 
-# --- library versions (the version tables are in network.py and gpu.py) --------------------------
+# --- library versions (the version tables are in network.py, gpudirect.py and gpu.py) --------------------------
 
 def _library_label(library):
     if not library.get('name'):

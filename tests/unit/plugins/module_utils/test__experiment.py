@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _experiment as exp
+from ansible_collections.trainops.multinode.plugins.module_utils import _experiment_metrics
 from ansible_collections.trainops.multinode.plugins.module_utils import _srun
 
 
@@ -843,7 +844,7 @@ def test_without_the_job_s_world_size_a_record_s_claim_is_bounded(experiment):
 
 
 def test_the_experiment_s_metrics_records_are_bounded_together(experiment, monkeypatch):
-    monkeypatch.setattr(exp, 'MAX_RECORDS', 3)
+    monkeypatch.setattr(_experiment_metrics, 'MAX_RECORDS', 3)
     write_metrics(experiment, 0, [record(0, s) for s in (1, 2, 3)])
     write_metrics(experiment, 1, [record(1, s) for s in (1, 2, 3)])
     metrics = exp.read_metrics(str(experiment))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tokenize
 
 import pytest
@@ -18,11 +19,72 @@ from ansible_collections.trainops.multinode.plugins.module_utils._launch_params 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 
-GENERIC = ['plugins/module_utils/_torchrun.py', 'plugins/module_utils/_supervisor.py',
-           'plugins/module_utils/_experiment.py', 'plugins/module_utils/_experiment_task.py',
-           'plugins/action/torchrun_wait.py', 'plugins/module_utils/_launch_params.py',
-           'plugins/module_utils/_launch_records.py', 'plugins/module_utils/_knobs.py']
-"""The code that asks the run's launcher and must never name one."""
+DEFINITIONS = {
+    'plugins/module_utils/_launchers.py': 'the launchers, their names and capabilities',
+    'plugins/module_utils/_srun.py': "the srun launcher's own code",
+    'plugins/modules/srun_step.py': "the srun launcher's module (its srun executable)",
+}
+"""Where a launcher is defined: the only Python that may name one."""
+
+OTHER_MEANINGS = {
+    'plugins/module_utils/_rsync.py': 'the ssh program rsync runs',
+    'plugins/action/rsync.py': "Ansible's ssh connection plugin",
+}
+"""Python where ``ssh`` names something other than a launcher."""
+
+OWN_TASKS = ('start_', 'stop_', 'status_', 'end_', 'undo_')
+"""The launcher's own task files in roles/job/tasks (``<step>_<launcher>.yml``, included by the launcher's name)."""
+
+CONNECTION = re.compile(r"""ansible_connection\s*\|\s*default\((['"])ssh\1\)""")
+"""``ssh`` as Ansible's connection, not a launcher."""
+
+
+def generic_python():
+    """Every Python file of plugins/ that is not a launcher's definition."""
+    for base, dirs, files in os.walk(os.path.join(ROOT, 'plugins')):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.relpath(os.path.join(base, name), ROOT)
+            if name.endswith('.py') and path not in DEFINITIONS:
+                yield path
+
+
+def launcher_tasks(name):
+    """Whether roles/job/tasks file ``name`` is a launcher's own (start_ssh.yml, stop_srun.yml, ...)."""
+    stem = name.rsplit('.', 1)[0]
+    return any(stem == step + launcher for step in OWN_TASKS for launcher in _launchers.NAMES)
+
+
+def generic_yaml():
+    """Every YAML file of roles/ and playbooks/ that is not a launcher's own task file."""
+    for top in ('roles', 'playbooks'):
+        for base, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(('.yml', '.yaml', '.j2')) and not launcher_tasks(name):
+                    yield os.path.relpath(os.path.join(base, name), ROOT)
+
+
+def python_naming_launchers(path, source):
+    named = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.STRING and token.string.strip('\'"') in _launchers.NAMES:
+            if path not in OTHER_MEANINGS or token.string.strip('\'"') != 'ssh':
+                named.append('%s:%d %s' % (path, token.start[0], token.string))
+        if token.type == tokenize.NAME and token.string == '_srun':
+            named.append('%s:%d imports _srun' % (path, token.start[0]))
+    return named
+
+
+def yaml_naming_launchers(path, source):
+    named = []
+    quoted = re.compile(r"""(['"])(%s)\1""" % '|'.join(_launchers.NAMES))
+    for number, line in enumerate(source.splitlines(), 1):
+        if line.lstrip().startswith('#'):
+            continue
+        for match in quoted.finditer(CONNECTION.sub('', line)):
+            named.append('%s:%d %s' % (path, number, match.group(0)))
+    return named
 
 
 def srun_job(exit_code=None, status='exited', signals=(), stop=None, step=('7', '2')):
@@ -44,15 +106,31 @@ def test_the_registry_names_every_launcher_once_and_the_knob_offers_those():
     assert all(launcher.name == name for name, launcher in _launchers.LAUNCHERS.items())
     assert all(isinstance(launcher, _launchers.Launcher) for launcher in _launchers.LAUNCHERS.values())
     assert _knobs.BY_KEY['launcher'].choices == _launchers.NAMES
-    assert _launchers.DEFAULT in _launchers.NAMES and _launchers.PREPARED in _launchers.NAMES
-    assert _launchers.LAUNCHERS[_launchers.PREPARED].deferred_start
+    assert _launchers.DEFAULT in _launchers.NAMES
     assert not _launchers.LAUNCHERS[_launchers.DEFAULT].deferred_start
+    assert _launchers.SPARE_NAMES == ('ssh', )
+
+
+def test_capabilities_replace_the_names():
+    ssh, srun = _launchers.LAUNCHERS['ssh'], _launchers.LAUNCHERS['srun']
+    assert ssh.supports_spares and not srun.supports_spares and srun.no_spares_why
+    assert ssh.inventory_gpu_ids and not srun.inventory_gpu_ids
+    assert _launchers.capability('ssh', 'inventory_gpu_ids') is True
+    assert _launchers.capability('srun', 'deferred_start') is True and _launchers.capability('ssh', 'deferred_start') is False
+    with pytest.raises(ValueError, match="'mpirun'"):
+        _launchers.capability('mpirun', 'deferred_start')
+    with pytest.raises(ValueError, match="'name' is not a launcher capability"):
+        _launchers.capability('ssh', 'name')
 
 
 def test_lookups_by_name_by_record_and_by_state():
     assert _launchers.get(None).name == 'ssh' and _launchers.get('').name == 'ssh' and _launchers.get('srun').name == 'srun'
     assert _launchers.get('mpirun') is None
     assert _launchers.for_state('started').name == 'ssh' and _launchers.for_state('prepared').name == 'srun'
+    # the torchrun module's launcher option: a launcher writes runs of the state it starts them with, no other
+    assert _launchers.for_state('started', 'ssh').name == 'ssh' and _launchers.for_state('prepared', 'srun').name == 'srun'
+    assert _launchers.for_state('prepared', 'ssh') is None and _launchers.for_state('started', 'srun') is None
+    assert _launchers.for_state('started', 'mpirun') is None
     # job.json without launcher is a run over SSH; an unknown name in the records is not trusted
     assert _launchers.of_spec({}).name == 'ssh' and _launchers.of_spec(None).name == 'ssh'
     assert _launchers.of_spec({'launcher': 'srun'}).name == 'srun'
@@ -160,16 +238,26 @@ def test_judgment_srun_the_step_ends_the_other_nodes_and_may_end_at_a_time_limit
 
 # --- the generic code names no launcher ----------------------------------------------------------
 
-@pytest.mark.parametrize('path', GENERIC)
-def test_the_generic_code_names_no_launcher(path):
-    with open(os.path.join(ROOT, path), encoding='utf-8') as handle:
-        source = handle.read()
+def test_the_scans_find_a_launcher_named():
+    assert python_naming_launchers('x.py', "if launcher != 'ssh':\n    pass\n") == ["x.py:1 'ssh'"]
+    assert python_naming_launchers('x.py', "from m import _srun\n") == ['x.py:1 imports _srun']
+    assert python_naming_launchers('plugins/module_utils/_rsync.py', "argv = ['ssh']\n") == []
+    assert yaml_naming_launchers('x.yml', "  gpu_ids: \"{{ ids if trainops_launcher == 'ssh' else [] }}\"") == ["x.yml:1 'ssh'"]
+    assert yaml_naming_launchers('x.yml', "  x: \"{{ ansible_connection | default('ssh') }}\"") == []
+    assert yaml_naming_launchers('x.yml', "# launcher == 'srun' in a comment") == []
+    assert launcher_tasks('stop_srun.yml') and launcher_tasks('start_ssh.yml') and not launcher_tasks('status.yml')
+
+
+def test_the_generic_code_names_no_launcher():
+    """Generic code asks the run's launcher (module_utils/_launchers.py) and never names one: every Python file of
+    plugins/ but the launchers' definitions, every YAML file of roles/ and playbooks/ but the launchers' own tasks."""
     named = []
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.STRING and token.string.strip('\'"') in _launchers.NAMES:
-            named.append('%s:%d %s' % (path, token.start[0], token.string))
-        if token.type == tokenize.NAME and token.string == '_srun':
-            named.append('%s:%d imports _srun' % (path, token.start[0]))
+    for path in generic_python():
+        with open(os.path.join(ROOT, path), encoding='utf-8') as handle:
+            named += python_naming_launchers(path, handle.read())
+    for path in generic_yaml():
+        with open(os.path.join(ROOT, path), encoding='utf-8') as handle:
+            named += yaml_naming_launchers(path, handle.read())
     assert named == []
 
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders, gpu, network
+from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import deciders, gpu, gpudirect, network
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.cluster import check_cluster
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env.facts import _natural, nccl_gid_index
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
@@ -610,7 +610,7 @@ def test_every_decider_exists():
     """Each function DECIDERS names is defined in exactly one of the modules that hold deciders."""
     for var, name in deciders.DECIDERS.items():
         func = name.split()[0]
-        homes = [module.__name__ for module in (network, gpu, deciders)
+        homes = [module.__name__ for module in (network, gpudirect, gpu, deciders)
                  if callable(getattr(module, func, None)) and getattr(module, func).__module__ == module.__name__]
         assert len(homes) == 1, (var, name, homes)
 

@@ -12,6 +12,8 @@ import shutil
 
 import pytest
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io as fio
+from ansible_collections.trainops.multinode.plugins.module_utils import _gpu_facts as gf
 from ansible_collections.trainops.multinode.plugins.module_utils import _node_facts as nf
 
 _TREE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'node_facts', 'fixture_tree.py')
@@ -504,7 +506,7 @@ def test_mixed_transport_when_ib_and_roce_ports_are_active(tree):
     ('\tGPU0\tCPU Affinity\nGPU0\t X \t0-71\n', 'unknown'),
 ])
 def test_topo_matrix_kind(text, kind):
-    assert nf._topo_matrix_kind(text) == kind
+    assert gf._topo_matrix_kind(text) == kind
 
 
 @pytest.mark.parametrize('text, kind', [
@@ -514,26 +516,26 @@ def test_topo_matrix_kind(text, kind):
     ('GPU 0: NVIDIA L4 (UUID: GPU-1)\nGPU 1: NVIDIA L4 (UUID: GPU-2)\n', 'unknown'),
 ])
 def test_nvlink_status_kind(text, kind):
-    assert nf._nvlink_status_kind(text) == kind
+    assert gf._nvlink_status_kind(text) == kind
 
 
 def test_kfd_location_id_maps_to_the_pci_bus_id():
-    assert nf._kfd_pci_id({'location_id': 0x9f00, 'domain': 0}) == '0000:9f:00.0'
-    assert nf._kfd_pci_id({'location_id': 0x0312, 'domain': 1}) == '0001:03:02.2'
+    assert gf._kfd_pci_id({'location_id': 0x9f00, 'domain': 0}) == '0000:9f:00.0'
+    assert gf._kfd_pci_id({'location_id': 0x0312, 'domain': 1}) == '0001:03:02.2'
     # an MI300X partition (CPX): the partition id sits in bits 31:28
-    assert nf._kfd_pci_id({'location_id': (3 << 28) | 0x0c00, 'domain': 0}) == '0000:0c:00.0'
-    assert nf._kfd_pci_id({}) is None
+    assert gf._kfd_pci_id({'location_id': (3 << 28) | 0x0c00, 'domain': 0}) == '0000:0c:00.0'
+    assert gf._kfd_pci_id({}) is None
 
 
 @pytest.mark.parametrize('version, name', [(90402, 'gfx942'), (90010, 'gfx90a'), (110001, 'gfx1101'), (0, None)])
 def test_gfx_name(version, name):
-    assert nf._gfx_name(version) == name
+    assert gf._gfx_name(version) == name
 
 
 @pytest.mark.parametrize('raw, bdf', [('00000000:1B:00.0', '0000:1b:00.0'), ('0000:c3:00.0', '0000:c3:00.0'),
                                       ('00000001:05:00.1', '0001:05:00.1'), ('N/A', None)])
 def test_normalize_bdf(raw, bdf):
-    assert nf._normalize_bdf(raw) == bdf
+    assert fio._normalize_bdf(raw) == bdf
 
 
 @pytest.mark.parametrize('line, version, open_module', [
@@ -546,7 +548,7 @@ def test_normalize_bdf(raw, bdf):
 def test_nvidia_driver_version(tmp_path, line, version, open_module):
     (tmp_path / 'proc/driver/nvidia').mkdir(parents=True)
     (tmp_path / 'proc/driver/nvidia/version').write_text(line + '\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n')
-    assert nf._nvidia_driver(str(tmp_path)) == (version, open_module)
+    assert gf._nvidia_driver(str(tmp_path)) == (version, open_module)
 
 
 def test_a_runner_without_which_runs_no_vendor_tool(tree):
@@ -650,7 +652,7 @@ def test_h200_vm_one_gpu_as_the_lent_machine_showed_it(tree):
     assert gpu == dict(vendor='nvidia', count=1, models=['NVIDIA H200'], pci_ids=['0000:00:06.0'],
                        driver_version='580.159.04', interconnect=dict(type='none', source=None), sources=['procfs'])
     assert runner.calls == [] and warnings == []
-    assert nf.gpu_facts(root)['pci_ids'] == [nf._normalize_bdf('00000000:00:06.0')]
+    assert nf.gpu_facts(root)['pci_ids'] == [fio._normalize_bdf('00000000:00:06.0')]
     # the GPU hangs off the root complex (no PCIe switch in the VM), NUMA node -1 read as unknown
     expected = dict(path=['pci0000:00', '0000:00:06.0'], numa_node=None)
     assert nf.pci_topology(root, gpu['pci_ids'], [])['gpus'] == {'0000:00:06.0': expected}

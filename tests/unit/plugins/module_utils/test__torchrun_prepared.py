@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ansible_collections.trainops.multinode.plugins.module_utils import _torchrun as tr
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _srun
 from ansible_collections.trainops.multinode.tests.unit.plugins.module_utils.stand_in import stand_in_supervisor
@@ -63,6 +65,18 @@ def test_prepared_writes_the_run_and_starts_nothing(tmp_path):
     assert again['changed'] is False and again['job']['status'] == 'prepared'
     assert tr.run_module({'state': 'query', 'state_dir': str(tmp_path / 'state'), 'node_id': 'n0'},
                          system=NoSpawn())['job']['status'] == 'prepared'
+
+
+def test_the_launcher_option_names_the_runs_launcher_and_a_wrong_pair_writes_nothing(tmp_path):
+    # the role passes trainops_launcher; the run is the launcher's (job.json), as it was without the option
+    result = tr.run_module(prepared_params(tmp_path, launcher='srun'), system=NoSpawn())
+    with open(result['step_command']['job']) as handle:
+        assert json.load(handle)['launcher'] == 'srun'
+    # a launcher that does not defer its start cannot prepare a run, nor the one that defers start one
+    for state, launcher in (('prepared', 'ssh'), ('started', 'srun')):
+        with pytest.raises(tr.TorchrunError, match='launcher=%s cannot write a run with state=%s' % (launcher, state)):
+            tr.run_module(prepared_params(tmp_path / state, state=state, launcher=launcher), system=NoSpawn())
+        assert not os.path.exists(str(tmp_path / state))
 
 
 def test_prepared_check_mode_writes_nothing(tmp_path):

@@ -1,0 +1,311 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""How the job ended: the experiment's outcome and its one-line detail judged from every node's run record, stop
+record and the wait's verdict (the vocabulary is module_utils/_outcomes.py's), the stops the launcher made, and the
+latest checkpoint (module_utils/_experiment.py writes the result in the manifest)."""
+
+from __future__ import annotations
+
+import calendar
+import os
+import time
+
+from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
+    CAUSING_STOPS, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment_metrics import (
+    ExperimentError, node_output_dirs, rank_zero_output, read_rank_zero_json)
+
+
+def _ended_epoch(job):
+    """When a node's job ended, in seconds since the epoch (None when unknown)."""
+    value = job.get('ended_at_epoch')
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = job.get('ended_at')
+    if text:
+        try:
+            return calendar.timegm(time.strptime(str(text), '%Y-%m-%dT%H:%M:%SZ'))
+        except ValueError:
+            return None
+    return None
+
+
+STOP_SLACK_S = 2.0
+"""A node's failure that ended less than this before the first stop request counts as caused by the stop
+(the nodes' clocks differ a little; a collective breaks on the peers as soon as one node is stopped)."""
+
+
+def _stop_epoch(job):
+    value = (job.get('stop') or {}).get('requested_at_epoch')
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _first_stop(jobs):
+    """The earliest stop record that was a cause of its own (None when nobody stopped the job that way)."""
+    stops = [(_stop_epoch(job), job['stop']) for job in jobs.values()
+             if _stop_epoch(job) is not None and job['stop'].get('reason') in CAUSING_STOPS]
+    return min(stops, key=lambda item: item[0])[1] if stops else None
+
+
+def _own_failures(jobs, first_stop):
+    """Nodes whose job failed on its own, before anyone stopped the job (those are candidate causes)."""
+    cutoff = None if first_stop is None else float(first_stop['requested_at_epoch']) - STOP_SLACK_S
+    own = []
+    for node, job in sorted(jobs.items()):
+        if job.get('exit_code') == 0 or job.get('stop'):
+            continue
+        ended = _ended_epoch(job)
+        if cutoff is None or ended is None or ended < cutoff:
+            own.append(node)
+    return own
+
+
+def _first_ended(nodes, jobs):
+    """Of ``nodes``, the one(s) whose job ended first (all of them when no end time is known)."""
+    ends = dict((node, _ended_epoch(jobs[node])) for node in nodes)
+    known = [end for end in ends.values() if end is not None]
+    first = min(known) if known else None
+    return [node for node in nodes if ends[node] == first]
+
+
+def _how_it_ended(job):
+    """``node rank 1: exit code 1`` / ``node rank 1: signal SIGKILL`` / ``node rank 1: lost (reason)``."""
+    rank = job.get('node_rank')
+    where = 'node rank %s: ' % rank if rank is not None else ''
+    if job.get('signal'):
+        return where + 'signal %s' % job['signal']
+    if job.get('status') == STATUS_LOST:
+        return where + 'lost (%s)' % (job.get('lost_reason') or 'its supervisor is gone')
+    if job.get('exit_code') is None:
+        return where + 'status %s' % (job.get('status') or 'unknown')
+    return where + 'exit code %s' % job['exit_code']
+
+
+def _verdict_nodes(verdicts, outcome):
+    """The nodes whose wait's verdict decides ``outcome`` (_outcomes.decisive_outcome: ``stalled``, ``gone``)."""
+    nodes = []
+    for node, verdict in sorted((verdicts or {}).items()):
+        try:
+            decided = decisive_outcome((verdict or {}).get('state'))
+        except OutcomeError as exc:
+            raise ExperimentError('verdicts: node {0}: {1}'.format(node, exc))
+        if decided == outcome:
+            nodes.append(node)
+    return nodes
+
+
+def _with_followers(line, failed_nodes, also_failed, stopped):
+    if also_failed:
+        line += '; then failed: ' + ', '.join(also_failed)
+    if stopped:
+        line += '; stopped: ' + ', '.join(stopped)
+    return line
+
+
+def launcher_stops(results):
+    """The nodes the job's launcher ended because of another node, as stop records (e.g. a Slurm step's nodes that
+    ``srun --kill-on-bad-exit`` ended when one failed; _launchers.Launcher.ended_it).
+
+    Returns ``{node: {'reason': 'peer', 'detail', 'requested_at', 'requested_at_epoch', 'by'}}``: every node that the
+    launcher says it ended (killed, or signalled without a stop request) when another node is a cause: one whose run
+    failed on its own (the first to end of those), else one that was stopped for a reason of its own (stalled, by the
+    user, ...; its stop made its task exit non-zero). The record is what the wait writes on a node that it stops
+    because a peer failed (reason ``peer``), with the cause's end as the moment; so the nodes the launcher ended count
+    as stopped, never as failures. Empty for a launcher that ends nothing itself (ssh), or when no other node is a
+    cause.
+    """
+    jobs = dict((node, job or {}) for node, job in (results or {}).items())
+    launcher = _launchers.of_results(jobs)
+    ended = sorted(node for node, job in jobs.items() if launcher.ended_it(job))
+    if not ended:
+        return {}
+    others = dict((node, job) for node, job in jobs.items() if node not in ended)
+    own = [node for node, job in sorted(others.items()) if job.get('exit_code') != 0 and not job.get('stop')]
+    if own:
+        culprits = _first_ended(own, others)
+        cause = ', '.join('%s failed (%s)' % (node, _how_it_ended(others[node])) for node in culprits)
+        when = _ended_epoch(others[culprits[0]])
+    else:
+        first_stop = _first_stop(others)
+        if first_stop is None:
+            return {}
+        node = next(n for n, job in sorted(others.items()) if job.get('stop') is first_stop)
+        cause = '%s was stopped (%s)' % (node, first_stop.get('reason'))
+        when = _ended_epoch(others[node]) or _stop_epoch(others[node])
+    stops = {}
+    for node in ended:
+        stops[node] = {'reason': 'peer', 'detail': launcher.ended_detail(jobs[node], cause), 'by': launcher.stop_by,
+                       'requested_at_epoch': when,
+                       'requested_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when)) if when is not None else None}
+    return stops
+
+
+def with_launcher_stops(results):
+    """``results`` with the stop records of ``launcher_stops`` added to the nodes the launcher ended (a new dict)."""
+    stops = launcher_stops(results)
+    if not stops:
+        return results
+    return dict((node, dict(job or {}, stop=stops[node]) if node in stops else job) for node, job in results.items())
+
+
+def with_time_limit_stops(results, limit, by):
+    """``results`` with a stop record ``{reason: timeout, by, detail}`` for every node whose run the launcher (``by``:
+    its stop_by) ended at the time limit (``limit`` from _launchers.Launcher.time_limit; a new dict), as the wait
+    records for its own limit."""
+    if not limit:
+        return results
+    stopped = {}
+    for node, job in (results or {}).items():
+        job = job or {}
+        if job.get('exit_code') == 0 or job.get('stop'):
+            stopped[node] = job
+            continue
+        stopped[node] = dict(job, stop={'reason': 'timeout', 'by': by, 'detail': limit['detail'],
+                                        'requested_at': job.get('ended_at'), 'requested_at_epoch': _ended_epoch(job)})
+    return stopped
+
+
+CHECKPOINT_RECORD = 'checkpoint.json'
+"""Rank 0's record of the last checkpoint it wrote (files/workspace/train.py), collected with its outputs."""
+
+
+def _checkpoint_fields(record):
+    """The fields of one checkpoint record that have the expected types (what the job wrote is not trusted)."""
+    if not isinstance(record, dict) or _stragglers.whole(record.get('global_step')) is None:
+        return None
+    fields = {'global_step': _stragglers.whole(record['global_step'])}
+    for key in ('reason', 'signal', 'path'):
+        value = record.get(key)
+        fields[key] = value if isinstance(value, str) and len(value) <= 4096 and '\n' not in value else None
+    fields['epoch'] = _stragglers.whole(record.get('epoch'))
+    return fields
+
+
+def read_checkpoint(path):
+    """The job's last checkpoint as rank 0 reported it in ``outputs/<node>/checkpoint.json``: ``{node, global_step,
+    epoch, reason, signal, path (on the node), last_signal_checkpoint}``, None when there is none or it does not
+    read as one."""
+    found = rank_zero_output(path, CHECKPOINT_RECORD)
+    record, _refused = read_rank_zero_json(path, CHECKPOINT_RECORD)  # read_checkpoints names what it refused
+    fields = _checkpoint_fields(record)
+    if fields is None:
+        return None
+    fields['node'] = os.path.basename(os.path.dirname(found))
+    fields['last_signal_checkpoint'] = _checkpoint_fields(record.get('last_signal_checkpoint'))
+    return fields
+
+
+def read_checkpoints(path, refused=None):
+    """Every node's record of its last checkpoint (files/workspace/train.py writes it on every node), by node:
+    ``{node: {global_step, epoch, reason, signal, path}}`` of the ``outputs/<node>/checkpoint.json`` that read as one
+    (a retry resumes from one of them: module_utils/_launch_dirs.resume_checkpoint). The lines naming the node and
+    the file of what was not read (module_utils/_node_files.py) are added to the list ``refused``."""
+    found = {}
+    for node, node_dir in node_output_dirs(path):
+        record_path = os.path.join(node_dir, CHECKPOINT_RECORD)
+        if not os.path.isfile(record_path) or os.path.islink(record_path):
+            continue
+        record, why = _node_files.read_json_object(record_path, node, CHECKPOINT_RECORD)
+        if refused is not None:
+            refused += why
+        fields = _checkpoint_fields(record)
+        if fields is not None:
+            found[node] = fields
+    return found
+
+
+def checkpoint_line(checkpoint):
+    """``global step 12 (SIGUSR1) on lab-node01: /srv/.../checkpoint.pt`` for the summary and the outcome."""
+    if not checkpoint:
+        return None
+    why = checkpoint.get('signal') or checkpoint.get('reason')
+    return 'global step %s%s on %s: %s' % (checkpoint['global_step'], ' (%s)' % why if why else '', checkpoint['node'],
+                                           checkpoint.get('path') or '?')
+
+
+def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None):
+    """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
+
+    ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
+    stopped). ``verdicts`` maps node -> what the wait judged there (``state``, a name of ``_outcomes.VERDICTS``;
+    the decisive ones, ``stalled`` and ``gone`` (unreachable past the grace), with a ``detail`` line; another name
+    is an ExperimentError). ``missing_nodes`` could not be reached at the end. What each verdict and stop reason
+    stands for is ``plugins/module_utils/_outcomes.py``; the outcome is the first that applies:
+
+    - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``)
+      is the missing nodes plus the node(s) whose own failure ended first;
+    - ``stalled``: the wait stopped the job because a node showed no new output for too long;
+    - ``unreachable``: a node could not be reached for longer than the grace, or at the end;
+    - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
+    - ``failed`` for any other non-zero exit; ``succeeded`` when every node's job exited 0.
+
+    The nodes that the job's launcher ended because another node failed or was stopped (``launcher_stops``, e.g. a
+    Slurm step's) count as stopped by that node (reason ``peer``), not as failures; and a job that its launcher ended at
+    a time limit (``time_limit``, from _launchers.Launcher.time_limit) is ``timed_out`` before anything else, its nodes
+    stopped by it, with the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line.
+    """
+    if time_limit:
+        by = _launchers.of_results(results).stop_by
+        jobs = with_time_limit_stops(results or {}, time_limit, by)
+        stopped = sorted(node for node, job in jobs.items() if (job or {}).get('exit_code') != 0)
+        line = 'timed out: %s' % time_limit['detail']
+        if checkpoint_line(checkpoint):
+            line += '; last checkpoint: %s' % checkpoint_line(checkpoint)
+        stop = {'reason': 'timeout', 'by': by, 'source': time_limit['source'], 'detail': time_limit['detail'],
+                'requested_at': None}
+        return dict(outcome=stop_outcome('timeout'), outcome_detail=line, failed_nodes=[], also_failed=[],
+                    stopped_nodes=stopped, stop=stop)
+    # the nodes the launcher ended because of another node are stopped, as if the wait had stopped them
+    jobs = dict((node, job or {}) for node, job in with_launcher_stops(results or {}).items())
+    missing = sorted(set(missing_nodes or []))
+    failed = sorted(node for node, job in jobs.items() if job.get('exit_code') != 0)
+    first_stop = _first_stop(jobs)
+    own = _own_failures(jobs, first_stop)
+    stalled = _verdict_nodes(verdicts, 'stalled')
+    gone = sorted(set(_verdict_nodes(verdicts, 'unreachable')) | set(missing))
+    verdict_detail = dict((node, (verdicts or {}).get(node, {}).get('detail')) for node in stalled + gone)
+
+    by_stop = False
+    if own:
+        culprits = _first_ended(own, jobs)
+        failed_nodes = missing + [node for node in culprits if node not in missing]
+        also = [node for node in own if node not in failed_nodes]
+        line = 'failed on ' + ', '.join(
+            '%s (%s)' % (node, 'unreachable at the end' if node in missing else _how_it_ended(jobs[node]))
+            for node in failed_nodes)
+        outcome = 'failed'
+    elif stalled:
+        failed_nodes, also, outcome = stalled, [], 'stalled'
+        line = 'stalled on ' + '; '.join('%s (%s)' % (node, verdict_detail[node] or 'no new output') for node in stalled)
+    elif gone:
+        failed_nodes, also, outcome = gone, [], 'unreachable'
+        line = 'unreachable: ' + '; '.join('%s (%s)' % (node, verdict_detail.get(node) or 'unreachable at the end')
+                                           for node in gone)
+    elif first_stop is not None and stop_words(first_stop['reason']) and failed:
+        # the outcome a stop of its own stands for (_outcomes.STOP_REASONS: user, timeout), said with its words
+        failed_nodes, also, by_stop = [], [], True
+        outcome = stop_outcome(first_stop['reason'])
+        line = '%s %s at %s' % (outcome.replace('_', ' '), stop_words(first_stop['reason']), first_stop.get('requested_at'))
+    elif failed or missing:
+        failed_nodes = _first_ended(failed, jobs)
+        also, outcome = [], 'failed'
+        line = 'failed on ' + ', '.join('%s (%s)' % (node, _how_it_ended(jobs[node])) for node in failed_nodes)
+    else:
+        return dict(outcome='succeeded', outcome_detail='succeeded', failed_nodes=[], also_failed=[], stopped_nodes=[],
+                    stop=None)
+    stopped = [node for node in failed if node not in failed_nodes and node not in also]
+    return dict(
+        outcome=outcome,
+        outcome_detail=line if by_stop else _with_followers(line, failed_nodes, also, stopped),
+        failed_nodes=failed_nodes,
+        also_failed=also,
+        stopped_nodes=stopped,
+        stop=first_stop,
+    )
