@@ -220,6 +220,18 @@ class _Node(object):
         self.last_change = None            # controller clock of the last new output
         self.last_error = None
         self.step_times = None             # the node's step time from its metrics' tail (_stragglers.node_figure)
+        self.seen_running_at = None        # controller's wall clock: when the last question that found it running was sent
+        self.seen_ended_at = None          # controller's wall clock: when the first answer that found it ended came
+
+    def seen(self, asked_wall, answered_wall):
+        """When the controller saw the job run or end, on its own clock (the experiment's judgment orders the nodes'
+        ends by it, module_utils/_judgment.blame): a question sent at ``asked_wall`` found it running; the first
+        answer, at ``answered_wall``, that found it ended."""
+        status = self.job.get('status')
+        if status == STATUS_RUNNING:
+            self.seen_running_at = asked_wall
+        elif status in ENDED_STATUSES and self.seen_ended_at is None:
+            self.seen_ended_at = answered_wall
 
     def answered(self, res, pattern, now):
         self.query_failures = 0
@@ -384,7 +396,9 @@ class _Wait(object):
         node = self.node
         result = dict(changed=False, failed=failed, msg=msg, job=node.job, log_tail=node.log_tail, progress=node.progress,
                       waited_s=round(self.action._clock() - self.started, 3),
-                      verdict={'state': verdict_state(state), 'detail': detail, 'last_line': last_line(node.log_tail)},
+                      verdict={'state': verdict_state(state), 'detail': detail, 'last_line': last_line(node.log_tail),
+                               'seen_running_at': node.seen_running_at, 'seen_ended_at': node.seen_ended_at,
+                               'unreachable_since': node.unreachable_since_wall},
                       peer_failures=[], timed_out=False)
         result.update(extra)
         return result
@@ -392,6 +406,7 @@ class _Wait(object):
     # --- the loop ---------------------------------------------------------------------------------
     def run(self):
         while True:
+            asked = self.action._wall()
             res = self.action._query(self.args, self.task_vars, self.watch_time(self.action._clock()))
             now = self.action._clock()
             if res.get('unreachable'):
@@ -400,6 +415,7 @@ class _Wait(object):
                 outcome = self.on_query_failure(res)
             else:
                 self.node.answered(res, self.pattern, now)
+                self.node.seen(asked, self.action._wall())
                 outcome = self.on_answer(now)
             if outcome is not None:
                 return outcome

@@ -231,6 +231,9 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if checkpoint is not None:
         manifest = dict(manifest or {}, checkpoint=checkpoint)
         table.append('{0:<10} : {1}'.format('checkpoint', checkpoint_line(checkpoint)))
+    # where every rank was when a stalled job was stopped (the nodes' py-spy dumps, module_utils/_stacks.py): a rank
+    # outside torch while its peers wait in it is the stall's culprit (judge_results' hung)
+    stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused))
     verdict = None
     if results is not None:
         time_limit = None
@@ -241,13 +244,16 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         # the records say which nodes the launcher ended because of another, or at a time limit: the manifest keeps that
         results = (with_time_limit_stops(results, time_limit, launcher.stop_by) if time_limit
                    else with_launcher_stops(results))
-        verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint)
+        verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint,
+                                hung=stacks['culprits'])
         manifest = dict(manifest or {})
         manifest.update(verdict)
         manifest['results'] = results
         if verdicts:
             manifest['wait'] = verdicts
         table = ['{0:<10} : {1}'.format('outcome', verdict['outcome_detail'])] + table
+        if verdict.get('blame') and verdict['blame']['by'] not in ('stop', 'only'):
+            table.insert(1, '{0:<10} : {1}'.format('blamed', verdict['blame']['detail']))
         if attempt:
             attempt = dict(attempt, run_id=manifest.get('run_id'), experiment_dir=path)
             recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'))
@@ -263,8 +269,6 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if rank_logs['rows']:
         manifest = dict(manifest or {}, rank_logs=rank_logs['rows'])
         table += _rank_logs.map_lines(rank_logs['rows'])
-    # where every rank was when a stalled job was stopped (the nodes' py-spy dumps, module_utils/_stacks.py)
-    stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused))
     if any(stacks[key] for key in ('outside', 'waiting', 'unknown')):
         manifest = dict(manifest or {}, stacks=_stacks.record(stacks))
         table += _stacks.lines(stacks)

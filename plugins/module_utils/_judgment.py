@@ -13,6 +13,7 @@ latest checkpoint (module_utils/_experiment.py writes the result in the manifest
 from __future__ import annotations
 
 import calendar
+import math
 import os
 import time
 
@@ -23,11 +24,18 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment_met
     ExperimentError, node_output_dirs, rank_zero_output, read_rank_zero_json)
 
 
+def _seconds(value):
+    """A time in seconds since the epoch, or None (a bool, a string, a non-finite or far too large number is none)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and abs(value) < 1e12:
+        return float(value)
+    return None
+
+
 def _ended_epoch(job):
     """When a node's job ended, in seconds since the epoch (None when unknown)."""
-    value = job.get('ended_at_epoch')
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+    value = _seconds(job.get('ended_at_epoch'))
+    if value is not None:
+        return value
     text = job.get('ended_at')
     if text:
         try:
@@ -43,8 +51,7 @@ STOP_SLACK_S = 2.0
 
 
 def _stop_epoch(job):
-    value = (job.get('stop') or {}).get('requested_at_epoch')
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return _seconds((job.get('stop') or {}).get('requested_at_epoch'))
 
 
 def _first_stop(jobs):
@@ -73,6 +80,72 @@ def _first_ended(nodes, jobs):
     known = [end for end in ends.values() if end is not None]
     first = min(known) if known else None
     return [node for node in nodes if ends[node] == first]
+
+
+def _window(node, verdicts):
+    """What the controller saw of ``node``'s end, on its own clock (the wait's verdict, torchrun_wait): ``(alive,
+    ended_by)``: the job still ran when a question sent at ``alive`` found it running; it had ended (or stopped
+    answering) by ``ended_by``. Either is None when the wait did not see it."""
+    verdict = (verdicts or {}).get(node) or {}
+    ended_by = _seconds(verdict.get('seen_ended_at'))
+    if ended_by is None and verdict.get('state') == 'gone':
+        ended_by = _seconds(verdict.get('unreachable_since'))
+    return _seconds(verdict.get('seen_running_at')), ended_by
+
+
+def vanished(node, job, verdicts, missing):
+    """Whether ``node`` vanished: unreachable at the end, gone in the wait (unreachable past the grace), or its job
+    lost (the node rebooted, its supervisor is gone)."""
+    state = ((verdicts or {}).get(node) or {}).get('state')
+    return node in missing or state == 'gone' or (job or {}).get('status') == STATUS_LOST
+
+
+def blame(candidates, jobs, verdicts=None, missing=()):
+    """Of ``candidates`` (the nodes that failed on their own, and those unreachable at the end), the culprit(s) and
+    how they were found: ``(nodes, {'by', 'detail'})``.
+
+    1. the controller's clock (the wait's verdicts, :func:`_window`): a node that had ended before another was last
+       seen running ended first; the nodes that no other one ended before remain;
+    2. of those, a node that vanished (:func:`vanished`) is the culprit before any that ended by itself (its peers'
+       collectives time out after it, and it has no end time of its own); ``by``: ``vanished``;
+    3. one left: ``by`` ``controller_clock`` where the controller's clock ruled others out, else ``only``;
+    4. several left (the controller saw them end within one question of each other, or has no times): the first to
+       end by the nodes' own clocks (``ended_at``, :func:`_first_ended`); ``by``: ``node_clocks``.
+    """
+    missing = set(missing or ())
+    windows = dict((node, _window(node, verdicts)) for node in candidates)
+
+    def before(first, second):
+        ended_by, alive = windows[first][1], windows[second][0]
+        return ended_by is not None and alive is not None and ended_by < alive
+
+    left = [node for node in candidates if not any(before(other, node) for other in candidates if other != node)]
+    ruled_out = [node for node in candidates if node not in left]
+    seen = ' (the controller saw %s still running after)' % ', '.join(ruled_out) if ruled_out else ''
+    gone = [node for node in left if vanished(node, jobs.get(node), verdicts, missing)]
+    if gone:
+        others = ' before the others ended' if len(gone) < len(candidates) else ''
+        return gone, dict(by='vanished', detail='%s vanished (unreachable or lost)%s%s' % (', '.join(gone), others, seen))
+    if len(left) == 1:
+        if ruled_out:
+            return left, dict(by='controller_clock', detail='%s ended first on the controller\'s clock%s' % (left[0], seen))
+        return left, dict(by='only', detail='%s is the only node that failed on its own' % left[0])
+    first = _first_ended(left, jobs)
+    why = ('the controller saw %s end within one question of each other' % ', '.join(left)
+           if all(windows[node][1] is not None for node in left) else 'the wait saw no end time of %s' % ', '.join(
+               node for node in left if windows[node][1] is None))
+    return first, dict(by='node_clocks', detail='%s ended first by the nodes\' own clocks (%s)' % (', '.join(first), why))
+
+
+def hung_nodes(hung, nodes):
+    """The nodes of the hung ranks the stack dumps name (_stacks.judge's ``culprits``: ``{node, rank, where}``),
+    those that are nodes of the job, in rank order, each once: ``[(node, [rows])]``."""
+    found = {}
+    for row in hung or ():
+        node = (row or {}).get('node') if isinstance(row, dict) else None
+        if node in nodes:
+            found.setdefault(node, []).append(row)
+    return sorted(found.items(), key=lambda item: min(r.get('rank') or 0 for r in item[1]))
 
 
 def _how_it_ended(job):
@@ -230,7 +303,7 @@ def checkpoint_line(checkpoint):
                                            checkpoint.get('path') or '?')
 
 
-def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None):
+def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None, hung=None):
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
     ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
@@ -239,8 +312,13 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     is an ExperimentError). ``missing_nodes`` could not be reached at the end. What each verdict and stop reason
     stands for is ``plugins/module_utils/_outcomes.py``; the outcome is the first that applies:
 
-    - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``)
-      is the missing nodes plus the node(s) whose own failure ended first;
+    - ``stalled`` with ``hung`` (the ranks the stack dumps name: _stacks.judge's ``culprits``): the wait stopped the
+      job because a node showed no new output for too long, and a rank stood outside torch while its peers waited in
+      it: the cause is that rank's node, whichever node's wait saw the stall; nodes that failed on their own meanwhile
+      (a collective timeout) follow;
+    - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``) is
+      judged by :func:`blame` among those nodes and the missing ones (the controller's clock first, a vanished node
+      before the others, the nodes' clocks last);
     - ``stalled``: the wait stopped the job because a node showed no new output for too long;
     - ``unreachable``: a node could not be reached for longer than the grace, or at the end;
     - ``stopped``: the user stopped it (``timed_out`` when the wait's time limit did);
@@ -249,7 +327,9 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     The nodes that the job's launcher ended because another node failed or was stopped (``launcher_stops``, e.g. a
     Slurm step's) count as stopped by that node (reason ``peer``), not as failures; and a job that its launcher ended at
     a time limit (``time_limit``, from _launchers.Launcher.time_limit) is ``timed_out`` before anything else, its nodes
-    stopped by it, with the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line.
+    stopped by it, with the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line. ``blame`` says how the
+    cause was found (``{'by', 'detail'}``, None when nothing failed): ``stacks``, ``controller_clock``, ``vanished``,
+    ``only``, ``node_clocks`` (:func:`blame`), ``wait`` (the wait's stall or unreachable verdict) or ``stop``.
     """
     if time_limit:
         by = _launchers.of_results(results).stop_by
@@ -261,7 +341,7 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
         stop = {'reason': 'timeout', 'by': by, 'source': time_limit['source'], 'detail': time_limit['detail'],
                 'requested_at': None}
         return dict(outcome=stop_outcome('timeout'), outcome_detail=line, failed_nodes=[], also_failed=[],
-                    stopped_nodes=stopped, stop=stop)
+                    stopped_nodes=stopped, stop=stop, blame=dict(by='stop', detail=line))
     # the nodes the launcher ended because of another node are stopped, as if the wait had stopped them
     jobs = dict((node, job or {}) for node, job in with_launcher_stops(results or {}).items())
     missing = sorted(set(missing_nodes or []))
@@ -271,12 +351,21 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     stalled = _verdict_nodes(verdicts, 'stalled')
     gone = sorted(set(_verdict_nodes(verdicts, 'unreachable')) | set(missing))
     verdict_detail = dict((node, (verdicts or {}).get(node, {}).get('detail')) for node in stalled + gone)
+    hung_by_node = hung_nodes(hung, set(jobs) | set(missing)) if stalled else []
 
     by_stop = False
-    if own:
-        culprits = _first_ended(own, jobs)
-        failed_nodes = missing + [node for node in culprits if node not in missing]
-        also = [node for node in own if node not in failed_nodes]
+    if hung_by_node:
+        failed_nodes = [node for node, _rows in hung_by_node]
+        also, outcome = [node for node in own if node not in failed_nodes], 'stalled'
+        where = '; '.join('%s (rank %s hung at %s; its peers wait in torch)' % (
+            node, ', '.join(str(r.get('rank')) for r in rows), rows[0].get('where')) for node, rows in hung_by_node)
+        seen = '; '.join('%s (%s)' % (node, verdict_detail[node] or 'no new output') for node in stalled)
+        line = 'stalled on %s; the stall was seen on %s' % (where, seen)
+        how = dict(by='stacks', detail='the stack dumps name rank(s) %s outside torch while the others wait in it' % (
+            ', '.join('%s (%s)' % (r.get('rank'), node) for node, rows in hung_by_node for r in rows)))
+    elif own:
+        failed_nodes, how = blame(missing + own, jobs, verdicts, missing)
+        also = [node for node in missing + own if node not in failed_nodes]
         line = 'failed on ' + ', '.join(
             '%s (%s)' % (node, 'unreachable at the end' if node in missing else _how_it_ended(jobs[node]))
             for node in failed_nodes)
@@ -284,22 +373,27 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     elif stalled:
         failed_nodes, also, outcome = stalled, [], 'stalled'
         line = 'stalled on ' + '; '.join('%s (%s)' % (node, verdict_detail[node] or 'no new output') for node in stalled)
+        how = dict(by='wait', detail='the wait saw no new output on %s; no stack dump names a rank' % ', '.join(stalled))
     elif gone:
         failed_nodes, also, outcome = gone, [], 'unreachable'
         line = 'unreachable: ' + '; '.join('%s (%s)' % (node, verdict_detail.get(node) or 'unreachable at the end')
                                            for node in gone)
+        how = dict(by='vanished', detail='%s could not be reached' % ', '.join(gone))
     elif first_stop is not None and stop_words(first_stop['reason']) and failed:
         # the outcome a stop of its own stands for (_outcomes.STOP_REASONS: user, timeout), said with its words
         failed_nodes, also, by_stop = [], [], True
         outcome = stop_outcome(first_stop['reason'])
         line = '%s %s at %s' % (outcome.replace('_', ' '), stop_words(first_stop['reason']), first_stop.get('requested_at'))
+        how = dict(by='stop', detail=line)
     elif failed or missing:
         failed_nodes = _first_ended(failed, jobs)
         also, outcome = [], 'failed'
         line = 'failed on ' + ', '.join('%s (%s)' % (node, _how_it_ended(jobs[node])) for node in failed_nodes)
+        how = dict(by='node_clocks', detail='%s ended first by the nodes\' own clocks (none failed before a stop)' % (
+            ', '.join(failed_nodes)))
     else:
         return dict(outcome='succeeded', outcome_detail='succeeded', failed_nodes=[], also_failed=[], stopped_nodes=[],
-                    stop=None)
+                    stop=None, blame=None)
     stopped = [node for node in failed if node not in failed_nodes and node not in also]
     return dict(
         outcome=outcome,
@@ -308,4 +402,5 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
         also_failed=also,
         stopped_nodes=stopped,
         stop=first_stop,
+        blame=how,
     )

@@ -245,12 +245,26 @@ stop:
   sample: {reason: user, detail: playbooks/stop.yml, requested_at: '2026-11-22T08:40:00Z'}
 failed_nodes:
   description:
-    - The cause of a failure, the nodes that could not be reached plus the node(s) whose own job failed first
-      (by the time their torchrun ended).
+    - The cause of a failure. For a stall whose stack dumps name a rank outside torch while the others wait in it, that
+      rank's node. Else, of the nodes that failed on their own and those that could not be reached, the node(s) that
+      ended first on the controller's clock (the wait's times), a node that vanished (unreachable, or its job lost)
+      before one that ended by itself, and the nodes' own clocks where the controller cannot tell (RV(blame)).
   returned: success, O(state=reported) and O(results) given
   type: list
   elements: str
   sample: [node0]
+blame:
+  description:
+    - How RV(failed_nodes) was found, V(null) when the job succeeded. C(by) is V(stacks) (the stack dumps name the
+      hung rank), V(controller_clock) (it ended while the others were still seen running), V(vanished) (it could not
+      be reached or its job was lost), V(node_clocks) (it ended first by the nodes' clocks; the controller saw the
+      ends too close together, or saw none), V(only) (the only node that failed on its own), V(wait) (the node whose
+      wait saw the stall or lost it) or V(stop) (a stop, nothing failed). C(detail) says it in a line, shown in the
+      table as C(blamed).
+  returned: success, O(state=reported) and O(results) given
+  type: dict
+  sample: {by: controller_clock, detail: "node1 ended first on the controller's clock (the controller saw node0 still running after)"}
+  version_added: 0.2.0
 also_failed:
   description:
     - Nodes whose job failed on its own, after the first failure (typically a collective error caused by it).

@@ -263,6 +263,23 @@ verdict:
     last_line:
       description: The last non-empty line of the host's log tail.
       type: str
+    seen_running_at:
+      description:
+        - When the last query that found the job running was sent, in seconds since the epoch on the controller's
+          clock (V(null) when none did). The experiment orders the nodes' ends by these times, not by the nodes'
+          clocks.
+      type: float
+      version_added: 0.2.0
+    seen_ended_at:
+      description:
+        - When the first answer that found the job ended came, on the controller's clock (V(null) when the wait did
+          not see it end by itself).
+      type: float
+      version_added: 0.2.0
+    unreachable_since:
+      description: Since when the host has not answered, on the controller's clock (V(null) when it answered last).
+      type: float
+      version_added: 0.2.0
   sample: {state: stalled, detail: 'no new output for 900 s (trainops_stall_timeout=900); last line: ...', last_line: '...'}
 timed_out:
   description: Whether the task failed because O(timeout) was reached.

@@ -132,6 +132,8 @@ def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path)
     stacks = manifest['stacks']
     assert [(row['node'], row['rank']) for row in stacks['culprits']] == [(lab.names[1], 3)], stacks
     assert [row['rank'] for row in stacks['waiting']] == [0, 1, 2], stacks
+    # the hung rank's node is the stall's cause, whichever node's wait saw the stall first
+    assert manifest['failed_nodes'] == [lab.names[1]] and manifest['blame']['by'] == 'stacks', manifest['blame']
     summary = open(os.path.join(experiment['path'], 'summary.txt')).read()
     assert re.search(r'^hung rank  : 3 \(%s\) at \S+ \(train\.py:\d+\); 3 other rank\(s\) wait in torch' % lab.names[1],
                      summary, re.M), summary

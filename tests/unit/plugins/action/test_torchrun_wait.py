@@ -112,6 +112,31 @@ def test_success_after_polling(tmp_path):
     assert h.own_status()['node_rank'] == 0
 
 
+def test_the_verdict_says_when_the_controller_saw_the_job_run_and_end(tmp_path):
+    # on the controller's clock: the last question that found it running was sent at 12 s, the answer that found it
+    # ended came at 30 s (asked at 22 s, watched 8 s); _judgment.blame orders the nodes' ends by these
+    def script(h, n, args):
+        return {'job': job('running') if n < 4 else job('exited', 1), 'log_tail': []}
+    h = Harness(tmp_path, script=script)
+    h.action._wall = lambda: 1000.0 + h.clock
+    res = h.run()
+    assert res['verdict']['state'] == 'failed'
+    assert res['verdict']['seen_running_at'] == pytest.approx(1012.0)
+    assert res['verdict']['seen_ended_at'] == pytest.approx(1030.0)
+    assert res['verdict']['unreachable_since'] is None
+
+
+def test_a_gone_verdict_says_since_when_on_the_controllers_clock(tmp_path):
+    def script(h, n, args):
+        return {'job': job('running'), 'log_tail': []} if n == 1 else {'unreachable': True, 'msg': 'No route to host'}
+    h = Harness(tmp_path, args={'poll_interval': 5, 'unreachable_grace': 30}, script=script)
+    h.action._wall = lambda: 1000.0 + h.clock
+    res = h.run()
+    assert res['verdict']['state'] == 'gone' and res['verdict']['seen_ended_at'] is None
+    assert res['verdict']['seen_running_at'] == pytest.approx(1000.0)
+    assert res['verdict']['unreachable_since'] > res['verdict']['seen_running_at']
+
+
 @pytest.mark.parametrize('args, watches', [
     # a progress line due every second: the node is asked every second, without watching
     ({'poll_interval': 1, 'progress_interval': 1}, [None, None, None, None]),

@@ -331,7 +331,7 @@ def _job(exit_code, ended=None, status='exited', stop=None, node_rank=None, sign
 def test_judge_results_all_zero_is_success():
     verdict = exp.judge_results({'n0': _job(0, 10.0), 'n1': _job(0, 11.0)})
     assert verdict == {'outcome': 'succeeded', 'outcome_detail': 'succeeded', 'failed_nodes': [], 'also_failed': [],
-                       'stopped_nodes': [], 'stop': None}
+                       'stopped_nodes': [], 'stop': None, 'blame': None}
 
 
 def test_judge_results_first_failure_is_the_cause_and_later_ones_follow():
@@ -412,8 +412,11 @@ def test_judge_results_missing_nodes_are_unreachable_and_named():
 
 
 def test_judge_results_an_own_failure_with_a_missing_node_is_failed():
+    # the node that vanished is the cause; the one that failed (its collective timed out on the lost peer) follows
     verdict = exp.judge_results({'n0': _job(1, 5.0)}, missing_nodes=['n3'])
-    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n3', 'n0']
+    assert verdict['outcome'] == 'failed' and verdict['failed_nodes'] == ['n3'] and verdict['also_failed'] == ['n0']
+    assert verdict['outcome_detail'] == 'failed on n3 (unreachable at the end); then failed: n0'
+    assert verdict['blame']['by'] == 'vanished'
 
 
 def test_judge_results_a_wait_timeout_is_timed_out():
@@ -423,12 +426,14 @@ def test_judge_results_a_wait_timeout_is_timed_out():
 
 def test_judge_results_unknown_exit_counts_as_failure_and_iso_time_is_a_fallback():
     verdict = exp.judge_results({
-        'n0': {'exit_code': None, 'status': 'lost'},
+        'n0': {'exit_code': None, 'status': 'absent'},
         'n1': {'exit_code': 2, 'ended_at': '2026-11-22T08:00:01Z'},
         'n2': {'exit_code': 2, 'ended_at': '2026-11-22T08:00:05Z'},
     })
     assert verdict['failed_nodes'] == ['n1']
     assert verdict['also_failed'] == ['n0', 'n2']
+    assert verdict['blame'] == {'by': 'node_clocks', 'detail': "n1 ended first by the nodes' own clocks (the wait saw "
+                                                               "no end time of n0, n1, n2)"}
 
 
 def test_mark_interrupted_only_changes_a_running_experiment(tmp_path):
@@ -506,9 +511,11 @@ def test_judge_results_srun_a_stall_the_wait_stopped_is_the_cause():
 
 
 def test_judge_results_over_ssh_a_lost_node_stays_a_failure():
+    # over ssh no launcher ends a node: the lost node (rebooted, its supervisor gone) vanished, the cause
     results = {'n0': _job(1, 100.0, node_rank=0), 'n1': _job(None, None, status='lost')}
     assert exp.launcher_stops(results) == {}
-    assert exp.judge_results(results)['also_failed'] == ['n1']
+    verdict = exp.judge_results(results)
+    assert verdict['failed_nodes'] == ['n1'] and verdict['also_failed'] == ['n0']
 
 
 def test_report_records_the_stop_of_the_nodes_slurm_ended(tmp_path):
