@@ -7,8 +7,9 @@
 Three parts, each a pure function the plugins call:
 
 * ``node_checks(root)``: on a node, the accelerator and NIC state sysfs tells: the GPUs (count, PCIe link width and
-  speed against the device's maximum), the RDMA ports (state, physical state, error counters). A problem makes the
-  node suspect; a warning is shown only.
+  speed against the device's maximum), the RDMA ports (state, physical state, error counters); with a runner, what the
+  GPU vendor tools tell too (memory errors, Xids: _gpu_health.py). A problem makes the node suspect; a warning is
+  shown only.
 * ``next_step(nodes, measured, ...)``: which group of nodes the next all-reduce measures, from the measurements so far
   (the search: all nodes, then all pairs or a bisection); ``None`` when the search is over.
 * ``report(...)``: the per-node and per-group tables and the verdict, ``healthy`` or ``suspect: <node> (<reason>)``.
@@ -20,7 +21,7 @@ import math
 import os
 import re
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io, _gpu_facts, _rdma_facts
+from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io, _gpu_facts, _gpu_health, _rdma_facts
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import seconds
 
 NONE = 'none'
@@ -98,10 +99,11 @@ def _counters(root, port_dir, sub, names):
     return found
 
 
-def node_checks(root='/', ignore=()):
+def node_checks(root='/', ignore=(), runner=None):
     """The health facts of the node whose filesystem is at ``root``.
 
-    ``ignore``: RDMA device names and PCI bus ids left out (a port that is meant to be down).
+    ``ignore``: RDMA device names and PCI bus ids left out (a port that is meant to be down). ``runner``: a
+    ``_facts_io.Runner`` for the GPU vendor tools (:func:`_gpu_health.gpu_tool_checks`); None reads files only.
     Returns ``dict(gpus=..., rdma=..., problems=[...], warnings=[...])``; ``gpus``/``rdma`` are ``"none"`` on a node
     without them (a CPU node: healthy on that count).
     """
@@ -119,7 +121,12 @@ def node_checks(root='/', ignore=()):
             found, warned = link_problems('GPU %s' % pci_id, link, idle_downshift=True)
             problems += found
             warnings += warned
-        gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links)
+        gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links, tools=[])
+        if runner is not None:
+            told = _gpu_health.gpu_tool_checks(runner, gpu['vendor'], ignore)
+            problems += told['problems']
+            warnings += told['warnings']
+            gpus['tools'] = told['sources']
     rdma = NONE
     devices = []
     for name in sorted(_facts_io._listdir(root, _rdma_facts._IB_CLASS), key=_facts_io._natural_key):
@@ -408,7 +415,9 @@ def _gpu_cell(gpus):
         return NONE
     widths = sorted(set('x%s/x%s' % (l['link'].get('width'), l['link'].get('max_width'))
                         for l in gpus.get('links', []) if l.get('link')))
-    return '%d %s%s' % (gpus.get('count', 0), gpus.get('vendor', ''), (' ' + ','.join(widths)) if widths else '')
+    tools = [str(t) for t in gpus.get('tools') or []]
+    return '%d %s%s%s' % (gpus.get('count', 0), gpus.get('vendor', ''), (' ' + ','.join(widths)) if widths else '',
+                          (' (%s)' % ', '.join(tools)) if tools else '')
 
 
 def _rdma_cell(rdma):
