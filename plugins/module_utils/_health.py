@@ -255,7 +255,8 @@ def _confirmed_pairs(nodes, results, min_busbw, slow_ratio, budget):
 
 
 def _pair_suspects(nodes, judged):
-    """Suspects from judged pairs: a node in every bad pair that is in two or more of them; else each bad pair's link."""
+    """Suspects from judged pairs: the node in the most bad pairs, two or more; on a tie each node whose pairs are all
+    bad; each bad pair left as a link."""
     bad = [(key, why) for key, why in judged.items() if why[0] != 'ok']
     if not bad:
         return []
@@ -265,12 +266,19 @@ def _pair_suspects(nodes, judged):
             count[node] += 1
     top = max(count.values())
     leaders = [node for node in nodes if count[node] == top]
+    def named(node):
+        return dict(node=node, reason='%d of its %d pair(s) %s' % (
+            count[node], sum(1 for key in judged if node in key),
+            '/'.join(sorted(set(why[0] for key, why in bad if node in key)))))
+
     if top >= 2 and len(leaders) == 1:
-        node = leaders[0]
-        partners = sum(1 for key in judged if node in key)
-        return [dict(node=node, reason='%d of its %d pair(s) %s' % (
-            top, partners, '/'.join(sorted(set(why[0] for key, why in bad if node in key)))))]
-    return [dict(node='%s<->%s' % key, reason='the pair %s: %s' % (why[0], why[1])) for key, why in bad]
+        return [named(leaders[0])]
+    # a tie: every node whose pairs are all bad (two or more, with a good pair elsewhere) is named; the bad pairs
+    # without such a node are links
+    whole = [node for node in nodes if count[node] >= 2 and len(bad) < len(judged)
+             and all(why[0] != 'ok' for key, why in judged.items() if node in key)]
+    return [named(node) for node in whole] + [dict(node='%s<->%s' % key, reason='the pair %s: %s' % (why[0], why[1]))
+                                              for key, why in bad if not set(key) & set(whole)]
 
 
 def _search(nodes, min_busbw, slow_ratio, all_pairs_max):
@@ -282,7 +290,9 @@ def _search(nodes, min_busbw, slow_ratio, all_pairs_max):
     if not full_bad and (min_busbw is not None or len(nodes) == 2):
         return []
     budget = [remeasures(len(nodes))]
-    if len(nodes) <= all_pairs_max:
+    # every pair where the all-reduce of all nodes was bad (or 3 nodes: their pairs are the bisection's end anyway);
+    # without a floor a check that saw nothing wrong bisects, so a healthy cluster costs 3 measurements, not 1 + n(n-1)/2
+    if len(nodes) <= all_pairs_max and (full_bad or len(nodes) <= 3):
         results = {}
         for i, first in enumerate(nodes):
             for second in nodes[i + 1:]:
@@ -369,10 +379,11 @@ def next_step(nodes, measured, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
     (docs/health.md):
 
     * measure all nodes; with ``min_busbw`` set and met (or with two nodes) the search ends there, healthy;
-    * otherwise, with up to ``all_pairs_max`` nodes, every pair; a pair is slow below ``min_busbw`` or below
+    * otherwise, with up to ``all_pairs_max`` nodes and an all-reduce of all nodes that failed or was below
+      ``min_busbw`` (or 3 nodes), every pair; a pair is slow below ``min_busbw`` or below
       ``slow_ratio`` x the upper quartile of the pairs; a node in two or more bad pairs and in more than any other
       node is the suspect, else each bad pair is (a link), after a re-measure agrees (:func:`remeasures`);
-    * with more nodes, bisection: both halves are measured, a half is bad when it fails, is below ``min_busbw`` or
+    * else (more nodes, or no ``min_busbw`` and nothing wrong with all nodes), bisection: both halves are measured, a half is bad when it fails, is below ``min_busbw`` or
       below ``slow_ratio`` x the other half; the search recurses into the bad half, and ends with the nodes of a
       group of 3 or fewer measured each with a node of the good half (a bad one re-measured).
     """

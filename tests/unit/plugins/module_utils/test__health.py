@@ -136,13 +136,34 @@ def test_floor_met_ends_the_search_after_all_nodes():
     assert answer['suspects'] == []
 
 
-def test_without_floor_all_pairs_below_the_limit():
+def test_without_floor_a_slow_node_is_found_by_halves():
     nodes = ['n0', 'n1', 'n2', 'n3']
     groups, answer = run_search(nodes, {'n2': 0.5})
-    assert groups[0] == nodes
-    assert len(groups) == 1 + 6
-    assert answer['suspects'][0]['node'] == 'n2'
-    assert answer['suspects'][0]['reason'] == '3 of its 3 pair(s) slow'
+    # all nodes, the halves, n2 and n3 each with n0 of the good half, n2 again
+    assert groups == [nodes, ['n0', 'n1'], ['n2', 'n3'], ['n0', 'n2'], ['n0', 'n3'], ['n0', 'n2']]
+    assert answer['suspects'] == [dict(node='n2', reason='0.5 GB/s with n0, under 0.5 x the best 10 GB/s, again when re-measured')]
+
+
+def test_without_floor_a_healthy_cluster_costs_three_measurements_not_every_pair():
+    nodes = ['n%d' % i for i in range(8)]
+    groups, answer = run_search(nodes, {})
+    assert groups == [nodes, nodes[:4], nodes[4:]] and answer['suspects'] == []
+
+
+def test_a_failed_all_reduce_of_all_nodes_measures_every_pair():
+    nodes = ['n0', 'n1', 'n2', 'n3']
+    groups, answer = run_search(nodes, {}, fails=('n1', ))
+    assert len(groups) == 1 + 6 and answer['suspects'] == [dict(node='n1', reason='3 of its 3 pair(s) failed')]
+
+
+@pytest.mark.parametrize('count', range(1, 13))
+def test_the_search_never_measures_more_than_max_steps(count):
+    nodes = ['n%d' % i for i in range(count)]
+    patterns = [({}, ()), ({nodes[-1]: 0.5}, ()), ({}, (nodes[0], )), ({nodes[0]: 0.5, nodes[-1]: 0.2}, ()),
+                ({}, tuple(nodes[::2]))]
+    for speed, fails in patterns:
+        for floor in (None, 5.0):
+            run_search(nodes, speed, min_busbw=floor, fails=fails)  # asserts the bound on every step
 
 
 def test_three_nodes_one_slow_uses_the_best_pair():
@@ -360,3 +381,11 @@ def test_report_rows_of_a_pair_measured_again_each_say_how_that_measurement_was_
     result = health.report(nodes, facts, measured, search)
     assert [g['status'] for g in result['groups']] == ['ok', 'ok', 'ok', 'failed', 'ok']
     assert search['done'] and result['verdict'] == 'healthy'
+
+
+def test_two_equally_slow_nodes_in_different_halves_need_a_floor():
+    # what docs/health.md says of the bisection without a floor
+    nodes = ['n%d' % i for i in range(8)]
+    assert run_search(nodes, {'n0': 0.5, 'n7': 0.5})[1]['suspects'] == []
+    found = run_search(nodes, {'n0': 0.5, 'n7': 0.5}, min_busbw=5.0)[1]['suspects']
+    assert [s['node'] for s in found] == ['n0', 'n7']
