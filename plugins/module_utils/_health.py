@@ -380,12 +380,13 @@ def next_step(nodes, measured, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
 
     * measure all nodes; with ``min_busbw`` set and met (or with two nodes) the search ends there, healthy;
     * otherwise, with up to ``all_pairs_max`` nodes and an all-reduce of all nodes that failed or was below
-      ``min_busbw`` (or 3 nodes), every pair; a pair is slow below ``min_busbw`` or below
-      ``slow_ratio`` x the upper quartile of the pairs; a node in two or more bad pairs and in more than any other
-      node is the suspect, else each bad pair is (a link), after a re-measure agrees (:func:`remeasures`);
-    * else (more nodes, or no ``min_busbw`` and nothing wrong with all nodes), bisection: both halves are measured, a half is bad when it fails, is below ``min_busbw`` or
-      below ``slow_ratio`` x the other half; the search recurses into the bad half, and ends with the nodes of a
-      group of 3 or fewer measured each with a node of the good half (a bad one re-measured).
+      ``min_busbw`` (or 3 nodes), every pair; a pair is slow below ``min_busbw`` or below ``slow_ratio`` x the upper
+      quartile of the pairs; the node in the most bad pairs (two or more) is the suspect, on a tie each node whose
+      pairs are all bad, else each bad pair is (a link), after a re-measure agrees (:func:`remeasures`);
+    * else (more nodes, or no ``min_busbw`` and nothing wrong with all nodes), bisection: both halves are measured,
+      a half is bad when it fails, is below ``min_busbw`` or below ``slow_ratio`` x the other half; the search
+      recurses into the bad half, and ends with the nodes of a group of 3 or fewer measured each with a node of the
+      good half (a bad one re-measured).
     """
     _check_config(nodes, min_busbw, slow_ratio, all_pairs_max)
     memo = {}
