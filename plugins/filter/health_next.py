@@ -13,10 +13,13 @@ author:
   - trainops maintainers (@trainops)
 description:
   - The search of the health check (playbooks/health.yml, docs/health.md), replayed from the measurements so far
-    (C(plugins/module_utils/_health.py) holds the rule). First all nodes; then, when that all-reduce failed, was below
-    O(min_busbw), or no O(min_busbw) is set and there are 3 nodes or more, every pair up to O(all_pairs_max) nodes,
-    a bisection beyond (both halves measured, the search goes into the bad half).
-  - A group measured already is not measured again.
+    (C(plugins/module_utils/_health.py) holds the rule). First all nodes; then, when that all-reduce failed or was
+    below O(min_busbw), every pair up to O(all_pairs_max) nodes (and always with 3 nodes); when no O(min_busbw) is
+    set and there are 4 nodes or more, or beyond O(all_pairs_max) nodes, a bisection (both halves measured, the
+    search goes into the bad half).
+  - A group measured already is not measured again, except a pair that would be named alone (a link, or a node
+    judged on one pair with a good node), measured once more before it is named; at most one such re-measure per
+    two nodes.
 positional: nodes, min_busbw, slow_ratio, all_pairs_max
 options:
   _input:
@@ -39,7 +42,8 @@ options:
     type: float
     default: 0.5
   all_pairs_max:
-    description: Up to this many nodes every pair is measured; beyond, the bisection.
+    description: Up to this many nodes every pair is measured when the all-reduce of all nodes failed or was below
+      O(min_busbw); beyond, or when nothing was wrong with it, the bisection.
     type: int
     default: 8
 """

@@ -7,8 +7,9 @@
 Three parts, each a pure function the plugins call:
 
 * ``node_checks(root)``: on a node, the accelerator and NIC state sysfs tells: the GPUs (count, PCIe link width and
-  speed against the device's maximum), the RDMA ports (state, physical state, error counters). A problem makes the
-  node suspect; a warning is shown only.
+  speed against the device's maximum), the RDMA ports (state, physical state, error counters); with a runner, what the
+  GPU vendor tools tell too (memory errors, Xids: _gpu_health.py). A problem makes the node suspect; a warning is
+  shown only.
 * ``next_step(nodes, measured, ...)``: which group of nodes the next all-reduce measures, from the measurements so far
   (the search: all nodes, then all pairs or a bisection); ``None`` when the search is over.
 * ``report(...)``: the per-node and per-group tables and the verdict, ``healthy`` or ``suspect: <node> (<reason>)``.
@@ -20,7 +21,7 @@ import math
 import os
 import re
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io, _gpu_facts, _rdma_facts
+from ansible_collections.trainops.multinode.plugins.module_utils import _facts_io, _gpu_facts, _gpu_health, _rdma_facts
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import seconds
 
 NONE = 'none'
@@ -98,10 +99,11 @@ def _counters(root, port_dir, sub, names):
     return found
 
 
-def node_checks(root='/', ignore=()):
+def node_checks(root='/', ignore=(), runner=None):
     """The health facts of the node whose filesystem is at ``root``.
 
-    ``ignore``: RDMA device names and PCI bus ids left out (a port that is meant to be down).
+    ``ignore``: RDMA device names and PCI bus ids left out (a port that is meant to be down). ``runner``: a
+    ``_facts_io.Runner`` for the GPU vendor tools (:func:`_gpu_health.gpu_tool_checks`); None reads files only.
     Returns ``dict(gpus=..., rdma=..., problems=[...], warnings=[...])``; ``gpus``/``rdma`` are ``"none"`` on a node
     without them (a CPU node: healthy on that count).
     """
@@ -119,7 +121,12 @@ def node_checks(root='/', ignore=()):
             found, warned = link_problems('GPU %s' % pci_id, link, idle_downshift=True)
             problems += found
             warnings += warned
-        gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links)
+        gpus = dict(vendor=gpu['vendor'], count=gpu['count'], links=links, tools=[])
+        if runner is not None:
+            told = _gpu_health.gpu_tool_checks(runner, gpu['vendor'], ignore)
+            problems += told['problems']
+            warnings += told['warnings']
+            gpus['tools'] = told['sources']
     rdma = NONE
     devices = []
     for name in sorted(_facts_io._listdir(root, _rdma_facts._IB_CLASS), key=_facts_io._natural_key):
@@ -186,27 +193,70 @@ def upper_quartile(values):
     return ordered[max(0, int(math.ceil(0.75 * len(ordered))) - 1)]
 
 
-def _judge_pairs(results, min_busbw, slow_ratio):
-    """{pair key: (status, reason)} over measured pairs: failed, slow (below the floor, or below slow_ratio x the
-    pairs' upper quartile), ok."""
+def _pairs_reference(results):
     good = [r['busbw_gbps'] for r in results.values() if not failed(r)]
-    reference = upper_quartile(good) if good else None
-    judged = {}
-    for key, result in results.items():
-        if failed(result):
-            judged[key] = ('failed', result.get('error') or 'the all-reduce failed')
-        elif below_floor(result, min_busbw):
-            judged[key] = ('slow', '%.3g GB/s below trainops_health_min_busbw %.3g' % (result['busbw_gbps'], min_busbw))
-        elif reference and result['busbw_gbps'] < slow_ratio * reference:
-            judged[key] = ('slow', '%.3g GB/s, under %g x %.3g GB/s of the pairs\' upper quartile'
-                           % (result['busbw_gbps'], slow_ratio, reference))
-        else:
-            judged[key] = ('ok', '')
-    return judged
+    return upper_quartile(good) if good else None
+
+
+def _judge_pair(result, reference, min_busbw, slow_ratio):
+    """(status, reason) of one pair's measurement: failed, slow (below the floor, or below slow_ratio x the pairs'
+    upper quartile ``reference``), ok."""
+    if failed(result):
+        return ('failed', result.get('error') or 'the all-reduce failed')
+    if below_floor(result, min_busbw):
+        return ('slow', '%.3g GB/s below trainops_health_min_busbw %.3g' % (result['busbw_gbps'], min_busbw))
+    if reference and result['busbw_gbps'] < slow_ratio * reference:
+        return ('slow', '%.3g GB/s, under %g x %.3g GB/s of the pairs\' upper quartile'
+                % (result['busbw_gbps'], slow_ratio, reference))
+    return ('ok', '')
+
+
+def _judge_pairs(results, min_busbw, slow_ratio):
+    """{pair key: (status, reason)} over measured pairs (:func:`_judge_pair`)."""
+    reference = _pairs_reference(results)
+    return dict((key, _judge_pair(result, reference, min_busbw, slow_ratio)) for key, result in results.items())
+
+
+def better(first, second):
+    """The better of two measurements of one group: the one that did not fail, else the faster. A pair is bad only
+    when its re-measure agrees."""
+    if failed(first):
+        return second
+    if failed(second):
+        return first
+    return second if second['busbw_gbps'] > first['busbw_gbps'] else first
+
+
+class Again(list):
+    """A group the search asks to measure a second time (a re-measure), not the measurement it has of it."""
+
+
+def remeasures(count):
+    """How many re-measures the search makes at most for ``count`` nodes: one per bad pair it would name alone (a
+    link), up to one per two nodes (more bad links than that are no chance: they are named as measured)."""
+    return max(1, count // 2)
+
+
+def _confirmed_pairs(nodes, results, min_busbw, slow_ratio, budget):
+    """The suspects of measured pairs (``results``: {pair key: measurement}, updated), each pair named alone (a link)
+    measured again first while ``budget`` (a one-item list: re-measures left) lasts: the better of the two counts."""
+    again = set()
+    while True:
+        suspects = _pair_suspects(nodes, _judge_pairs(results, min_busbw, slow_ratio))
+        links = [tuple(s['node'].split('<->')) for s in suspects if '<->' in s['node']]
+        todo = [key for key in links if key not in again]
+        if not todo or budget[0] <= 0:
+            return [dict(s, reason=s['reason'] + ', again when re-measured')
+                    if '<->' in s['node'] and tuple(s['node'].split('<->')) in again else s for s in suspects]
+        key = todo[0]
+        again.add(key)
+        budget[0] -= 1
+        results[key] = better(results[key], (yield Again(key)))
 
 
 def _pair_suspects(nodes, judged):
-    """Suspects from judged pairs: a node in every bad pair that is in two or more of them; else each bad pair's link."""
+    """Suspects from judged pairs: the node in the most bad pairs, two or more; on a tie each node whose pairs are all
+    bad; each bad pair left as a link."""
     bad = [(key, why) for key, why in judged.items() if why[0] != 'ok']
     if not bad:
         return []
@@ -216,12 +266,19 @@ def _pair_suspects(nodes, judged):
             count[node] += 1
     top = max(count.values())
     leaders = [node for node in nodes if count[node] == top]
+    def named(node):
+        return dict(node=node, reason='%d of its %d pair(s) %s' % (
+            count[node], sum(1 for key in judged if node in key),
+            '/'.join(sorted(set(why[0] for key, why in bad if node in key)))))
+
     if top >= 2 and len(leaders) == 1:
-        node = leaders[0]
-        partners = sum(1 for key in judged if node in key)
-        return [dict(node=node, reason='%d of its %d pair(s) %s' % (
-            top, partners, '/'.join(sorted(set(why[0] for key, why in bad if node in key)))))]
-    return [dict(node='%s<->%s' % key, reason='the pair %s: %s' % (why[0], why[1])) for key, why in bad]
+        return [named(leaders[0])]
+    # a tie: every node whose pairs are all bad (two or more, with a good pair elsewhere) is named; the bad pairs
+    # without such a node are links
+    whole = [node for node in nodes if count[node] >= 2 and len(bad) < len(judged)
+             and all(why[0] != 'ok' for key, why in judged.items() if node in key)]
+    return [named(node) for node in whole] + [dict(node='%s<->%s' % key, reason='the pair %s: %s' % (why[0], why[1]))
+                                              for key, why in bad if not set(key) & set(whole)]
 
 
 def _search(nodes, min_busbw, slow_ratio, all_pairs_max):
@@ -232,25 +289,41 @@ def _search(nodes, min_busbw, slow_ratio, all_pairs_max):
         return [dict(node=nodes[0], reason='the all-reduce on the node failed')] if failed(full) else []
     if not full_bad and (min_busbw is not None or len(nodes) == 2):
         return []
-    if len(nodes) <= all_pairs_max:
+    budget = [remeasures(len(nodes))]
+    # every pair where the all-reduce of all nodes was bad (or 3 nodes: their pairs are the bisection's end anyway);
+    # without a floor a check that saw nothing wrong bisects, so a healthy cluster costs 3 measurements, not 1 + n(n-1)/2
+    if len(nodes) <= all_pairs_max and (full_bad or len(nodes) <= 3):
         results = {}
         for i, first in enumerate(nodes):
             for second in nodes[i + 1:]:
                 results[_key((first, second))] = yield [first, second]
-        suspects = _pair_suspects(nodes, _judge_pairs(results, min_busbw, slow_ratio))
+        suspects = yield from _confirmed_pairs(nodes, results, min_busbw, slow_ratio, budget)
     else:
-        suspects = yield from _bisect(list(nodes), None, min_busbw, slow_ratio)
+        suspects = yield from _bisect(list(nodes), None, min_busbw, slow_ratio, budget)
     if not suspects and full_bad:
         return [dict(node='all nodes', reason='the all-reduce of all %d nodes %s, every group measured alone was fine'
                      % (len(nodes), 'failed' if failed(full) else 'was slow'))]
     return suspects
 
 
-def _with_reference(group, ref, min_busbw, slow_ratio):
-    """Each node of a small group measured with a node known to be good: the bad ones."""
+def _with_reference(group, ref, min_busbw, slow_ratio, budget):
+    """Each node of a small group measured with a node known to be good: the bad ones (each measured again first,
+    while ``budget`` lasts)."""
     results = {}
     for node in group:
         results[node] = yield [ref, node]
+    again = set()
+    while True:
+        named = _reference_suspects(results, ref, min_busbw, slow_ratio)
+        todo = [s['node'] for s in named if s['node'] not in again]
+        if not todo or budget[0] <= 0:
+            return [dict(s, reason=s['reason'] + ', again when re-measured') if s['node'] in again else s for s in named]
+        again.add(todo[0])
+        budget[0] -= 1
+        results[todo[0]] = better(results[todo[0]], (yield Again([ref, todo[0]])))
+
+
+def _reference_suspects(results, ref, min_busbw, slow_ratio):
     good = [r['busbw_gbps'] for r in results.values() if not failed(r)]
     suspects = []
     for node, result in results.items():
@@ -267,17 +340,17 @@ def _with_reference(group, ref, min_busbw, slow_ratio):
     return suspects
 
 
-def _bisect(group, ref, min_busbw, slow_ratio):
+def _bisect(group, ref, min_busbw, slow_ratio, budget):
     """Split ``group`` in halves, measure each, recurse into the bad half (with a node of the good half as the
     reference for groups of 3 or fewer nodes)."""
     if len(group) <= 3:
         if ref is not None:
-            return (yield from _with_reference(group, ref, min_busbw, slow_ratio))
+            return (yield from _with_reference(group, ref, min_busbw, slow_ratio, budget))
         results = {}
         for i, first in enumerate(group):
             for second in group[i + 1:]:
                 results[_key((first, second))] = yield [first, second]
-        return _pair_suspects(group, _judge_pairs(results, min_busbw, slow_ratio))
+        return (yield from _confirmed_pairs(group, results, min_busbw, slow_ratio, budget))
     half = len(group) // 2
     first, second = group[:half], group[half:]
     result_a = yield first
@@ -291,9 +364,9 @@ def _bisect(group, ref, min_busbw, slow_ratio):
     bad_a, bad_b = bad(result_a, result_b), bad(result_b, result_a)
     suspects = []
     if bad_a:
-        suspects += yield from _bisect(first, None if bad_b else second[0], min_busbw, slow_ratio)
+        suspects += yield from _bisect(first, None if bad_b else second[0], min_busbw, slow_ratio, budget)
     if bad_b:
-        suspects += yield from _bisect(second, None if bad_a else first[0], min_busbw, slow_ratio)
+        suspects += yield from _bisect(second, None if bad_a else first[0], min_busbw, slow_ratio, budget)
     return suspects
 
 
@@ -302,32 +375,35 @@ def next_step(nodes, measured, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
 
     Returns ``dict(group=[...], done=False, step=<n>)`` for the next group to measure (its first node is the master),
     or ``dict(group=None, done=True, suspects=[...], measured=<n>)``. A group measured before is not measured again
-    (two nodes: the pair is the whole set). The rule (docs/health.md):
+    (two nodes: the pair is the whole set), except once where the search asks for a re-measure. The rule
+    (docs/health.md):
 
     * measure all nodes; with ``min_busbw`` set and met (or with two nodes) the search ends there, healthy;
-    * otherwise, with up to ``all_pairs_max`` nodes, every pair; a pair is slow below ``min_busbw`` or below
-      ``slow_ratio`` x the upper quartile of the pairs; a node in two or more bad pairs and in more than any other
-      node is the suspect, else each bad pair is (a link);
-    * with more nodes, bisection: both halves are measured, a half is bad when it fails, is below ``min_busbw`` or
-      below ``slow_ratio`` x the other half; the search recurses into the bad half, and ends with the nodes of a
-      group of 3 or fewer measured each with a node of the good half.
+    * otherwise, with up to ``all_pairs_max`` nodes and an all-reduce of all nodes that failed or was below
+      ``min_busbw`` (or 3 nodes), every pair; a pair is slow below ``min_busbw`` or below ``slow_ratio`` x the upper
+      quartile of the pairs; the node in the most bad pairs (two or more) is the suspect, on a tie each node whose
+      pairs are all bad, else each bad pair is (a link), after a re-measure agrees (:func:`remeasures`);
+    * else (more nodes, or no ``min_busbw`` and nothing wrong with all nodes), bisection: both halves are measured,
+      a half is bad when it fails, is below ``min_busbw`` or below ``slow_ratio`` x the other half; the search
+      recurses into the bad half, and ends with the nodes of a group of 3 or fewer measured each with a node of the
+      good half (a bad one re-measured).
     """
     _check_config(nodes, min_busbw, slow_ratio, all_pairs_max)
     memo = {}
     for entry in measured or []:
         if not isinstance(entry, dict) or not isinstance(entry.get('nodes'), (list, tuple)):
             raise HealthError('a measurement must be a mapping with a list of nodes, got %r' % (entry,))
-        memo[_key(entry['nodes'])] = entry
+        memo.setdefault(_key(entry['nodes']), []).append(entry)
     search = _search(list(nodes), min_busbw, slow_ratio, all_pairs_max)
     step = 0
     try:
         group = next(search)
         while True:
             step += 1
-            result = memo.get(_key(group))
-            if result is None:
-                return dict(group=group, done=False, step=step)
-            group = search.send(result)
+            found, index = memo.get(_key(group)) or [], 1 if isinstance(group, Again) else 0
+            if len(found) <= index:
+                return dict(group=list(group), done=False, step=step)
+            group = search.send(found[index])
     except StopIteration as stop:
         return dict(group=None, done=True, suspects=stop.value or [], step=step)
 
@@ -335,11 +411,11 @@ def next_step(nodes, measured, min_busbw=None, slow_ratio=0.5, all_pairs_max=8):
 def max_steps(count, all_pairs_max=8):
     """An upper bound of the groups the search measures for ``count`` nodes (the playbook's loop length)."""
     if count <= 2:
-        return 1
+        return count  # two nodes: the whole set is the pair, measured again when bad
     if count <= all_pairs_max:
-        return 1 + count * (count - 1) // 2
+        return 1 + count * (count - 1) // 2 + remeasures(count)
     # two halves per level, both halves possibly at every level, 3 pairs at the end of each branch
-    return 1 + 2 * count + 3 * count
+    return 1 + 2 * count + 3 * count + remeasures(count)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -351,7 +427,9 @@ def _gpu_cell(gpus):
         return NONE
     widths = sorted(set('x%s/x%s' % (l['link'].get('width'), l['link'].get('max_width'))
                         for l in gpus.get('links', []) if l.get('link')))
-    return '%d %s%s' % (gpus.get('count', 0), gpus.get('vendor', ''), (' ' + ','.join(widths)) if widths else '')
+    tools = [str(t) for t in gpus.get('tools') or []]
+    return '%d %s%s%s' % (gpus.get('count', 0), gpus.get('vendor', ''), (' ' + ','.join(widths)) if widths else '',
+                          (' (%s)' % ', '.join(tools)) if tools else '')
 
 
 def _rdma_cell(rdma):
@@ -405,12 +483,17 @@ def report(nodes, node_facts, measured, search, min_busbw=None, slow_ratio=0.5):
         group_rows.append(dict(nodes=list(entry['nodes']), status=group_status(entry, min_busbw),
                                busbw_gbps=entry.get('busbw_gbps'), time_us=entry.get('time_us'),
                                experiment_dir=entry.get('experiment_dir'), error=entry.get('error')))
-    # a pair's row says what the search judged of it (slow: also relative to the other pairs, _judge_pairs)
-    pairs = dict((_key(entry['nodes']), entry) for entry in measured or [] if len(entry['nodes']) == 2)
-    judged = _judge_pairs(pairs, min_busbw, slow_ratio) if pairs else {}
-    for row in group_rows:
+    # a pair's row says how the search judged that measurement (slow: also relative to the other pairs, the better
+    # measurement of a pair measured again counting for the reference)
+    pairs = {}
+    for entry in measured or []:
+        if len(entry['nodes']) == 2:
+            key = _key(entry['nodes'])
+            pairs[key] = better(pairs[key], entry) if key in pairs else entry
+    reference = _pairs_reference(pairs)
+    for row, entry in zip(group_rows, measured or []):
         if len(row['nodes']) == 2:
-            row['status'] = judged[_key(row['nodes'])][0]
+            row['status'] = _judge_pair(entry, reference, min_busbw, slow_ratio)[0]
     verdict = 'healthy' if not suspects else 'suspect: ' + '; '.join('%s (%s)' % (s['node'], s['reason'])
                                                                      for s in suspects)
     lines = ['Nodes:'] + _table(

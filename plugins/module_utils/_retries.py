@@ -173,22 +173,38 @@ HEALTH_CHECK_FAILED = 'failed the health check'
 """Why a node the health check before an attempt named suspect is left out of it (``trainops_health_check``)."""
 
 
+LINK = '<->'
+"""How the health check names a link between two nodes (``node0<->node1``, _health._pair_suspects)."""
+
+
 def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
     """The attempt's node set after the health check of its nodes and of the spare nodes not used yet
     (``trainops_health_check``, roles/job/tasks/health_gate.yml): ``report`` is the check's health.json (None: it wrote
     none). A suspect node of the attempt is judged bad and left out (:func:`replace`: a healthy spare takes its node
     rank, or the job goes on with the nodes left where ``min_nodes`` allows); a suspect spare is a spare no more. A
-    suspect that is no node of either (a link between two, ``all nodes``, the search itself), or no report, starts
-    nothing. Returns :func:`replace`'s dict, with ``verdict`` (the report's) and ``unfit_spares``."""
+    fault that involves a spare never blocks the start: a link with a spare at one end (``node0<->spare1``, or two
+    spares) makes its spare(s) unfit, as a suspect spare. A suspect that is no node of either (a link between two of
+    the attempt's nodes, ``all nodes``, the search itself), or no report, starts nothing. Returns :func:`replace`'s
+    dict, with ``verdict`` (the report's) and ``unfit_spares``."""
     nodes, spares = list(nodes or ()), list(spares or ())
     if not isinstance(report, Mapping) or not isinstance(report.get('suspects'), list):
         return dict(nodes=nodes, spares=spares, replaced=[], excluded=[], unfit_spares=[], verdict=None,
                     stop='the health check wrote no report (see its output above)')
     named, unplaced = {}, []
+
+    def name(node, reason):
+        named[node] = '; '.join(r for r in (named.get(node), reason) if r)
+
     for suspect in report['suspects']:
         node, reason = (suspect or {}).get('node'), (suspect or {}).get('reason')
+        ends = node.split(LINK) if isinstance(node, str) and node.count(LINK) == 1 else []
         if node in nodes or node in spares:
-            named[node] = '; '.join(r for r in (named.get(node), reason) if r)
+            name(node, reason)
+        elif len(ends) == 2 and all(end in nodes or end in spares for end in ends) and any(end in spares for end in ends):
+            # a link with a spare at one end: the spare is cheaper to lose than the attempt's start
+            for end in ends:
+                if end in spares:
+                    name(end, 'the link %s: %s' % (node, reason))
         else:
             unplaced.append('%s (%s)' % (node, reason))
     bad = dict((node, '%s (%s)' % (HEALTH_CHECK_FAILED, named[node])) for node in nodes if node in named)

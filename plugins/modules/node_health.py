@@ -21,8 +21,15 @@ description:
     narrower than the device's maximum (C(x8 of x16)), a NIC's link slower than its maximum, an RDMA port that is not
     C(ACTIVE). A warning is only shown - a GPU's link slower than its maximum (idle GPUs lower their link speed to save
     power), error counters above zero (they count since the driver loaded).
+  - Where the GPU vendor's tool is installed, the GPUs' own health too. On NVIDIA, C(nvidia-smi -q -d
+    ECC,PAGE_RETIREMENT,ROW_REMAPPER) - uncorrectable ECC errors since the driver loaded, a row remapping or page
+    retirement pending, a failed row remapping, the SRAM error threshold exceeded are problems; lifetime errors, rows
+    remapped and pages retired before are warnings - and the Xid lines of the kernel log (C(dmesg), else
+    C(journalctl -k -b)) where the node's user may read it (Xid 48, 61, 62, 64, 74, 79, 92, 95, 119, 120, 140 are
+    problems, others warnings). On AMD, C(amd-smi metric --ecc --json) - uncorrectable errors are problems, deferred
+    ones warnings. A tool that is missing adds nothing.
   - A node without GPUs or RDMA devices (a CPU node) reports V(none) for them and is healthy on that count.
-  - Reads files only; changes nothing.
+  - Reads files and runs those tools only; changes nothing.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - trainops.multinode._attributes
@@ -61,8 +68,9 @@ health:
   type: dict
   contains:
     gpus:
-      description: V(none) without GPUs, else the vendor, the count and each GPU's PCIe link (C(width), C(max_width),
-        C(speed), C(max_speed) as sysfs writes them; the link is V(null) where sysfs has no link files).
+      description: V(none) without GPUs, else the vendor, the count, each GPU's PCIe link (C(width), C(max_width),
+        C(speed), C(max_speed) as sysfs writes them; the link is V(null) where sysfs has no link files) and C(tools),
+        the vendor tools that answered (V(nvidia-smi -q), V(kernel log), V(amd-smi)).
       type: raw
     rdma:
       description: V(none) without RDMA devices, else the count and each device with its PCIe link and its ports
@@ -81,6 +89,7 @@ health:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.trainops.multinode.plugins.module_utils._facts_io import TOOL_DIRS, Runner
 from ansible_collections.trainops.multinode.plugins.module_utils._health import node_checks
 
 
@@ -89,7 +98,9 @@ def main():
         argument_spec=dict(ignore=dict(type='list', elements='str', default=[])),
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, health=node_checks('/', module.params['ignore']))
+    runner = Runner(lambda argv: module.run_command(argv, environ_update={'LC_ALL': 'C'}, handle_exceptions=False),
+                    lambda name: module.get_bin_path(name, opt_dirs=TOOL_DIRS))
+    module.exit_json(changed=False, health=node_checks('/', module.params['ignore'], runner))
 
 
 if __name__ == '__main__':

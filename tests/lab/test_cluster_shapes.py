@@ -191,11 +191,12 @@ def test_launch_with_become_as_a_user_on_the_controller_leaves_no_file_of_roots(
         os.chmod(key, 0o600)
         # root's node root in each node's own /srv/trainops (root's ~ is the machine's /root on every node), one of
         # its own: the health check's runs are named by their step (step01_2nodes), as an earlier check's may be. The
-        # nodes run the checkout's workspace in place: the sync's rsync logs in as the user and does not take become
+        # nodes run the checkout's workspace in place: the sync's rsync logs in as the user and does not take become.
+        # The check's measurements are small (4M, not the default 64M): this test is about who runs what
         extravars = launch_vars(pathlib.Path(work), trainops_experiments_dir=experiments, nproc=1, trainops_health_check=True,
                                 trainops_node_root=node_root, ansible_ssh_private_key_file=key,
                                 trainops_sync_workspace=False, trainops_workspace_dir=os.path.join(REPO, 'files', 'workspace'),
-                                trainops_git_check='never')
+                                trainops_git_check='never', trainops_health_bytes='4M')
         varfile = os.path.join(work, 'vars.json')
         with open(varfile, 'w') as handle:
             json.dump(extravars, handle)

@@ -17,7 +17,7 @@ from ansible_collections.trainops.multinode.plugins.filter import health_measure
 def test_health_next_first_step_and_bound():
     answer = health_next.health_next([], ['a', 'b', 'c'], None, 0.5, 8)
     assert answer['group'] == ['a', 'b', 'c'] and not answer['done']
-    assert answer['max_steps'] == 4
+    assert answer['max_steps'] == 5  # all nodes, 3 pairs, 1 re-measure
     assert health_next.FilterModule().filters() == {'health_next': health_next.health_next}
 
 

@@ -309,3 +309,25 @@ NO_NODE = 'the health check names no node to leave out: '
 ])
 def test_a_suspect_that_is_no_node_or_no_report_starts_nothing(checked, stop):
     assert _retries.health_gate(checked, ['n0', 'n1'], ['s0'])['stop'] == stop
+
+
+@pytest.mark.parametrize('link, unfit', [
+    ('n0<->s0', ['s0']),
+    ('s0<->n1', ['s0']),
+    ('s0<->s1', ['s0', 's1']),
+])
+def test_a_link_with_a_spare_at_one_end_makes_the_spare_unfit_and_the_attempt_starts(link, unfit):
+    gate = _retries.health_gate(report((link, 'the pair failed: timeout')), ['n0', 'n1'], ['s0', 's1'])
+    assert gate['stop'] is None and gate['nodes'] == ['n0', 'n1'] and gate['replaced'] == []
+    assert gate['unfit_spares'] == unfit and gate['spares'] == [s for s in ['s0', 's1'] if s not in unfit]
+
+
+def test_a_suspect_spare_and_a_link_to_it_leave_only_that_spare_out():
+    gate = _retries.health_gate(report(('s0', 'mlx5_0 port 1 DOWN'), ('n1<->s0', 'the pair slow: 1 GB/s'),
+                                       ('n0', '2 of its 3 pair(s) failed')), ['n0', 'n1'], ['s0', 's1'])
+    assert gate['stop'] is None and gate['nodes'] == ['s1', 'n1'] and gate['unfit_spares'] == ['s0']
+
+
+def test_a_link_between_the_attempts_nodes_or_to_an_unknown_host_still_starts_nothing():
+    assert _retries.health_gate(report(('n0<->n1', 'slow')), ['n0', 'n1'], ['s0'])['stop'] == NO_NODE + 'n0<->n1 (slow)'
+    assert _retries.health_gate(report(('x9<->s0', 'slow')), ['n0', 'n1'], ['s0'])['stop'] == NO_NODE + 'x9<->s0 (slow)'
