@@ -16,7 +16,8 @@ import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import INTERRUPTED, RUNNING
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _rank_logs, _retries, _stacks, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import (
+    _launchers, _rank_logs, _retries, _retry_policy, _stacks, _stragglers)
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_metrics import (
     LOG_DIR, MANIFEST_FILE, MAX_WORLD_SIZE, METRICS_GLOB, OUTPUT_DIR, SUMMARY_FIELDS, SUMMARY_FILE, ExperimentError,
     job_world_size, node_output_dirs, rank_zero_output, read_metrics, read_rank_zero_json)
@@ -246,6 +247,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
                    else with_launcher_stops(results))
         verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint,
                                 hung=stacks['culprits'])
+        # the end of the failed nodes' logs: a job that finished and died on its way out, the retry rules
+        failed = sorted(node for node, job in results.items() if (job or {}).get('exit_code') != 0)
+        tails = _retry_policy.read_tails(path, manifest, failed)
+        unclean = _retry_policy.unclean_exit(failed, results, tails) if verdict['outcome'] == 'failed' else None
+        if unclean:
+            verdict = dict(verdict, unclean_exit=unclean, outcome_detail=unclean['detail'])
         manifest = dict(manifest or {})
         manifest.update(verdict)
         manifest['results'] = results
@@ -256,7 +263,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
             table.insert(1, '{0:<10} : {1}'.format('blamed', verdict['blame']['detail']))
         if attempt:
             attempt = dict(attempt, run_id=manifest.get('run_id'), experiment_dir=path)
-            recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'))
+            recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'),
+                                       tails)
             manifest.update(recorded)
             verdict = dict(verdict, attempts=recorded['attempts'], retry=recorded['retry'])
             if int(attempt.get('retries') or 0) > 0 or recorded['attempt'] > 1:

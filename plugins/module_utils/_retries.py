@@ -18,17 +18,24 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
 2. an outcome a retry cannot fix (_outcomes.RETRIED_OUTCOMES: only ``failed``, ``stalled`` and ``unreachable`` are
    retried; ``stopped`` by the user, ``timed_out`` are not);
 3. a launch that failed before the job ran (``launch_errors``: bad input, a node that cannot start);
-4. no retries left (``trainops_retries``);
-5. every rank failed on its own before its first step: the script fails the same way on every start (bad input, a
-   script error);
-6. a node judged bad - unreachable at the end of the attempt (the collect could not reach it), or the culprit of the
+4. a job that finished its work and died on the way out (the verdict's ``unclean_exit``, module_utils/
+   _retry_policy.py);
+5. no retries left (``trainops_retries``);
+6. the user's policy (``trainops_retry_policy``: exit codes, log patterns) lists a failed node's failure as fatal;
+7. every rank failed on its own before its first step (no end step past the start step) and the failure is a script
+   error (the same exception line at the end of every failed node's log) or nothing in the failed nodes' logs looks
+   like infrastructure (a signal, a collective timeout, NCCL/gloo errors): the script fails the same way on every
+   start. A failure the user's policy lists as retryable skips this rule;
+8. ``trainops_retries_without_progress`` (0: no limit) attempts in a row whose end step did not move past the
+   attempt before's;
+9. a node judged bad - unreachable at the end of the attempt (the collect could not reach it), or the culprit of the
    same failure (exit code, signal, stall, unreachable) as in the attempt before - is left out of the next attempt
    (:func:`replace`): the first unused spare node (``trainops_spare_nodes``) takes its place with the same node rank
    (node rank 0 too: the master moves), or without a spare the job goes on with the nodes left where
    ``trainops_min_nodes`` (above 0) allows it; else it stops, naming what is missing. Without spare nodes and
    ``trainops_min_nodes`` (the default), the same failure twice stops with ``the same node failing twice the same
    way``;
-7. else: retry.
+10. else: retry.
 
 The next attempt's node set, where it differs, comes with a retry (:func:`decide`: ``nodes``, ``spares``,
 ``replaced``, ``excluded``); every row records its attempt's ``nodes`` and ``replaced``.
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retry_policy
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES, STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
@@ -225,14 +232,16 @@ def _replaced_words(replaced, why=False):
 
 
 def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_errors=None, nodes=None, spares=(),
-           min_nodes=0, spare_group=''):
+           min_nodes=0, spare_group='', evidence=None):
     """Whether the attempt ``current`` (a :func:`row`) is retried: ``{'decision': 'retry' | 'stop' | None,
     'reason'}`` (None: it succeeded); a retry on another node set adds :func:`replace`'s ``nodes``, ``spares``,
     ``replaced`` and ``excluded``. ``previous``: the rows before it; ``retries``: trainops_retries (the attempts
     after the first); ``verdict``: _judgment.judge_results's; ``missing_nodes``: the nodes the collect could not
     reach;
     ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
-    the group ``spare_group``); ``min_nodes``: trainops_min_nodes."""
+    the group ``spare_group``); ``min_nodes``: trainops_min_nodes; ``evidence``: ``results`` (the nodes' run records),
+    ``tails`` (the end of each node's log), ``policy`` (trainops_retry_policy) and ``without_progress``
+    (trainops_retries_without_progress) for the rules of module_utils/_retry_policy.py."""
     outcome = current.get('outcome')
     if outcome == 'succeeded':
         return dict(decision=None, reason='succeeded')
@@ -241,18 +250,31 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     if launch_errors:
         return dict(decision=STOP, reason='the launch failed before the job ran (%s): a retry cannot fix that'
                     % ', '.join(sorted(launch_errors)))
+    verdict, evidence = verdict or {}, evidence or {}
+    if verdict.get('unclean_exit'):
+        return dict(decision=STOP, reason='not retried: the job %s' % verdict['unclean_exit']['detail'])
     left = int(retries) - (int(current['attempt']) - 1)
     if left <= 0:
         return dict(decision=STOP, reason='no retries left (trainops_retries=%d)' % int(retries))
-    verdict = verdict or {}
     gone = sorted(set(missing_nodes or ()))
     own = set(verdict.get('failed_nodes') or []) | set(verdict.get('also_failed') or [])
     everyone = set(verdict.get('nodes') or own)
+    stated = _retry_policy.stated(evidence.get('policy'), sorted(own), evidence.get('results'), evidence.get('tails'))
+    if stated and stated[0] == 'fatal':
+        return dict(decision=STOP, reason=stated[1])
     end_step = current.get('end_step')
-    if (not gone and outcome == 'failed' and own and own >= everyone and not verdict.get('stopped_nodes')
+    if (not stated and not gone and outcome == 'failed' and own and own >= everyone and not verdict.get('stopped_nodes')
             and (end_step is None or end_step <= current.get('start_step', 0))):
-        return dict(decision=STOP, reason='every rank failed before its first step (%s): a retry would fail the same '
-                    'way (bad input or a script error; see the logs)' % _failure_words(current.get('failure') or []))
+        early = _retry_policy.early_failure(sorted(own), evidence.get('results'), evidence.get('tails'))
+        if not early['retry']:
+            return dict(decision=STOP, reason='every rank failed before its first step (%s; %s): a retry would fail '
+                        'the same way (bad input or a script error; see the logs)'
+                        % (_failure_words(current.get('failure') or []), early['reason']))
+    limit = int(evidence.get('without_progress') or 0)
+    stuck = _retry_policy.without_progress(list(previous or []) + [current])
+    if limit and stuck >= limit:
+        return dict(decision=STOP, reason='%d attempt(s) in a row ended without progress (end step %s, not past the '
+                    'attempt before; trainops_retries_without_progress=%d)' % (stuck, current.get('end_step'), limit))
     bad = dict((node, 'unreachable') for node in gone)
     repeated = None
     if previous:
@@ -272,15 +294,18 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
         return dict(decision=RETRY, reason='%s is retried (%d of %d retries left) on %s: %s' % (
             outcome, left, int(retries), ', '.join(plan['nodes']), _replaced_words(plan['replaced'], why=True)),
             nodes=plan['nodes'], spares=plan['spares'], replaced=plan['replaced'], excluded=plan['excluded'])
-    return dict(decision=RETRY, reason='%s is retried (%d of %d retries left)' % (outcome, left, int(retries)))
+    why = ' (%s)' % stated[1] if stated else ''
+    return dict(decision=RETRY, reason='%s is retried (%d of %d retries left)%s' % (outcome, left, int(retries), why))
 
 
-def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=None):
+def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=None, tails=None):
     """What the collect of one attempt adds to its manifest, from the launch's ``attempt`` (``number``, ``first``,
     ``previous``, ``retries``, ``rows``: the attempts before, ``resumed_from``: the checkpoint it resumed, or None)
     and, with spare nodes or trainops_min_nodes, ``nodes`` (this attempt's, in rank order), ``replaced`` (the nodes it
     runs without), ``spares`` (the spare nodes not used yet), ``spare_group`` and ``min_nodes``) and the judged
-    ``verdict``, the nodes' ``results``, the metrics ``summary``: ``{attempt, first, previous,
+    ``verdict``, the nodes' ``results``, the metrics ``summary``, the end of each node's log (``tails``: node ->
+    lines) and, where the launch gives them, ``policy`` and ``without_progress`` (:func:`decide`'s evidence):
+    ``{attempt, first, previous,
     attempts (every row, this one last, each with its decision and reason), retry (this one's decision and reason)}``."""
     previous_rows = [dict(r) for r in attempt.get('rows') or []]
     resumed = attempt.get('resumed_from') or {}
@@ -296,7 +321,9 @@ def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=N
                   failure(verdict, results, missing_nodes), attempt.get('nodes'), attempt.get('replaced'))
     retry = decide(current, previous_rows, attempt.get('retries') or 0, verdict, missing_nodes, launch_errors,
                    attempt.get('nodes'), attempt.get('spares') or (), attempt.get('min_nodes') or 0,
-                   attempt.get('spare_group') or '')
+                   attempt.get('spare_group') or '',
+                   dict(results=results, tails=tails, policy=attempt.get('policy'),
+                        without_progress=attempt.get('without_progress')))
     # the row keeps its own node set: a retry's next one (nodes, replaced, ...) is the retry's
     current.update(decision=retry['decision'], reason=retry['reason'])
     return dict(attempt=int(attempt['number']), first=attempt.get('first'), previous=attempt.get('previous'),

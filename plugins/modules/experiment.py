@@ -272,6 +272,14 @@ also_failed:
   type: list
   elements: str
   sample: [node1]
+unclean_exit:
+  description:
+    - Every failed node finished its work and then died on the way out (SIGABRT, C(terminate called without an active
+      exception)) - C(nodes) and C(detail) (also the O(outcome_detail), naming the likely cause). The outcome stays
+      V(failed); such a job is not retried (docs/failures.md, "Retries").
+  returned: success, O(state=reported) and O(results) given, when so
+  type: dict
+  sample: {nodes: [node0, node1], detail: "finished its work, then exited uncleanly on node0, node1 (SIGABRT: ...)"}
 collect_refused:
   description: O(refused), as recorded in the manifest's C(collect_refused) (empty when nothing was refused).
   returned: success and O(state=reported)

@@ -169,7 +169,8 @@ def test_every_rank_failing_before_its_first_step_stops_the_retries():
     verdict = _verdict(failed=('node0',), also=('node1',), stopped=())
     retry = _record(verdict, results=results, steps=None)['retry']
     assert retry['decision'] == 'stop'
-    assert retry['reason'].startswith('every rank failed before its first step (node0 exit code 2): a retry would fail')
+    assert retry['reason'].startswith('every rank failed before its first step (node0 exit code 2; nothing in the logs '
+                                      'looks like infrastructure): a retry would fail')
     # a step reached, or a node stopped by the others' failure: retried
     assert _record(verdict, results=results, steps=3)['retry']['decision'] == 'retry'
     assert _record(_verdict(), steps=None)['retry']['decision'] == 'retry'
