@@ -28,7 +28,7 @@ import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retry_policy
 from ansible_collections.trainops.multinode.plugins.module_utils._knobs import BY_KEY, is_unset
 from ansible_collections.trainops.multinode.plugins.module_utils._collect import CollectRefused, node_dir_name
 from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import needs_rsync
@@ -409,7 +409,8 @@ def launch_problems(params, which=shutil.which):
     ``gpu_vendor``, ``run_name``, ``wait``, ``replace``, ``script``, ``config``, ``overrides``, ``env``,
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
-    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``checkpoint_signal``,
+    ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``retry_policy``,
+    ``retries_without_progress``, ``checkpoint_signal``,
     ``checkpoint_signal_seconds``, ``srun_start_timeout``, ``allow_few_cpus``, ``mem_per_node``, ``slurm_cpus``,
     ``slurm_mem_mb``, ``slurm_gpus_implicit`` (the slurm inventory's per-node variables, _slurm_problems),
     ``raw_params`` (the words of an ``-e`` that set no variable, :func:`stray_word_problems`)
@@ -435,6 +436,8 @@ def launch_problems(params, which=shutil.which):
                       'seconds without new log output before the job counts as stalled (0: off)', 900),
         _integer_rule(params, 'retries', 'retries',
                       'times a failed job is relaunched from its latest checkpoint (trainops_retries)', 1),
+        _integer_rule(params, 'retries_without_progress', 'trainops_retries_without_progress',
+                      'attempts in a row without progress before the retries end (0: no limit)', 2),
         _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous'),
         _choice_rule(params, 'runtime', 'runtime', 'where the ranks run (trainops_runtime)'),
         _choice_rule(params, 'git_check', 'trainops_git_check', 'the code comparison'),
@@ -476,7 +479,7 @@ def launch_problems(params, which=shutil.which):
     problems.extend(stray_word_problems(params.get('raw_params')))
     return (problems + _entry_problems(params) + _path_problems(params) + _mapping_problems(params)
             + _profile_problems(params) + _launcher_problems(params) + _slurm_problems(params) + _checkpoint_problems(params)
-            + _resume_problems(params) + _retry_problems(params)
+            + _resume_problems(params) + _retry_problems(params) + _retry_policy.problems(params.get('retry_policy'))
             + _controller_problems(params, which))
 
 
