@@ -39,6 +39,7 @@ MAX_LINE_CHARS = 4096
 MAX_PATTERNS = 64
 """Log patterns one list of the policy may hold."""
 
+_EXAMPLE = 'trainops_retry_policy: {fatal_patterns: ["CUDA out of memory"], retry_exit_codes: [-9]}'
 DEFAULT_POLICY = {'retry_exit_codes': [], 'fatal_exit_codes': [], 'retry_patterns': [], 'fatal_patterns': []}
 """trainops_retry_policy's keys and their defaults."""
 
@@ -108,27 +109,29 @@ def problems(policy):
     if policy in (None, ''):
         return []
     if not isinstance(policy, Mapping):
-        return ['trainops_retry_policy=%r: give a mapping with %s' % (policy, ', '.join(sorted(DEFAULT_POLICY)))]
-    out = ['trainops_retry_policy: %s is not a key (use %s)' % (key, ', '.join(sorted(DEFAULT_POLICY)))
+        return ['trainops_retry_policy=%r: give a mapping with %s (e.g. %s)' % (policy, ', '.join(sorted(DEFAULT_POLICY)),
+                                                                                  _EXAMPLE)]
+    out = ['trainops_retry_policy: %s is not a key (use %s; e.g. %s)' % (key, ', '.join(sorted(DEFAULT_POLICY)), _EXAMPLE)
            for key in sorted(policy, key=str) if key not in DEFAULT_POLICY]
     for key in ('retry_exit_codes', 'fatal_exit_codes'):
         codes = policy.get(key) or []
         if not isinstance(codes, list) or any(isinstance(c, bool) or not isinstance(c, int) or not -255 <= c <= 255
                                               for c in codes):
-            out.append('trainops_retry_policy.%s=%r: give a list of exit codes (whole numbers from -255 to 255, '
-                       'a negative one a signal as torchrun reports it, e.g. [-9, 3])' % (key, codes))
+            out.append('trainops_retry_policy.%s=%r: give a list of exit codes (e.g. [-9, 3]: whole numbers from -255 '
+                       'to 255, a negative one the signal that ended a rank, as torchrun reports it)' % (key, codes))
     for key in ('retry_patterns', 'fatal_patterns'):
         patterns = policy.get(key) or []
         if not isinstance(patterns, list) or len(patterns) > MAX_PATTERNS or not all(isinstance(p, str) and p
                                                                                      for p in patterns):
-            out.append('trainops_retry_policy.%s=%r: give a list of at most %d regular expressions (Python re, '
-                       'searched in each line), e.g. ["CUDA out of memory"]' % (key, patterns, MAX_PATTERNS))
+            out.append('trainops_retry_policy.%s=%r: give a list of at most %d regular expressions (e.g. ["CUDA out '
+                       'of memory"]: Python re, searched in each line)' % (key, patterns, MAX_PATTERNS))
             continue
         for pattern in patterns:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                out.append('trainops_retry_policy.%s: %r is not a regular expression (%s)' % (key, pattern, exc))
+                out.append('trainops_retry_policy.%s: %r is not a regular expression: %s (e.g. "NCCL error")'
+                           % (key, pattern, exc))
     return out
 
 

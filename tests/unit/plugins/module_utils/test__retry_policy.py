@@ -151,8 +151,8 @@ def test_the_policy_is_checked_before_any_node_is_touched():
     assert _retry_policy.problems({}) == [] and _retry_policy.problems(None) == []
     assert _retry_policy.problems({'fatal_patterns': ['CUDA out of memory'], 'retry_exit_codes': [-9, 3]}) == []
     lines = _retry_policy.problems({'fatal_patterns': ['('], 'retry_exit_codes': ['x'], 'retryable': []})
-    assert lines[0] == 'trainops_retry_policy: retryable is not a key (use fatal_exit_codes, fatal_patterns, ' \
-                       'retry_exit_codes, retry_patterns)'
+    assert lines[0].startswith('trainops_retry_policy: retryable is not a key (use fatal_exit_codes, fatal_patterns, '
+                               'retry_exit_codes, retry_patterns; e.g. ')
     assert lines[1].startswith("trainops_retry_policy.retry_exit_codes=['x']: give a list of exit codes")
     assert lines[2].startswith("trainops_retry_policy.fatal_patterns: '(' is not a regular expression")
     assert _retry_policy.problems('x')[0].startswith("trainops_retry_policy='x': give a mapping")
