@@ -95,6 +95,11 @@ def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
                                 min_nodes, str(spare_group or ''))
 
 
+def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes=0, spare_group=''):
+    return _retries.failures_gate(str(experiments_dir), inventory, int(limit or 0), _nodes('failures_gate', nodes, 'nodes'),
+                                  _nodes('failures_gate', spares or [], 'spares'), min_nodes, str(spare_group or ''))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -112,4 +117,5 @@ class FilterModule(object):
             'spare_pool': spare_pool,
             'health_check_command': health_check_command,
             'health_gate': health_gate,
+            'failures_gate': failures_gate,
         }

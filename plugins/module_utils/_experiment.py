@@ -17,7 +17,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import INTERRUPTED, RUNNING
 from ansible_collections.trainops.multinode.plugins.module_utils import (
-    _launchers, _rank_logs, _retries, _retry_policy, _stacks, _stragglers)
+    _launchers, _node_failures, _rank_logs, _retries, _retry_policy, _stacks, _stragglers)
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_metrics import (
     LOG_DIR, MANIFEST_FILE, MAX_WORLD_SIZE, METRICS_GLOB, OUTPUT_DIR, SUMMARY_FIELDS, SUMMARY_FILE, ExperimentError,
     job_world_size, node_output_dirs, rank_zero_output, read_metrics, read_rank_zero_json)
@@ -263,6 +263,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
             table.insert(1, '{0:<10} : {1}'.format('blamed', verdict['blame']['detail']))
         if attempt:
             attempt = dict(attempt, run_id=manifest.get('run_id'), experiment_dir=path)
+            if int(attempt.get('exclude_after') or 0) > 0:
+                # trainops_exclude_after: this attempt's failed nodes, added to what the experiments directory remembers
+                counted = _node_failures.strikes(dict(verdict, nodes=sorted(results)),
+                                                 _retries.failure(verdict, results, missing_nodes))
+                attempt['remembered'] = _node_failures.record(os.path.dirname(path), attempt.get('inventory'), counted,
+                                                              manifest.get('run_id'), check_mode)
             recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'),
                                        tails)
             manifest.update(recorded)

@@ -176,6 +176,8 @@ KNOBS = (
     _knob('retries', short='retries', kind='int', low=0, per_node=False, manifest=True, launch=True),
     _knob('retry_policy', type='dict', per_node=False, manifest=True, launch=True,
           what='exit codes and log patterns that make a failure retryable or fatal'),
+    _knob('exclude_after', type='int', low=0, per_node=False, manifest=True, launch=True,
+          what='failures after which a node is left out, remembered across launches'),
     _knob('retries_without_progress', type='int', low=0, per_node=False, manifest=True, launch=True,
           what='attempts in a row without progress before the retries end'),
     _knob('replace', short='replace', kind='bool', launch=True),

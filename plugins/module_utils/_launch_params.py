@@ -410,7 +410,7 @@ def launch_problems(params, which=shutil.which):
     ``secret_env``, ``node_id``, ``script_args``, ``command_prefix``, ``training_network``, ``wait_timeout``,
     ``unreachable_grace``, ``stall_timeout``, ``straggler_threshold``, ``profile``, ``profile_ranks``, ``profile_stats``, ``profile_args``,
     ``launcher``, ``slurm_job_id``, ``slurm_problem``, ``resume_from``, ``retries``, ``retry_policy``,
-    ``retries_without_progress``, ``checkpoint_signal``,
+    ``retries_without_progress``, ``exclude_after``, ``checkpoint_signal``,
     ``checkpoint_signal_seconds``, ``srun_start_timeout``, ``allow_few_cpus``, ``mem_per_node``, ``slurm_cpus``,
     ``slurm_mem_mb``, ``slurm_gpus_implicit`` (the slurm inventory's per-node variables, _slurm_problems),
     ``raw_params`` (the words of an ``-e`` that set no variable, :func:`stray_word_problems`)
@@ -436,6 +436,8 @@ def launch_problems(params, which=shutil.which):
                       'seconds without new log output before the job counts as stalled (0: off)', 900),
         _integer_rule(params, 'retries', 'retries',
                       'times a failed job is relaunched from its latest checkpoint (trainops_retries)', 1),
+        _integer_rule(params, 'exclude_after', 'trainops_exclude_after',
+                      'failures after which a node is left out (0: never)', 3),
         _integer_rule(params, 'retries_without_progress', 'trainops_retries_without_progress',
                       'attempts in a row without progress before the retries end (0: no limit)', 2),
         _choice_rule(params, 'rdzv_backend', 'trainops_rdzv_backend', 'the rendezvous'),

@@ -34,7 +34,8 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
    (node rank 0 too: the master moves), or without a spare the job goes on with the nodes left where
    ``trainops_min_nodes`` (above 0) allows it; else it stops, naming what is missing. Without spare nodes and
    ``trainops_min_nodes`` (the default), the same failure twice stops with ``the same node failing twice the same
-   way``;
+   way``. With ``trainops_exclude_after``, a node of the attempt that failed that many times (module_utils/
+   _node_failures.py: in this launch and earlier launches of the same inventory) is judged bad too;
 10. else: retry.
 
 The next attempt's node set, where it differs, comes with a retry (:func:`decide`: ``nodes``, ``spares``,
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _retry_policy
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_failures, _retry_policy
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES, STATUS_LOST
 from ansible_collections.trainops.multinode.plugins.module_utils._stragglers import whole
 
@@ -222,6 +223,25 @@ def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
     return plan
 
 
+def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes=0, spare_group=''):
+    """The first attempt's node set after the nodes that failed too often in earlier launches of the same inventory
+    (``trainops_exclude_after`` = ``limit``; module_utils/_node_failures.py, the file in ``experiments_dir``;
+    roles/job/tasks/failures_gate.yml): such a node of the job is left out (:func:`replace`: an unused spare takes
+    its node rank, or the job goes on with the nodes left where ``min_nodes`` allows); such a spare is a spare no
+    more. Returns :func:`replace`'s dict with ``unfit_spares``, ``problems`` (what of the file was not read) and
+    ``file``."""
+    path = _node_failures.path_in(experiments_dir)
+    state, problems = _node_failures.read(path)
+    bad = _node_failures.too_often(_node_failures.counts(state, _node_failures.inventory_key(inventory)), limit)
+    nodes, spares = list(nodes or ()), list(spares or ())
+    plan = replace(dict((node, bad[node]) for node in nodes if node in bad), nodes,
+                   [s for s in spares if s not in bad], min_nodes, spare_group)
+    if plan['stop']:
+        plan['stop'] += ' (forget the failures: edit or delete %s)' % path
+    plan.update(unfit_spares=[s for s in spares if s in bad], problems=problems, file=path)
+    return plan
+
+
 def _replaced_words(replaced, why=False):
     """``node1 by node2 as node rank 1`` (``why``: ``node1 unreachable: replaced by node2 as node rank 1``)."""
     if why:
@@ -241,7 +261,9 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     ``nodes``: the attempt's nodes in rank order; ``spares``: the spare nodes not used yet (trainops_spare_nodes, of
     the group ``spare_group``); ``min_nodes``: trainops_min_nodes; ``evidence``: ``results`` (the nodes' run records),
     ``tails`` (the end of each node's log), ``policy`` (trainops_retry_policy) and ``without_progress``
-    (trainops_retries_without_progress) for the rules of module_utils/_retry_policy.py."""
+    (trainops_retries_without_progress) for the rules of module_utils/_retry_policy.py; ``remembered`` (``{node:
+    failures}``, this attempt's included) and ``exclude_after`` (trainops_exclude_after, module_utils/
+    _node_failures.py)."""
     outcome = current.get('outcome')
     if outcome == 'succeeded':
         return dict(decision=None, reason='succeeded')
@@ -276,6 +298,10 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
         return dict(decision=STOP, reason='%d attempt(s) in a row ended without progress (end step %s, not past the '
                     'attempt before; trainops_retries_without_progress=%d)' % (stuck, current.get('end_step'), limit))
     bad = dict((node, 'unreachable') for node in gone)
+    # trainops_exclude_after: a node of the attempt that failed that often, here and in earlier launches
+    for node, why in _node_failures.too_often(evidence.get('remembered'), evidence.get('exclude_after')).items():
+        if node in (nodes if nodes is not None else everyone):
+            bad.setdefault(node, why)
     repeated = None
     if previous:
         before = previous[-1]
@@ -304,7 +330,8 @@ def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=N
     and, with spare nodes or trainops_min_nodes, ``nodes`` (this attempt's, in rank order), ``replaced`` (the nodes it
     runs without), ``spares`` (the spare nodes not used yet), ``spare_group`` and ``min_nodes``) and the judged
     ``verdict``, the nodes' ``results``, the metrics ``summary``, the end of each node's log (``tails``: node ->
-    lines) and, where the launch gives them, ``policy`` and ``without_progress`` (:func:`decide`'s evidence):
+    lines) and, where the launch gives them, ``policy``, ``without_progress``, ``exclude_after`` and ``remembered``
+    (:func:`decide`'s evidence):
     ``{attempt, first, previous,
     attempts (every row, this one last, each with its decision and reason), retry (this one's decision and reason)}``."""
     previous_rows = [dict(r) for r in attempt.get('rows') or []]
@@ -323,7 +350,8 @@ def record(attempt, verdict, results, summary, missing_nodes=(), launch_errors=N
                    attempt.get('nodes'), attempt.get('spares') or (), attempt.get('min_nodes') or 0,
                    attempt.get('spare_group') or '',
                    dict(results=results, tails=tails, policy=attempt.get('policy'),
-                        without_progress=attempt.get('without_progress')))
+                        without_progress=attempt.get('without_progress'), remembered=attempt.get('remembered'),
+                        exclude_after=attempt.get('exclude_after')))
     # the row keeps its own node set: a retry's next one (nodes, replaced, ...) is the retry's
     current.update(decision=retry['decision'], reason=retry['reason'])
     return dict(attempt=int(attempt['number']), first=attempt.get('first'), previous=attempt.get('previous'),

@@ -31,7 +31,8 @@ def good(tmp_path):
         'config': 'config/default.yaml', 'overrides': [], 'env': {}, 'secret_env': {}, 'node_id': '',
         'script_args': [], 'command_prefix': [], 'training_network': '', 'workspace_src': str(tmp_path),
         'sync_workspace': True, 'pass_config_args': True, 'wait_timeout': 0, 'unreachable_grace': 300,
-        'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local', 'retries': 0, 'retries_without_progress': 2,
+        'stall_timeout': 900, 'straggler_threshold': 0.15, 'node': 'node0', 'connection': 'local', 'retries': 0,
+        'retries_without_progress': 2, 'exclude_after': 0,
         'sync_rsync_opts': ['--exclude=__pycache__', '--exclude=*.pyc'], 'sync_exclude': [], 'replace_source': False,
     }
 
