@@ -265,8 +265,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
             attempt = dict(attempt, run_id=manifest.get('run_id'), experiment_dir=path)
             if int(attempt.get('exclude_after') or 0) > 0:
                 # trainops_exclude_after: this attempt's failed nodes, added to what the experiments directory remembers
-                counted = _node_failures.strikes(dict(verdict, nodes=sorted(results)),
-                                                 _retries.failure(verdict, results, missing_nodes))
+                counted = _node_failures.strikes(verdict, _retries.failure(verdict, results, missing_nodes), tails)
                 attempt['remembered'] = _node_failures.record(os.path.dirname(path), attempt.get('inventory'), counted,
                                                               manifest.get('run_id'), check_mode)
             recorded = _retries.record(attempt, verdict, results, summary, missing_nodes, manifest.get('launch_errors'),

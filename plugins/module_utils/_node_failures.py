@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _node_files
+from ansible_collections.trainops.multinode.plugins.module_utils import _node_files, _retry_policy
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import RETRIED_OUTCOMES
 
@@ -89,18 +89,17 @@ def add(state, inventory, failed, run_id, when=None):
     return state
 
 
-def strikes(verdict, failed):
-    """The failures of an attempt that count against its nodes: ``failed`` (_retries.failure's ``[[node, cause]]``)
-    when the attempt ended ``failed``, ``stalled`` or ``unreachable`` and not every node failed on its own (a script
-    error or a failure cascade on every node singles out none); an unclean exit after the work counts none."""
+def strikes(verdict, failed, tails=None):
+    """The failures of an attempt that count against its nodes: ``failed`` (_retries.failure's ``[[node, cause]]``:
+    the attempt's cause) when it ended ``failed``, ``stalled`` or ``unreachable``. A script error (the same exception
+    line at the end of every failed node's log ``tails``, module_utils/_retry_policy.py) counts only the nodes that
+    could not be reached; an unclean exit after the work counts none."""
     verdict = verdict or {}
     if verdict.get('unclean_exit') or verdict.get('outcome') not in RETRIED_OUTCOMES:
         return []
-    own = set(verdict.get('failed_nodes') or []) | set(verdict.get('also_failed') or [])
-    everyone = set(verdict.get('nodes') or own)
-    unreachable = [pair for pair in failed if pair[1] == 'unreachable']
-    if own >= everyone and not verdict.get('stopped_nodes'):
-        return unreachable
+    own = sorted(set(verdict.get('failed_nodes') or []) | set(verdict.get('also_failed') or []))
+    if own and _retry_policy.script_error(own, tails) is not None:
+        return [list(pair) for pair in failed if pair[1] == 'unreachable']
     return [list(pair) for pair in failed]
 
 

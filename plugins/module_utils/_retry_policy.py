@@ -192,16 +192,23 @@ def infrastructure(job, lines):
     return None
 
 
+def script_error(nodes, tails):
+    """The exception line at the end of every one of the failed ``nodes``' log ``tails``, when it is the same on
+    each and none of the infrastructure errors (a NCCL failure cascade ends every node's log with the same
+    DistBackendError: that one is no script error); else None."""
+    exceptions = set(last_exception(tail_lines((tails or {}).get(node))) for node in nodes)
+    seen = exceptions.pop() if len(exceptions) == 1 else None
+    return seen if seen is not None and not infrastructure(None, [seen]) else None
+
+
 def early_failure(nodes, results, tails):
     """Whether a job whose every node failed before its first step is retried, from the failed ``nodes``' run records
     (``results``) and log ``tails``: ``{'retry': bool, 'reason'}``. A script error - the same exception line at the
     end of every failed node's log - is not retried; else a failure that looks like infrastructure on any node is;
     else not (a retry would fail the same way)."""
     lines = dict((node, tail_lines((tails or {}).get(node))) for node in nodes)
-    exceptions = set(last_exception(lines[node]) for node in nodes)
-    seen = exceptions.pop() if len(exceptions) == 1 else None
-    # a NCCL failure cascade ends every node's log with the same DistBackendError: that one is no script error
-    if seen is not None and not infrastructure(None, [seen]):
+    seen = script_error(nodes, tails)
+    if seen is not None:
         return dict(retry=False, reason='a script error (the same on every failed node: %s)' % seen[:300])
     found = [(node, infrastructure((results or {}).get(node), lines[node])) for node in nodes]
     found = [(node, why) for node, why in found if why]

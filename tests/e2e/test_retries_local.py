@@ -5,7 +5,8 @@
 "Retries") on the embedded local default's two nodes (one rank each: global rank 0 on node0, rank 1 on node1).
 
 A rank killed mid-run is retried from the latest checkpoint and the second attempt succeeds, its manifest linked to
-the first both ways; a failure that repeats on the same node stops the retries after the first with that reason."""
+the first both ways; a failure that repeats on the same node stops the retries after the first with that reason, is
+remembered in the experiments directory (trainops_exclude_after) and keeps the next launch from starting on it."""
 
 from __future__ import annotations
 
@@ -98,10 +99,12 @@ def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeed
 
 
 def test_a_failure_that_repeats_on_the_same_node_stops_after_the_first_retry(lab):
+    # trainops_exclude_after=2: both failures count against node1 (node_failures.json), and the next launch of the
+    # same inventory leaves it out before anything starts (no spare, trainops_min_nodes=0: it starts nothing)
     proc = lab.run('playbooks/launch.yml', dict(
-        TINY, retries=2, overrides=['training.max_steps=16', 'training.log_interval=1',
-                                    'training.checkpoint_interval=%d' % INTERVAL, 'debug.fail_rank=1',
-                                    'debug.fail_step=7', 'distributed.timeout_s=30']), timeout=300)
+        TINY, retries=2, trainops_exclude_after=2,
+        overrides=['training.max_steps=16', 'training.log_interval=1', 'training.checkpoint_interval=%d' % INTERVAL,
+                   'debug.fail_rank=1', 'debug.fail_step=7', 'distributed.timeout_s=30']), timeout=300)
     assert proc.returncode != 0, proc.stdout[-3000:]
     last = proc.summary['artifact_data']['trainops_experiment']
     attempts = last['attempts']
@@ -111,5 +114,13 @@ def test_a_failure_that_repeats_on_the_same_node_stops_after_the_first_retry(lab
     assert 'Retries: the same node failing twice the same way' in proc.failure_text, proc.failure_text
     manifest = _json(os.path.join(attempts[1]['experiment_dir'], 'manifest.json'))
     assert manifest['retry'] == last['retry'] and manifest['previous'] == attempts[0]['run_id']
-    assert len(lab.experiment_dirs()) == 2
+    assert len([d for d in lab.experiment_dirs() if os.path.isdir(d)]) == 2
+    remembered = _json(os.path.join(lab.experiments, 'node_failures.json'))['inventories']
+    (counts,) = remembered.values()
+    assert counts['node1']['failures'] == 2 and 'node0' not in counts, remembered
+    assert [one['run_id'] for one in counts['node1']['last']] == [a['run_id'] for a in attempts]
+    again = lab.run('playbooks/launch.yml', dict(TINY, trainops_exclude_after=2), timeout=300)
+    assert again.returncode != 0, again.stdout[-3000:]
+    assert ('Not starting attempt 1: node1 failed 2 times (trainops_exclude_after=2; node_failures.json)'
+            in again.stdout + again.failure_text), again.stdout[-3000:]
     assert not lab.leftovers()

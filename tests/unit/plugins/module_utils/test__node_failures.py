@@ -48,10 +48,13 @@ def test_what_the_user_wrote_in_the_file_is_checked(tmp_path):
 def test_only_a_failure_that_singles_out_a_node_counts_against_it():
     failed = [['node1', 'exit code 1']]
     assert _node_failures.strikes(_verdict(), failed) == failed
-    # every node failed on its own (a script error, a cascade): none singled out
-    assert _node_failures.strikes(dict(_verdict(stopped=()), also_failed=['node0']), failed) == []
-    assert _node_failures.strikes(dict(_verdict(stopped=()), also_failed=['node0']), [['node1', 'unreachable']]) == [
-        ['node1', 'unreachable']]
+    # a script error (the same exception at the end of every failed node's log): only a node not reached counts
+    both = dict(_verdict(stopped=()), also_failed=['node0'])
+    tails = {'node0': ['[rank 0] KeyError: 1'], 'node1': ['[rank 1] KeyError: 1']}
+    assert _node_failures.strikes(both, failed, tails) == []
+    assert _node_failures.strikes(both, [['node1', 'unreachable']], tails) == [['node1', 'unreachable']]
+    # a cascade (the other node failed too, in its own way) counts the cause
+    assert _node_failures.strikes(both, failed, {'node0': ['[rank 0] RuntimeError: Connection closed by peer']}) == failed
     assert _node_failures.strikes(dict(_verdict(), unclean_exit={'nodes': ['node1']}), failed) == []
     assert _node_failures.strikes(_verdict(outcome='stopped'), failed) == []
 
