@@ -26,9 +26,7 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
    error (the same exception line at the end of every failed node's log) or nothing in the failed nodes' logs looks
    like infrastructure (a signal, a collective timeout, NCCL/gloo errors): the script fails the same way on every
    start. A failure the user's policy lists as retryable skips this rule;
-8. ``trainops_retries_without_progress`` (0: no limit) attempts in a row whose end step did not move past the
-   attempt before's;
-9. a node judged bad - unreachable at the end of the attempt (the collect could not reach it), or the culprit of the
+8. a node judged bad - unreachable at the end of the attempt (the collect could not reach it), or the culprit of the
    same failure (exit code, signal, stall, unreachable) as in the attempt before - is left out of the next attempt
    (:func:`replace`): the first unused spare node (``trainops_spare_nodes``) takes its place with the same node rank
    (node rank 0 too: the master moves), or without a spare the job goes on with the nodes left where
@@ -36,6 +34,8 @@ lost), the rows of the attempts before it, and the decision. The rules, first th
    ``trainops_min_nodes`` (the default), the same failure twice stops with ``the same node failing twice the same
    way``. With ``trainops_exclude_after``, a node of the attempt that failed that many times (module_utils/
    _node_failures.py: in this launch and earlier launches of the same inventory) is judged bad too;
+9. on the same nodes, ``trainops_retries_without_progress`` (0: no limit) attempts in a row whose end step did not
+   move past the attempt before's;
 10. else: retry.
 
 The next attempt's node set, where it differs, comes with a retry (:func:`decide`: ``nodes``, ``spares``,
@@ -292,11 +292,6 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
             return dict(decision=STOP, reason='every rank failed before its first step (%s; %s): a retry would fail '
                         'the same way (bad input or a script error; see the logs)'
                         % (_failure_words(current.get('failure') or []), early['reason']))
-    limit = int(evidence.get('without_progress') or 0)
-    stuck = _retry_policy.without_progress(list(previous or []) + [current])
-    if limit and stuck >= limit:
-        return dict(decision=STOP, reason='%d attempt(s) in a row ended without progress (end step %s, not past the '
-                    'attempt before; trainops_retries_without_progress=%d)' % (stuck, current.get('end_step'), limit))
     bad = dict((node, 'unreachable') for node in gone)
     # trainops_exclude_after: a node of the attempt that failed that often, here and in earlier launches
     for node, why in _node_failures.too_often(evidence.get('remembered'), evidence.get('exclude_after')).items():
@@ -320,6 +315,11 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
         return dict(decision=RETRY, reason='%s is retried (%d of %d retries left) on %s: %s' % (
             outcome, left, int(retries), ', '.join(plan['nodes']), _replaced_words(plan['replaced'], why=True)),
             nodes=plan['nodes'], spares=plan['spares'], replaced=plan['replaced'], excluded=plan['excluded'])
+    limit = int(evidence.get('without_progress') or 0)
+    stuck = _retry_policy.without_progress(list(previous or []) + [current])
+    if limit and stuck >= limit:
+        return dict(decision=STOP, reason='%d attempt(s) in a row ended without progress (end step %s, not past the '
+                    'attempt before; trainops_retries_without_progress=%d)' % (stuck, current.get('end_step'), limit))
     why = ' (%s)' % stated[1] if stated else ''
     return dict(decision=RETRY, reason='%s is retried (%d of %d retries left)%s' % (outcome, left, int(retries), why))
 

@@ -233,3 +233,18 @@ def test_an_unclean_exit_is_reported_as_finished_and_not_retried(tmp_path):
     assert written['retry']['decision'] == 'stop'
     assert written['retry']['reason'].startswith('not retried: the job finished its work, then exited uncleanly')
     assert report['table'][0].startswith('outcome    : finished its work')
+
+
+def test_a_retry_that_leaves_a_node_out_is_made_whatever_the_attempts_without_progress():
+    verdict = dict(outcome='failed', outcome_detail='failed on node1', failed_nodes=['node1'], also_failed=[],
+                   stopped_nodes=['node0'])
+    results = {'node1': {'exit_code': 1}, 'node0': {'exit_code': -15, 'stop': {'reason': 'peer'}}}
+    rows = [dict(attempt=1, start_step=0, end_step=9, failure=[['node1', 'exit code 1']])]
+    attempt = dict(number=2, first='run1', previous='run1', retries=3, rows=rows, run_id='run2', experiment_dir='/e',
+                   resumed_from={'path': 'p', 'global_step': 8}, without_progress=1, nodes=['node0', 'node1'],
+                   spares=['node2'], spare_group='spares')
+    retry = _retries.record(attempt, verdict, results, {'steps': 9})['retry']
+    assert retry['decision'] == 'retry' and retry['nodes'] == ['node0', 'node2']
+    # on the same nodes (another failure): the limit ends the retries
+    retry = _retries.record(attempt, verdict, {'node1': {'exit_code': 2}, 'node0': results['node0']}, {'steps': 9})['retry']
+    assert retry['decision'] == 'stop' and 'trainops_retries_without_progress=1' in retry['reason']
