@@ -69,7 +69,7 @@ def parse_nvidia_smi_q(text):
         while stack and stack[-1][0] >= indent:
             stack.pop()
         if field and field.group(3) != '':
-            fields['/'.join([name for _, name in stack] + [field.group(2)])] = field.group(3)
+            fields['/'.join([entry[1] for entry in stack] + [field.group(2)])] = field.group(3)
         else:
             stack.append((indent, _SECTION.match(line).group(2).rstrip(':').strip()))
     return gpus

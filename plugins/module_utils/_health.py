@@ -266,6 +266,7 @@ def _pair_suspects(nodes, judged):
             count[node] += 1
     top = max(count.values())
     leaders = [node for node in nodes if count[node] == top]
+
     def named(node):
         return dict(node=node, reason='%d of its %d pair(s) %s' % (
             count[node], sum(1 for key in judged if node in key),
