@@ -245,11 +245,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         # the records say which nodes the launcher ended because of another, or at a time limit: the manifest keeps that
         results = (with_time_limit_stops(results, time_limit, launcher.stop_by) if time_limit
                    else with_launcher_stops(results))
-        verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint,
-                                hung=stacks['culprits'])
-        # the end of the failed nodes' logs: a job that finished and died on its way out, the retry rules
+        # the end of the failed nodes' logs: who failed on its own, a job that finished and died on its way out, the
+        # retry rules
         failed = sorted(node for node, job in results.items() if (job or {}).get('exit_code') != 0)
         tails = _retry_policy.read_tails(path, manifest, failed)
+        verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint,
+                                hung=stacks['culprits'], tails=tails)
         unclean = _retry_policy.unclean_exit(failed, results, tails) if verdict['outcome'] == 'failed' else None
         if unclean:
             verdict = dict(verdict, unclean_exit=unclean, outcome_detail=unclean['detail'])

@@ -19,7 +19,7 @@ import time
 
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     CAUSING_STOPS, STATUS_LOST, OutcomeError, decisive_outcome, stop_outcome, stop_words)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _stragglers
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _node_files, _retry_policy, _stragglers
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_metrics import (
     ExperimentError, node_output_dirs, rank_zero_output, read_rank_zero_json)
 
@@ -100,7 +100,7 @@ def vanished(node, job, verdicts, missing):
     return node in missing or state == 'gone' or (job or {}).get('status') == STATUS_LOST
 
 
-def blame(candidates, jobs, verdicts=None, missing=()):
+def blame(candidates, jobs, verdicts=None, missing=(), tails=None):
     """Of ``candidates`` (the nodes that failed on their own, and those unreachable at the end), the culprit(s) and
     how they were found: ``(nodes, {'by', 'detail'})``.
 
@@ -109,7 +109,10 @@ def blame(candidates, jobs, verdicts=None, missing=()):
     2. of those, a node that vanished (:func:`vanished`) is the culprit before any that ended by itself (its peers'
        collectives time out after it, and it has no end time of its own); ``by``: ``vanished``;
     3. one left: ``by`` ``controller_clock`` where the controller's clock ruled others out, else ``only``;
-    4. several left (the controller saw them end within one question of each other, or has no times): the first to
+    4. several left: those whose log tails (``tails``: node -> its log's last lines, _retry_policy.read_tails) do not
+       say their ranks died of a lost peer (_retry_policy.peer_cascade: a gloo connection closed by peer, a collective
+       timeout) come before those that do; ``by``: ``logs`` when that leaves one;
+    5. several left (the controller saw them end within one question of each other, or has no times): the first to
        end by the nodes' own clocks (``ended_at``, :func:`_first_ended`); ``by``: ``node_clocks``.
     """
     missing = set(missing or ())
@@ -130,6 +133,15 @@ def blame(candidates, jobs, verdicts=None, missing=()):
         if ruled_out:
             return left, dict(by='controller_clock', detail='%s ended first on the controller\'s clock%s' % (left[0], seen))
         return left, dict(by='only', detail='%s is the only node that failed on its own' % left[0])
+    followers = dict((node, _retry_policy.peer_cascade(_retry_policy.tail_lines((tails or {}).get(node))))
+                     for node in left)
+    own = [node for node in left if not followers[node]]
+    if own and len(own) < len(left):
+        trail = '; '.join('%s: %s' % (node, followers[node]) for node in left if followers[node])
+        if len(own) == 1:
+            return own, dict(by='logs', detail='%s failed on its own; the others\' ranks died of a lost peer (%s)%s'
+                             % (own[0], trail, seen))
+        left = own
     first = _first_ended(left, jobs)
     why = ('the controller saw %s end within one question of each other' % ', '.join(left)
            if all(windows[node][1] is not None for node in left) else 'the wait saw no end time of %s' % ', '.join(
@@ -303,7 +315,8 @@ def checkpoint_line(checkpoint):
                                            checkpoint.get('path') or '?')
 
 
-def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None, hung=None):
+def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None, hung=None,
+                  tails=None):
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
     ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
@@ -364,7 +377,7 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
         how = dict(by='stacks', detail='the stack dumps name rank(s) %s outside torch while the others wait in it' % (
             ', '.join('%s (%s)' % (r.get('rank'), node) for node, rows in hung_by_node for r in rows)))
     elif own:
-        failed_nodes, how = blame(missing + own, jobs, verdicts, missing)
+        failed_nodes, how = blame(missing + own, jobs, verdicts, missing, tails)
         also = [node for node in missing + own if node not in failed_nodes]
         line = 'failed on ' + ', '.join(
             '%s (%s)' % (node, 'unreachable at the end' if node in missing else _how_it_ended(jobs[node]))

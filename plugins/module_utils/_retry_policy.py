@@ -192,6 +192,39 @@ def infrastructure(job, lines):
     return None
 
 
+CASCADE = frozenset(['a collective timeout', 'a NCCL error', 'a gloo error', 'a lost rendezvous'])
+"""The :data:`INFRASTRUCTURE` kinds a rank dies of when a peer went away first (its collective, connection or store
+failed): a node whose ranks died only so follows the node that failed on its own."""
+
+
+_INNER_RANK = re.compile(r'^\[rank\d{1,7}\]:\s*')
+_OWN_SIGNAL = re.compile(r'Signal \d+ \((?!SIGABRT)SIG[A-Z]+\) received by PID|^\s*exitcode\s*:\s*-(?!6\b)\d{1,3} ')
+
+
+def _cascade_words(line):
+    for words, pattern in INFRASTRUCTURE:
+        if words in CASCADE and pattern.search(line):
+            return words
+    return None
+
+
+def peer_cascade(lines):
+    """Why a node's log tail says its ranks died of a lost peer (``a gloo error``: a collective, connection or store
+    failure, or the NCCL watchdog's abort), None when it also shows a failure of the node's own (a rank killed by a
+    signal other than the watchdog's SIGABRT, an exception that is none of :data:`CASCADE`) or says nothing."""
+    found = None
+    for line in lines:
+        if _OWN_SIGNAL.search(line):
+            return None
+        text = _INNER_RANK.sub('', line.strip())
+        match = _EXCEPTION.match(text)
+        words = _cascade_words(line)
+        if match and not words and match.group(1).rsplit('.', 1)[-1] not in TORCHRUN_EXCEPTIONS:
+            return None
+        found = found or words
+    return found
+
+
 def script_error(nodes, tails):
     """The exception line at the end of every one of the failed ``nodes``' log ``tails``, when it is the same on
     each and none of the infrastructure errors (a NCCL failure cascade ends every node's log with the same

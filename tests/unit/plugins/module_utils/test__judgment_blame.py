@@ -184,3 +184,35 @@ def test_the_report_blames_the_rank_the_dumps_name_and_says_so(tmp_path):
     assert result['table'][0].startswith('outcome    : stalled on n1 (rank 3 hung at stuck (train.py:9)')
     assert result['table'][1] == ('blamed     : the stack dumps name rank(s) 3 (n1) outside torch while the others '
                                   'wait in it')
+
+
+# --- the logs: a node whose ranks died of a lost peer follows the one that failed on its own -------------------
+
+# recorded from tests/e2e/test_retries_local.py (gloo, torch 2.13): node1's rank raised, node0's lost its peer
+OWN_FAILURE = ['[rank 1] RuntimeError: debug failure injected: rank 1 at global_step 7 (debug.fail_rank/debug.fail_step)',
+               'torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ',
+               '  exitcode  : 1 (pid: 32328) ',
+               '  RuntimeError: debug failure injected: rank 1 at global_step 7 (debug.fail_rank/debug.fail_step)']
+LOST_PEER = ['[rank 0] [rank0]: RuntimeError: Got the following error when running the callback: RuntimeError: '
+             '[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer '
+             '[127.0.0.1]:42403. This is typically caused by a remote worker crashing.',
+             'torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ',
+             '  exitcode  : 1 (pid: 32329) ',
+             '  RuntimeError: Got the following error when running the callback: RuntimeError: [/__w/pytorch/pytorch/'
+             'third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:42403.']
+KILLED = ['Signal 9 (SIGKILL) received by PID 4242', 'torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ',
+          '  exitcode  : -9 (pid: 4242) ']
+
+
+def test_the_node_that_failed_on_its_own_is_blamed_before_one_whose_ranks_lost_their_peer():
+    # by the nodes' clocks node0 ended first (its rank's collective failed at once, node1's torchrun noticed later)
+    results = {'node0': _job(1, 100.0, node_rank=0), 'node1': _job(1, 100.4, node_rank=1)}
+    for own in (OWN_FAILURE, KILLED):
+        verdict = exp.judge_results(results, tails={'node0': LOST_PEER, 'node1': own})
+        assert verdict['failed_nodes'] == ['node1'] and verdict['also_failed'] == ['node0'], verdict
+        assert verdict['blame'] == {'by': 'logs', 'detail': "node1 failed on its own; the others' ranks died of a lost "
+                                                            "peer (node0: a gloo error)"}
+    # logs that tell nothing apart leave it to the nodes' clocks
+    for tails in (None, {'node0': LOST_PEER, 'node1': LOST_PEER}, {'node0': OWN_FAILURE, 'node1': OWN_FAILURE}):
+        verdict = exp.judge_results(results, tails=tails)
+        assert verdict['failed_nodes'] == ['node0'] and verdict['blame']['by'] == 'node_clocks', verdict

@@ -248,3 +248,19 @@ def test_a_retry_that_leaves_a_node_out_is_made_whatever_the_attempts_without_pr
     # on the same nodes (another failure): the limit ends the retries
     retry = _retries.record(attempt, verdict, {'node1': {'exit_code': 2}, 'node0': results['node0']}, {'steps': 9})['retry']
     assert retry['decision'] == 'stop' and 'trainops_retries_without_progress=1' in retry['reason']
+
+
+@pytest.mark.parametrize('lines, words', [
+    (['[rank0]: RuntimeError: [third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.2]:4'],
+     'a gloo error'),
+    (['[rank3]:[E1128 10:00:00 ProcessGroupNCCL.cpp:632] Watchdog caught collective operation timeout: WorkNCCL(...)',
+     '  exitcode  : -6 (pid: 12) '], 'a collective timeout'),
+    (['torch.distributed.DistNetworkError: failed to recv, got 0 bytes'], 'a lost rendezvous'),
+    # a failure of the node's own, even with a lost peer's line before it
+    (['Connection reset by peer', 'ValueError: bad shape'], None),
+    (['Signal 9 (SIGKILL) received by PID 7', 'Connection closed by peer'], None),
+    (['  exitcode  : -11 (pid: 7) '], None),
+    (['nothing at all'], None),
+])
+def test_a_peer_cascade_is_told_from_a_failure_of_the_nodes_own(lines, words):
+    assert _retry_policy.peer_cascade(lines) == words
