@@ -109,8 +109,8 @@ def problems(policy):
     if policy in (None, ''):
         return []
     if not isinstance(policy, Mapping):
-        return ['trainops_retry_policy=%r: give a mapping with %s (e.g. %s)' % (policy, ', '.join(sorted(DEFAULT_POLICY)),
-                                                                                  _EXAMPLE)]
+        return ['trainops_retry_policy=%r: give a mapping with %s (e.g. %s)'
+                % (policy, ', '.join(sorted(DEFAULT_POLICY)), _EXAMPLE)]
     out = ['trainops_retry_policy: %s is not a key (use %s; e.g. %s)' % (key, ', '.join(sorted(DEFAULT_POLICY)), _EXAMPLE)
            for key in sorted(policy, key=str) if key not in DEFAULT_POLICY]
     for key in ('retry_exit_codes', 'fatal_exit_codes'):

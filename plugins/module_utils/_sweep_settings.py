@@ -56,9 +56,10 @@ OPERATIONAL = (
 )
 """Launch knobs that change how a point is started, waited for or checked, not what it runs: a resume may give other
 values (a free port, ``-e replace=true`` to stop a point's job still running, a longer timeout, another straggler
-threshold: it judges the step times, the ranks run the same). ``retries`` (and the retry policy's ``retry_policy``, ``retries_without_progress``, ``exclude_after``): a sweep's
-points are not retried (a failed point is recorded and the sweep goes on, or stops: stop_on_failure). ``allow_few_cpus``, ``mem_per_node``: checks of
-the Slurm allocation a resume runs in, which may be another one. ``workspace_src``: where the code is read on the
+threshold: it judges the step times, the ranks run the same). ``retries`` (and the retry policy's ``retry_policy``,
+``retries_without_progress``, ``exclude_after``): a sweep's points are not retried (a failed point is recorded and the
+sweep goes on, or stops: stop_on_failure). ``allow_few_cpus``, ``mem_per_node``: checks of the Slurm allocation a
+resume runs in, which may be another one. ``workspace_src``: where the code is read on the
 controller (the nodes' code is compared by the git check); ``progress_pattern``: what the wait shows."""
 
 

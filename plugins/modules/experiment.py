@@ -275,7 +275,7 @@ also_failed:
 unclean_exit:
   description:
     - Every failed node finished its work and then died on the way out (SIGABRT, C(terminate called without an active
-      exception)) - C(nodes) and C(detail) (also the O(outcome_detail), naming the likely cause). The outcome stays
+      exception)) - C(nodes) and C(detail) (also the RV(outcome_detail), naming the likely cause). The outcome stays
       V(failed); such a job is not retried (docs/failures.md, "Retries").
   returned: success, O(state=reported) and O(results) given, when so
   type: dict
