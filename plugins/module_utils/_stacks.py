@@ -36,6 +36,9 @@ MAX_STACK_BYTES = 256 * 1024
 """What of one rank's stack file the controller reads (py-spy's dump of a rank is a few KiB)."""
 DUMP_TIMEOUT = 20.0
 """Seconds py-spy gets for all the ranks of a node (it attaches to each for well under a second)."""
+EMPTY_RETRIES = 3
+"""Times a rank whose dump shows no frame is dumped again."""
+EMPTY_RETRY_DELAY = 0.2
 MAX_RANKS = 1024
 """Ranks of one node dumped at most (a node has a few; a record saying more is not believed)."""
 MAX_SHOWN = 4
@@ -125,13 +128,35 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
         _write_all(out_dir, ranks, 'py-spy is not installed on this node (pip install py-spy next to the ranks\' '
                                    'Python): no stack dumped\n')
         return dict(ranks=sorted(ranks), error='py-spy is not installed on this node')
-    running = {}
+    texts = _dump_all(pyspy, ranks, popen, clock, timeout)
+    # a thread caught running (``active+gil``) may come without frames: asked again, a few times, it gives them
+    for _attempt in range(EMPTY_RETRIES):
+        empty = dict((rank, ranks[rank]) for rank, text in texts.items() if text is not None and _frameless(text))
+        if not empty:
+            break
+        time.sleep(EMPTY_RETRY_DELAY)
+        texts.update(_dump_all(pyspy, empty, popen, clock, timeout))
+    for rank, text in texts.items():
+        if text is not None:
+            _write(out_dir, rank, text)
+    return dict(ranks=sorted(ranks), error=None)
+
+
+def _frameless(text):
+    """A dump whose threads show no frame (``Thread 1459 (active+gil)`` alone)."""
+    threads = parse_dump(text)
+    return bool(threads) and not main_frames(threads)
+
+
+def _dump_all(pyspy, ranks, popen, clock, timeout):
+    """``{rank: dump text}`` of ``ranks`` (``{rank: pid}``), py-spy run on all at once; the text says what failed."""
+    running, texts = {}, {}
     for rank, pid in ranks.items():
         try:
             running[rank] = popen([pyspy, 'dump', '--pid', str(pid)], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
-            _write(out_dir, rank, 'py-spy could not start: %s\n' % exc)
+            texts[rank] = 'py-spy could not start: %s\n' % exc
     deadline = clock() + timeout
     for rank, proc in running.items():
         try:
@@ -144,8 +169,8 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
             proc.kill()
             proc.communicate()
             text = 'py-spy did not answer within %d s for pid %d\n' % (timeout, ranks[rank])
-        _write(out_dir, rank, text)
-    return dict(ranks=sorted(ranks), error=None)
+        texts[rank] = text
+    return texts
 
 
 def without_command_line(text):

@@ -131,11 +131,13 @@ def test_a_rank_that_hangs_is_stalled_and_nothing_is_left_running(lab, tmp_path)
     # while the others wait in torch for it, and the summary names it
     stacks = manifest['stacks']
     assert [(row['node'], row['rank']) for row in stacks['culprits']] == [(lab.names[1], 3)], stacks
-    assert [row['rank'] for row in stacks['waiting']] == [0, 1, 2], stacks
+    # (py-spy may catch a running thread without frames, even when asked again: such a rank is "unknown", not
+    # named; one CI run caught ranks 0 and 1 so before the dumps were retried)
+    assert stacks['waiting'] and sorted(row['rank'] for row in stacks['waiting'] + stacks['unknown']) == [0, 1, 2], stacks
     # the hung rank's node is the stall's cause, whichever node's wait saw the stall first
     assert manifest['failed_nodes'] == [lab.names[1]] and manifest['blame']['by'] == 'stacks', manifest['blame']
     summary = open(os.path.join(experiment['path'], 'summary.txt')).read()
-    assert re.search(r'^hung rank  : 3 \(%s\) at \S+ \(train\.py:\d+\); 3 other rank\(s\) wait in torch' % lab.names[1],
+    assert re.search(r'^hung rank  : 3 \(%s\) at \S+ \(train\.py:\d+\); [1-3] other rank\(s\) wait in torch' % lab.names[1],
                      summary, re.M), summary
     assert not job_processes(lab)
 

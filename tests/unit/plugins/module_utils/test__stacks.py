@@ -187,3 +187,24 @@ def test_the_real_py_spy_dumps_a_real_rank_hung_in_its_own_code(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+class FramelessOnce(FakePopen):
+    """py-spy catching rank 0's thread running: no frame the first time (seen in a CI run), frames the next."""
+    calls = 0
+
+    def communicate(self, timeout=None):
+        FramelessOnce.calls += 1
+        if FramelessOnce.calls == 1:
+            return (b'Thread 1459 (active+gil)\n', b'')
+        return FakePopen.communicate(self, timeout)
+
+
+def test_a_dump_without_frames_is_taken_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(_stacks, 'EMPTY_RETRY_DELAY', 0)
+    FramelessOnce.calls = 0
+    tree = {11: Proc(11, 10)}
+    _stacks.dump_run(tree, str(tmp_path), {11: {'RANK': '0', 'TORCHELASTIC_RUN_ID': 'r'}}.get, pyspy='/x/py-spy',
+                     popen=FramelessOnce)
+    assert FramelessOnce.calls == 2
+    assert (tmp_path / 'trainops_stacks_rank_0.txt').read_text() == 'Thread 1 (idle): "MainThread"\n    step (train.py:11)\n'
