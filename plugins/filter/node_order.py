@@ -139,23 +139,24 @@ def _loopback(address):
         return False
 
 
-def master_can_move(nodes, spares, retries, min_nodes):
-    """Whether a retry can give node rank 0 to another host: it retries (``retries`` > 0) and can leave a node out,
-    for a spare (``spares``) or for fewer nodes (``min_nodes`` below the node count; 0 needs them all)."""
+def master_can_move(nodes, spares, retries, min_nodes, exclude_after=0):
+    """Whether node rank 0 can go to another host: a node can be left out, by a retry (``retries`` > 0) or before
+    the first attempt (``exclude_after`` > 0: a node that failed too often in earlier launches), and another can take
+    its place, a spare (``spares``) or fewer nodes (``min_nodes`` below the node count; 0 needs them all)."""
     try:
-        retries, min_nodes = int(retries or 0), int(min_nodes or 0)
+        retries, min_nodes, exclude_after = int(retries or 0), int(min_nodes or 0), int(exclude_after or 0)
     except (TypeError, ValueError):
         return False  # the knobs' own checks name them (validate.yml, spare_pool)
-    return retries > 0 and (bool(spares) or 0 < min_nodes < len(nodes))
+    return (retries > 0 or exclude_after > 0) and (bool(spares) or 0 < min_nodes < len(nodes))
 
 
-def master_addr_problems(nodes, hostvars, spares=(), retries=0, min_nodes=0):
+def master_addr_problems(nodes, hostvars, spares=(), retries=0, min_nodes=0, exclude_after=0):
     """What makes the master's address wrong once the master moves (the retries' replacement of node rank 0): one
     ``trainops_master_addr`` shared by hosts that can each become the master (a group-wide value), which would make
     every node dial the lost master. ``[]`` when the master cannot move or every value is a host's own (a loopback
     value is every host's own: the local inventory's nodes are one machine)."""
     nodes, spares = list(nodes or ()), list(spares or ())
-    if not master_can_move(nodes, spares, retries, min_nodes):
+    if not master_can_move(nodes, spares, retries, min_nodes, exclude_after):
         return []
     holders = {}
     for host in nodes + [h for h in spares if h not in nodes]:

@@ -234,7 +234,8 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         table.append('{0:<10} : {1}'.format('checkpoint', checkpoint_line(checkpoint)))
     # where every rank was when a stalled job was stopped (the nodes' py-spy dumps, module_utils/_stacks.py): a rank
     # outside torch while its peers wait in it is the stall's culprit (judge_results' hung)
-    stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused))
+    stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused,
+                                                   job_world_size(manifest)))
     verdict = None
     if results is not None:
         time_limit = None

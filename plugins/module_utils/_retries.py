@@ -239,7 +239,20 @@ def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes
     if plan['stop']:
         plan['stop'] += ' (forget the failures: edit or delete %s)' % path
     plan.update(unfit_spares=[s for s in spares if s in bad], problems=problems, file=path)
+    plan['lines'] = _gate_lines(plan)
     return plan
+
+
+def _gate_lines(plan):
+    """What the gate says (roles/job/tasks/failures_gate.yml shows it): the file's problems, the nodes left out and
+    where the attempt runs, the spares that are spares no more; ``[]`` when it changed nothing."""
+    lines = list(plan['problems'])
+    if plan['excluded']:
+        left_out = ', '.join(r['node'] for r in plan['replaced'])
+        lines.append('left out: %s (%s); the attempt runs on %s' % (left_out, plan['file'], ', '.join(plan['nodes'])))
+    if plan['unfit_spares']:
+        lines.append('no longer spare nodes: %s' % ', '.join(plan['unfit_spares']))
+    return lines
 
 
 def _replaced_words(replaced, why=False):

@@ -115,9 +115,10 @@ def find_pyspy(pids, proc_root='/proc', which=shutil.which):
 
 
 def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen, clock=time.monotonic,
-             timeout=DUMP_TIMEOUT):
+             timeout=DUMP_TIMEOUT, owner=None):
     """Dump the stack of every rank in ``tree`` into ``out_dir`` (one file per rank). Returns ``{'ranks': [...],
-    'error': None or why nothing could be dumped}``; a rank py-spy failed on gets its error in its file."""
+    'error': None or why nothing could be dumped}``; a rank py-spy failed on gets its error in its file. ``owner``
+    (``(uid, gid)``, the run's): a file root writes is given to it, as everything else in the run's directory is."""
     ranks = rank_processes(tree, environ)
     if not ranks:
         return dict(ranks=[], error='no rank processes found among the run\'s processes')
@@ -126,7 +127,7 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
     pyspy = pyspy or find_pyspy(list(ranks.values()))
     if not pyspy:
         _write_all(out_dir, ranks, 'py-spy is not installed on this node (pip install py-spy next to the ranks\' '
-                                   'Python): no stack dumped\n')
+                                   'Python): no stack dumped\n', owner)
         return dict(ranks=sorted(ranks), error='py-spy is not installed on this node')
     texts = _dump_all(pyspy, ranks, popen, clock, timeout)
     # a thread caught running (``active+gil``) may come without frames: asked again, a few times, it gives them
@@ -138,7 +139,7 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
         texts.update(_dump_all(pyspy, empty, popen, clock, timeout))
     for rank, text in texts.items():
         if text is not None:
-            _write(out_dir, rank, text)
+            _write(out_dir, rank, text, owner)
     return dict(ranks=sorted(ranks), error=None)
 
 
@@ -183,18 +184,20 @@ def without_command_line(text):
     return text
 
 
-def _write_all(out_dir, ranks, text):
+def _write_all(out_dir, ranks, text, owner=None):
     for rank in ranks:
-        _write(out_dir, rank, text)
+        _write(out_dir, rank, text, owner)
 
 
-def _write(out_dir, rank, text):
+def _write(out_dir, rank, text, owner=None):
     path = os.path.join(out_dir, STACKS_FILE % rank)
     try:
         # never through a link the job planted at that name: a new file, renamed over it
         temp = '%s.%d.tmp' % (path, os.getpid())
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), 0o644)
         with os.fdopen(fd, 'w') as handle:
+            if owner is not None and os.geteuid() == 0:
+                os.fchown(handle.fileno(), owner[0], owner[1])
             handle.write(text)
         os.rename(temp, path)
     except (IOError, OSError):
@@ -284,21 +287,32 @@ def lines(judgment):
     return out
 
 
-def read_experiment(path, node_dirs, refused=None):
+def read_experiment(path, node_dirs, refused=None, world_size=None):
     """``{(node, rank): text}`` of the stack files in the experiment's node output directories (``node_dirs``:
     ``{node: directory}``), each read up to MAX_STACK_BYTES, not through a link; a refused one is named in
-    ``refused``."""
+    ``refused``. The job writes in those directories too: a file of a rank the job does not have (``world_size``),
+    or beyond MAX_RANKS files of a node, is not read, and said so."""
     dumps = {}
+    limit = world_size if isinstance(world_size, int) and not isinstance(world_size, bool) and world_size > 0 else None
     for node, directory in sorted(node_dirs.items()):
         try:
             names = sorted(os.listdir(directory))
         except OSError:
             continue
+        taken = 0
         for name in names:
             match = STACKS_NAME.match(name)
             if not match:
                 continue
             filename = os.path.join(directory, name)
+            rank = int(match.group(1))
+            if (limit is not None and rank >= limit) or taken >= MAX_RANKS:
+                if refused is not None:
+                    refused.append('%s: %s not read: %s' % (node, os.path.relpath(filename, path), 'no rank %d in the job'
+                                                            % rank if limit is not None and rank >= limit else
+                                                            'more than %d stack files' % MAX_RANKS))
+                continue
+            taken += 1
             try:
                 fd = os.open(filename, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0))
                 with os.fdopen(fd, 'rb') as handle:
@@ -307,7 +321,7 @@ def read_experiment(path, node_dirs, refused=None):
                 if refused is not None:
                     refused.append('%s: %s not read: %s' % (node, os.path.relpath(filename, path), exc.strerror))
                 continue
-            dumps[(node, int(match.group(1)))] = data.decode('utf-8', 'replace')
+            dumps[(node, rank)] = data.decode('utf-8', 'replace')
     return dumps
 
 

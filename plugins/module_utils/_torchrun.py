@@ -625,7 +625,9 @@ class TorchrunNode(object):
         return self._dump_stacks(state) if self.is_active(state) else None
 
     def _dump_stacks(self, state):
-        return _stacks.dump_run(self._targets(state, self.system.list_processes()), run_output_dir(state['spec'] or {}))
+        owner = state['verified'].owner
+        return _stacks.dump_run(self._targets(state, self.system.list_processes()), run_output_dir(state['spec'] or {}),
+                                owner=(owner.uid, owner.gid))
 
     def _checkpoint_first(self, state, seconds):
         """The run's checkpoint signal to its verified supervisor (which records it in exit.json) and to every process

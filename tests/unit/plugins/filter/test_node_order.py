@@ -109,9 +109,12 @@ GROUP_WIDE = {h: {'ansible_host': '10.0.0.%d' % i, 'trainops_master_addr': '10.1
               for i, h in enumerate(('n0', 'n1', 'n2', 's0'), 1)}
 
 
-@pytest.mark.parametrize('spares, retries, min_nodes', [(['s0'], 2, 0), ([], 1, 2)])
-def test_a_group_wide_master_addr_is_refused_where_a_retry_can_move_the_master(spares, retries, min_nodes):
-    problems = master_addr_problems(['n0', 'n1', 'n2'], GROUP_WIDE, spares, retries, min_nodes)
+@pytest.mark.parametrize('spares, retries, min_nodes, exclude_after', [
+    (['s0'], 2, 0, 0), ([], 1, 2, 0),
+    (['s0'], 0, 0, 2),  # no retry, but a node that failed too often before is left out before the first attempt
+])
+def test_a_group_wide_master_addr_is_refused_where_a_retry_can_move_the_master(spares, retries, min_nodes, exclude_after):
+    problems = master_addr_problems(['n0', 'n1', 'n2'], GROUP_WIDE, spares, retries, min_nodes, exclude_after)
     assert len(problems) == 1, problems
     hosts = 'n0, n1, n2, s0' if spares else 'n0, n1, n2'
     assert problems[0].startswith('trainops_master_addr is 10.1.0.1 for %d hosts (%s): ' % (len(hosts.split(',')), hosts))

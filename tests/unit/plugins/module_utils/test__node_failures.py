@@ -96,6 +96,9 @@ def test_the_first_attempt_leaves_out_the_nodes_that_failed_too_often_before(tmp
     gate = _retries.failures_gate(exp, INVENTORY, 2, ['node0', 'node1'], ['node3', 'node2'], 0, 'spares')
     assert gate['nodes'] == ['node0', 'node2'] and gate['excluded'] == ['node1'] and gate['unfit_spares'] == ['node3']
     assert gate['stop'] is None and gate['spares'] == [] and gate['problems'] == []
+    assert gate['lines'] == ['left out: node1 (%s); the attempt runs on node0, node2' % os.path.join(exp, 'node_failures.json'),
+                             'no longer spare nodes: node3']
+    assert _retries.failures_gate(exp, INVENTORY, 3, ['node0', 'node1'])['lines'] == []
     gate = _retries.failures_gate(exp, INVENTORY, 2, ['node0', 'node1'])
     assert gate['stop'] == ("node1 failed 2 times (trainops_exclude_after=2; node_failures.json); no spare left "
                             "(trainops_spare_nodes='') and trainops_min_nodes=0 (forget the failures: edit or delete "

@@ -208,3 +208,24 @@ def test_a_dump_without_frames_is_taken_again(tmp_path, monkeypatch):
                      popen=FramelessOnce)
     assert FramelessOnce.calls == 2
     assert (tmp_path / 'trainops_stacks_rank_0.txt').read_text() == 'Thread 1 (idle): "MainThread"\n    step (train.py:11)\n'
+
+
+def test_a_stack_file_of_a_rank_the_job_does_not_have_is_not_read(tmp_path):
+    # the job writes in its output directory too: it could name a healthy node's rank as the hung one
+    node0 = tmp_path / 'outputs' / 'node0'
+    node0.mkdir(parents=True)
+    (node0 / 'trainops_stacks_rank_1.txt').write_text(HUNG)
+    (node0 / 'trainops_stacks_rank_9.txt').write_text(HUNG)
+    refused = []
+    dumps = _stacks.read_experiment(str(tmp_path), {'node0': str(node0)}, refused, world_size=2)
+    assert list(dumps) == [('node0', 1)]
+    assert refused == ['node0: outputs/node0/trainops_stacks_rank_9.txt not read: no rank 9 in the job']
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='only root gives a file away')
+def test_a_dump_root_writes_belongs_to_the_runs_owner(tmp_path):
+    tree = {11: Proc(11, 10)}
+    _stacks.dump_run(tree, str(tmp_path), {11: {'RANK': '0', 'TORCHELASTIC_RUN_ID': 'r'}}.get, pyspy='/x/py-spy',
+                     popen=FakePopen, owner=(12345, 23456))
+    info = os.stat(str(tmp_path / 'trainops_stacks_rank_0.txt'))
+    assert (info.st_uid, info.st_gid) == (12345, 23456)
