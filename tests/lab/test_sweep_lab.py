@@ -39,9 +39,10 @@ def test_a_sweep_with_a_failing_point_and_profiles_then_a_resume(lab_nodes, tmp_
                         timeout=1200)
     assert proc.returncode != 0, 'two points failed, so the sweep fails'
     out = proc.stdout
-    assert out.count('TASK trainops.multinode.job : Check the node (facts, interface') == 1
-    assert out.count('TASK trainops.multinode.job : Sync the workspace to the node\n') == 1
-    assert out.count(START_TASK) == 2, 'a failed point does not stop the sweep'
+    failed = '\n'.join(line for line in out.splitlines() if line.startswith('FAILED'))[-6000:]
+    assert out.count('TASK trainops.multinode.job : Check the node (facts, interface') == 1, failed
+    assert out.count('TASK trainops.multinode.job : Sync the workspace to the node\n') == 1, failed
+    assert out.count(START_TASK) == 2, 'a failed point does not stop the sweep: %s' % failed
     # (progress lines labelled with their point are the e2e sweep's: test_a_2x2_sweep_runs_each_point_once_...; this
     # job's points are shorter than the default progress interval)
     published = proc.summary['artifact_data']['trainops_sweep']
