@@ -233,6 +233,7 @@ class LabManager:
         self.inventory_dir = inventory_dir
         self.touched = False
         self.promised = None  # node count the session-scoped `lab` fixture handed out
+        self.owner_checked = False
 
     def status(self):
         proc = run_lab("status", "--json", check=False)
@@ -260,10 +261,23 @@ class LabManager:
         self.touched = True
         return run_lab("down", "--inventory-dir", self.inventory_dir, check=check)
 
+    def take_over(self):
+        """Once a session: a lab that another checkout brought up (its inventory is not this one's) goes down first.
+        Its nodes keep their node roots across ``up``, as real nodes do, and so the other checkout's workspace
+        marker: this checkout's syncs would be refused ("holds another source", as a launch must be) on every node."""
+        if self.owner_checked:
+            return
+        self.owner_checked = True
+        status = self.status()
+        theirs = status.get("inventory")
+        if status.get("nodes") and theirs and theirs != os.path.join(self.inventory_dir, "hosts.yml"):
+            self.down()
+
     def ensure(self, nodes=DEFAULT_NODES, shared_home=False, user=None, mgmt_net=False):
         """A healthy lab of exactly ``nodes`` nodes of this shape (default: the plain one): the running
         one if it is, else ``up`` (which rebuilds what the shape changes). The engine is left as it is
         when the lab is kept (container tests turn it on), and taken away by a rebuild."""
+        self.take_over()
         shape = {"shared_home": shared_home, "user": user or "root", "mgmt_net": mgmt_net}
         # a lab left with Slurm (a --slurm run kept) is not this shape: up without --slurm takes Slurm away
         if not self.healthy(nodes, dict(shape, slurm=False)):
