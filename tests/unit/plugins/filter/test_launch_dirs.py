@@ -228,7 +228,9 @@ def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_
     recorded = {'global_step': 8, 'epoch': 0, 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt'}
     assert resume_checkpoint(['node0', 'node1', 'node2'], hostvars, 'r1', recorded) == {
         'run_id': 'r1', 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt', 'sha256': 'ab' * 32, 'size': 10,
-        'mtime': 1.5, 'global_step': 8, 'epoch': 0, 'copied_to': []}
+        'mtime': 1.5, 'global_step': 8, 'epoch': 0, 'copied_to': [],
+        # since: why that node (module_utils/_launch_dirs.newest_checkpoint) and how copies went (none here)
+        'by': 'only', 'why': 'the only node with the checkpoint', 'copied_via': {}}
     # no record of its step (another controller's run), or no node with the checkpoint
     assert resume_checkpoint(['node1'], hostvars, 'r1', None)['global_step'] is None
     none = resume_checkpoint(['node0', 'node2'], hostvars, 'r1', recorded)
