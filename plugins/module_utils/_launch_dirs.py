@@ -188,10 +188,10 @@ def newest_checkpoint(nodes, found, per_node=None, recorded=None, tie_s=AGE_TIE_
         clock = 'each on its own node\'s clock'
     youngest = min(ages.values())
     chosen = next(node for node in have if ages[node] - youngest < tie_s)
+    others = ', '.join('%s %s' % (node, describe(node)) for node in have if node != chosen)
     return dict(node=chosen, by='mtime', why='no checkpoint.json records its step; its checkpoint.pt is the newest by '
                 'its modification time, %s %s (%s); times less than %ss apart count as the same, the first in rank order '
-                'taken' % (describe(chosen), clock, ', '.join('%s %s' % (node, describe(node)) for node in have
-                                                            if node != chosen), _str(tie_s)))
+                'taken' % (describe(chosen), clock, others, _str(tie_s)))
 
 
 def resume_source(nodes, hostvars, recorded=None, per_node=None):
