@@ -22,6 +22,7 @@ tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of J
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_records import dig, host_vars
@@ -129,7 +130,8 @@ def _whole(value):
 
 
 def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e12:
+    """``value`` as a float when it is a finite number of at most 1e12, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1e12:
         return None
     return float(value)
 

@@ -45,29 +45,36 @@ def _last_step(lab, node):
     return max(steps)
 
 
-def _rank_processes(lab, node):
-    """node's training processes (train.py run by torchrun's worker, not torchrun or the supervisor)."""
+def _rank_processes(lab, node, script='train.py'):
+    """node's training processes (``script`` run by torchrun's worker, not torchrun or the supervisor)."""
     return [pid for pid, cmd in processes_under(os.path.join(lab.nodes, node))
-            if 'train.py' in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
+            if script in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
             and 'supervisor' not in cmd]
 
 
-def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeeds(lab):
+def _launch_and_kill(lab, extravars, until, what, script='train.py'):
+    """Launch with ``extravars``; once ``until()`` returns something, kill node1's ranks. Returns the launch's result
+    and what ``until`` returned."""
     done = {}
-    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
-        TINY, retries=1, overrides=['training.max_steps=24', 'training.log_interval=1',
-                                    'training.checkpoint_interval=%d' % INTERVAL, 'debug.sleep_per_step_s=0.25',
-                                    'distributed.timeout_s=30']), timeout=300)))
+    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', extravars, timeout=300)))
     launch.start()
     try:
-        wait_until(lambda: _last_step(lab, 'node1') >= 2 * INTERVAL + 1, 150, what='node1 past its second checkpoint')
-        killed = _rank_processes(lab, 'node1')
+        seen = wait_until(until, 150, what=what)
+        killed = _rank_processes(lab, 'node1', script)
         assert killed, processes_under(lab.nodes)
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
     finally:
         launch.join(300)
-    proc = done['proc']
+    return done['proc'], seen
+
+
+def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeeds(lab):
+    extravars = dict(TINY, retries=1, overrides=['training.max_steps=24', 'training.log_interval=1',
+                                                 'training.checkpoint_interval=%d' % INTERVAL, 'debug.sleep_per_step_s=0.25',
+                                                 'distributed.timeout_s=30'])
+    proc, _seen = _launch_and_kill(lab, extravars, lambda: _last_step(lab, 'node1') >= 2 * INTERVAL + 1,
+                                   'node1 past its second checkpoint')
     assert proc.returncode == 0, proc.stdout[-5000:]
     last = proc.summary['artifact_data']['trainops_experiment']
     assert last['outcome'] == 'succeeded', last
@@ -155,12 +162,6 @@ IN_PLACE = textwrap.dedent('''\
     ''' % (CHUNKS, CHUNK))
 
 
-def _in_place_writers(lab, node):
-    return [pid for pid, cmd in processes_under(os.path.join(lab.nodes, node))
-            if 'in_place.py' in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
-            and 'supervisor' not in cmd]
-
-
 def _half_written(lab, node):
     """node's checkpoint.pt being rewritten: some bytes, not all."""
     for path in glob.glob(os.path.join(lab.nodes, node, 'state', '*', 'runs', '*', 'outputs', 'checkpoint.pt')):
@@ -174,20 +175,10 @@ def test_a_script_killed_while_it_rewrites_its_checkpoint_in_place_leaves_the_pr
     (src / 'config').mkdir(parents=True)
     (src / 'in_place.py').write_text(IN_PLACE)
     (src / 'config' / 'none.yaml').write_text('{}\n')
-    done = {}
-    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
-        src=str(src), script='in_place.py', config='config/none.yaml', nproc=1, retries=1, trainops_poll_interval=1,
-        trainops_pass_config_args=True, trainops_retry_policy={'retry_exit_codes': [3]}), timeout=300)))
-    launch.start()
-    try:
-        half = wait_until(lambda: _half_written(lab, 'node1'), 150, what="node1's retry rewriting its checkpoint")
-        killed = _in_place_writers(lab, 'node1')
-        assert killed, processes_under(lab.nodes)
-        for pid in killed:
-            os.kill(pid, signal.SIGKILL)
-    finally:
-        launch.join(300)
-    proc = done['proc']
+    extravars = dict(src=str(src), script='in_place.py', config='config/none.yaml', nproc=1, retries=1,
+                     trainops_poll_interval=1, trainops_pass_config_args=True, trainops_retry_policy={'retry_exit_codes': [3]})
+    proc, half = _launch_and_kill(lab, extravars, lambda: _half_written(lab, 'node1'),
+                                  "node1's retry rewriting its checkpoint", script='in_place.py')
     last = proc.summary['artifact_data']['trainops_experiment']
     attempts = last['attempts']
     assert [(a['attempt'], a['outcome'], a['decision']) for a in attempts] == [(1, 'failed', 'retry'), (2, 'failed', 'stop')], \

@@ -84,6 +84,8 @@ def test_a_node_without_an_age_falls_back_to_the_mtimes():
     found = {'node0': ckpt('node0', mtime=100.0), 'node1': ckpt('node1', age=1.0, mtime=200.0)}
     got = newest_checkpoint(['node0', 'node1'], found)
     assert got['node'] == 'node1' and 'by the nodes\' clocks (a node gave no age)' in got['why'], got
+    found['node0']['age'] = float('nan')   # no number is no age either
+    assert newest_checkpoint(['node0', 'node1'], found)['why'] == got['why']
 
 
 @pytest.mark.parametrize('found, expected', [
