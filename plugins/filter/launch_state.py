@@ -65,8 +65,17 @@ def dir_share_lines(root_shares, workspace_shares):
         _filter_input.mapping('dir_share_lines', workspace_shares, 'workspace_shares'))
 
 
-def resume_nodes(nodes, hostvars, run_id):
-    return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id)
+def resume_nodes(nodes, hostvars, run_id, source=None):
+    source = _filter_input.mapping('resume_nodes', source, 'source', optional=True)
+    return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id, source)
+
+
+def resume_source(nodes, hostvars, recorded=None, per_node=None):
+    return _launch_dirs.resume_source(_nodes('resume_source', nodes), hostvars, recorded, per_node)
+
+
+def resume_copies(nodes, hostvars):
+    return _launch_dirs.resume_copies(_nodes('resume_copies', nodes), hostvars)
 
 
 def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
@@ -112,7 +121,9 @@ class FilterModule(object):
             'dir_shares': dir_shares,
             'dir_share_lines': dir_share_lines,
             'resume_checkpoint': resume_checkpoint,
+            'resume_copies': resume_copies,
             'resume_nodes': resume_nodes,
+            'resume_source': resume_source,
             'resumed_env': resumed_env,
             'spare_pool': spare_pool,
             'health_check_command': health_check_command,

@@ -15,10 +15,15 @@ tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of J
   node root, the synced workspace, and one state directory;
 * :func:`share_lines`: what the launch shows of the directories nodes share;
 * :func:`resume_nodes`: which nodes have the run a launch resumes, and its checkpoint, and what it says of them.
+* :func:`newest_checkpoint`, :func:`resume_source`: which node's checkpoint a launch resumes (the newest), and why.
 * :func:`resume_checkpoint`: which checkpoint a launch resumed (the manifest's ``resumed_from``).
+* :func:`resume_copies`: how the nodes without the checkpoint got it (node to node, or through the controller).
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
 
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_records import dig, host_vars
 
@@ -86,11 +91,12 @@ def share_lines(root_shares, workspace_shares):
     return lines
 
 
-def resume_nodes(nodes, hostvars, run_id):
+def resume_nodes(nodes, hostvars, run_id, source=None):
     """Which of ``nodes`` have the run ``run_id`` (fact ``__trainops_resume_has_run``) and its checkpoint
     (``__trainops_resume_has_checkpoint``), in order: ``with_run``, ``with_checkpoint``, ``without_run``,
-    ``without_checkpoint`` (they get a copy from the first of ``with_checkpoint``, resume.yml), and ``msg``, what the
-    launch says it resumes."""
+    ``without_checkpoint`` (they get a copy from ``source``, resume.yml), and ``msg``, what the launch says it
+    resumes. ``source``: :func:`resume_source`'s choice (its ``node`` and ``why``); without it, the first of
+    ``with_checkpoint``."""
     def having(fact):
         return [node for node in nodes if host_vars(hostvars, node).get(fact)]
 
@@ -101,33 +107,125 @@ def resume_nodes(nodes, hostvars, run_id):
     msg = 'Resuming run %s: its checkpoint is on %s%s.' % (
         _str(run_id), ', '.join(with_checkpoint) if with_checkpoint else 'no node (the script starts from scratch)',
         '; not on %s, which did not take part in it' % ', '.join(without_run) if without_run else '')
+    chosen = source.get('node') if isinstance(source, dict) else None
+    if chosen is not None and len(with_checkpoint) > 1:
+        msg += ' The newest is %s\'s: %s.' % (chosen, source.get('why'))
     if with_checkpoint and without_checkpoint:
-        msg += ' %s get(s) a copy from %s.' % (', '.join(without_checkpoint), with_checkpoint[0])
+        msg += ' %s get(s) a copy from %s.' % (', '.join(without_checkpoint), chosen or with_checkpoint[0])
     return dict(with_run=with_run, with_checkpoint=with_checkpoint, without_run=without_run,
                 without_checkpoint=without_checkpoint, msg=msg)
 
 
+AGE_TIE_S = 2.0
+"""Checkpoints whose ages (seconds since their mtime, each on its own node's clock) differ by less than this are as
+new as each other: the nodes are looked at a moment apart."""
+
+
+def _mapping(value):
+    return isinstance(value, Mapping) or hasattr(value, 'get')
+
+
+def _whole(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _number(value):
+    """``value`` as a float when it is a finite number of at most 1e12, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1e12:
+        return None
+    return float(value)
+
+
+def _recorded_step(node, stat, per_node, recorded):
+    """The global step ``node``'s run recorded for its last checkpoint: the node's own ``checkpoint.json`` (the
+    resumed run's manifest's ``checkpoints``), else rank 0's (its ``checkpoint``) where it is that node's; None
+    without one, or when the record names another file than the one found."""
+    own = per_node.get(node) if _mapping(per_node) else None
+    if not _mapping(own) and _mapping(recorded) and recorded.get('node') == node:
+        own = recorded
+    if not _mapping(own) or _whole(own.get('global_step')) is None:
+        return None
+    if own.get('path') and _below_run(own.get('path')) != _below_run(stat.get('path')):
+        return None
+    return _whole(own['global_step'])
+
+
+def newest_checkpoint(nodes, found, per_node=None, recorded=None, tie_s=AGE_TIE_S):
+    """The node whose checkpoint is the newest, of ``nodes`` in rank order: ``{'node', 'by', 'why'}``, None when no
+    node has one. ``found``: ``{node: what module checkpoint_carry found there (its checkpoint)}``.
+
+    1. ``by`` ``only``: one node has it.
+    2. ``by`` ``global_step``: the highest global step a node's run recorded for its last checkpoint
+       (:func:`_recorded_step`: its ``checkpoint.json``, as the collect kept it); a node without such a record is
+       never taken before one with it (a record says which step the file holds, a time does not).
+    3. ``by`` ``mtime``: without any record, the youngest file by its age, the seconds since its mtime on the node's
+       own clock when it was looked at (``age``), so that clocks set apart do not count; ages less than ``tie_s``
+       apart are as young. Where a node gave no age, the mtimes themselves (the nodes' clocks trusted).
+    Ties go to rank order (the first of ``nodes``)."""
+    have = [node for node in nodes if _mapping(found.get(node)) and found[node].get('isreg')]
+    if not have:
+        return None
+    if len(have) == 1:
+        return dict(node=have[0], by='only', why='the only node with the checkpoint')
+    steps = dict((node, _recorded_step(node, found[node], per_node, recorded)) for node in have)
+    known = [node for node in have if steps[node] is not None]
+    if known:
+        top = max(steps[node] for node in known)
+        chosen = next(node for node in known if steps[node] == top)
+        others = ['%s: %s' % (node, 'global step %d' % steps[node] if steps[node] is not None
+                              else 'no checkpoint.json record') for node in have if node != chosen]
+        return dict(node=chosen, by='global_step', why='global step %d, the highest its checkpoint.json records (%s)'
+                    % (top, '; '.join(others)))
+    ages = dict((node, _number(found[node].get('age'))) for node in have)
+    if any(age is None for age in ages.values()):
+        # a node gave no age: the mtimes themselves, the nodes' clocks trusted (the youngest: the latest mtime)
+        ages = dict((node, -(_number(found[node].get('mtime')) or 0.0)) for node in have)
+
+        def describe(node):
+            return 'mtime %.3f' % -ages[node]
+        clock = 'by the nodes\' clocks (a node gave no age)'
+    else:
+        def describe(node):
+            return '%.1fs old' % ages[node] if ages[node] >= 0 else '%.1fs ahead' % -ages[node]
+        clock = 'each on its own node\'s clock'
+    youngest = min(ages.values())
+    chosen = next(node for node in have if ages[node] - youngest < tie_s)
+    others = ', '.join('%s %s' % (node, describe(node)) for node in have if node != chosen)
+    return dict(node=chosen, by='mtime', why='no checkpoint.json records its step; its checkpoint.pt is the newest by '
+                'its modification time, %s %s (%s); times less than %ss apart count as the same, the first in rank order '
+                'taken' % (describe(chosen), clock, others, _str(tie_s)))
+
+
+def resume_source(nodes, hostvars, recorded=None, per_node=None):
+    """:func:`newest_checkpoint` of ``nodes`` from what each found (``__trainops_resume_found``, resume.yml),
+    ``{'node': None, 'by': None, 'why': None}`` when no node has the checkpoint."""
+    found = dict((node, dig(host_vars(hostvars, node), '__trainops_resume_found', 'checkpoint')) for node in nodes)
+    newest = newest_checkpoint(nodes, found, per_node, recorded)
+    return newest or dict(node=None, by=None, why=None)
+
+
 def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
-    """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``, and from the first of ``nodes``
-    where the run's ``checkpoint.pt`` was found (resume.yml registers ``__trainops_resume_found``, module
-    checkpoint_carry: its ``checkpoint``) ``node``, ``path``, ``sha256``, ``size`` and ``mtime``; ``global_step`` (and ``epoch``) from that
-    node's own ``checkpoint.json`` in ``per_node`` (the resumed run's manifest's ``checkpoints``), else from
-    ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's ``checkpoint.json``), where it names the same
-    file (the same node, or the same path below the run's directory: every node writes the same checkpoint);
-    ``copied_to``: the nodes the checkpoint was copied to from ``node`` (resume.yml's ``__trainops_resume_copied``).
-    Without a node that has the checkpoint, ``node`` and ``path`` are None (the script starts from scratch)."""
-    found = dict(run_id=_str(run_id), node=None, path=None, sha256=None, size=None, mtime=None, global_step=None,
-                 epoch=None, copied_to=[])
-    for node in nodes:
-        stat = dig(host_vars(hostvars, node), '__trainops_resume_found', 'checkpoint')
-        if isinstance(stat, dict) and stat.get('isreg'):
-            found.update(node=node, path=stat.get('path'), sha256=stat.get('checksum'), size=stat.get('size'),
-                         mtime=stat.get('mtime'))
-            break
-    if not found['path']:
+    """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``; the node it was taken from,
+    the newest (:func:`resume_source`: ``node``, ``by``, ``why``), with what resume.yml registered there
+    (``__trainops_resume_found``, module checkpoint_carry: its ``checkpoint``) ``path``, ``size`` and ``mtime``, and
+    ``sha256`` where the checkpoint was read for one (it was copied to another node: ``__trainops_resume_carried``);
+    ``global_step`` (and ``epoch``) from that node's own ``checkpoint.json`` in ``per_node`` (the resumed run's
+    manifest's ``checkpoints``), else from ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's
+    ``checkpoint.json``), where it names the same file (the same node, or the same path below the run's directory:
+    every node writes the same checkpoint); ``copied_to``: the nodes the checkpoint was copied to from ``node``, and
+    ``copied_via`` how (:func:`resume_copies`). Without a node that has the checkpoint, ``node`` and ``path`` are None
+    (the script starts from scratch)."""
+    found = dict(run_id=_str(run_id), node=None, by=None, why=None, path=None, sha256=None, size=None, mtime=None,
+                 global_step=None, epoch=None, copied_to=[], copied_via={})
+    found.update(resume_source(nodes, hostvars, recorded, per_node))
+    if found['node'] is None:
         return found
-    found['copied_to'] = [node for node in nodes
-                          if dig(host_vars(hostvars, node), '__trainops_resume_copied', 'stat', 'isreg')]
+    source = host_vars(hostvars, found['node'])
+    stat = dig(source, '__trainops_resume_found', 'checkpoint')
+    found.update(path=stat.get('path'), size=stat.get('size'), mtime=stat.get('mtime'),
+                 sha256=dig(source, '__trainops_resume_carried', 'checksum') or stat.get('checksum'))
+    found['copied_via'] = resume_copies(nodes, hostvars)['copied_via']
+    found['copied_to'] = [node for node in nodes if node in found['copied_via']]
     own = (per_node or {}).get(found['node']) if isinstance(per_node, dict) else None
     if isinstance(own, dict) and own.get('global_step') is not None:
         found.update(global_step=own.get('global_step'), epoch=own.get('epoch'))
@@ -137,6 +235,30 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
         if same:
             found.update(global_step=recorded.get('global_step'), epoch=recorded.get('epoch'))
     return found
+
+
+def resume_copies(nodes, hostvars):
+    """How the nodes of ``nodes`` that lacked the checkpoint got it (resume.yml): ``copied_via`` ``{node: 'ssh'}``
+    for a copy from the source node over the nodes' SSH (``__trainops_resume_pulled.pulled``), ``'controller'`` for
+    one through the controller, checked on arrival (``__trainops_resume_copied.stat.isreg``); ``not_pulled``, the
+    nodes whose copy over SSH failed (the controller carries it to them: ``__trainops_resume_pulled.error``), in
+    order; ``msg``, a line naming them and why (``''`` when none)."""
+    copied_via = {}
+    not_pulled = []
+    errors = []
+    for node in nodes:
+        facts = host_vars(hostvars, node)
+        pulled = dig(facts, '__trainops_resume_pulled', 'pulled')
+        if pulled is True:
+            copied_via[node] = 'ssh'
+        elif dig(facts, '__trainops_resume_copied', 'stat', 'isreg'):
+            copied_via[node] = 'controller'
+        if pulled is False:
+            not_pulled.append(node)
+            errors.append('%s: %s' % (node, _str(dig(facts, '__trainops_resume_pulled', 'error'))))
+    msg = ('The checkpoint goes through the controller to %s: the copy from node to node failed (%s).'
+           % (', '.join(not_pulled), '; '.join(errors))) if not_pulled else ''
+    return dict(copied_via=copied_via, not_pulled=not_pulled, msg=msg)
 
 
 MAX_WORLD_SIZE = 65536

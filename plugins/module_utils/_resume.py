@@ -19,8 +19,13 @@ link anywhere in it, the run's own directory included. So:
   does not load a file another user wrote; such a run is refused, naming its owner;
 * the checkpoint is copied (a reflink where the file system has one: ``FICLONE``; else ``copy_file_range``; else
   a plain copy) from the descriptor that was checked into a new file of the new run's output directory, never
-  hard-linked (a hard link is the earlier run's inode, which the job still owns), and the copy's sha256 must be the
-  one ``inspect`` reported.
+  hard-linked (a hard link is the earlier run's inode, which the job still owns). The copy is checked without reading
+  it: the file must be the one ``inspect`` saw (``identity``: device, inode, size, modification and change times) and
+  unchanged while it was copied, and the copy must have its size. Only a checkpoint that goes on to other nodes is read
+  for its sha256 (``digest``), once;
+* a node without the checkpoint gets it with ``pull`` from the node that has it, over the nodes' own SSH (the ssh_mesh role's
+  keys, host keys checked), into a temporary file of the new run's output directory (created without following a
+  link, ``0600``), its sha256 checked as it arrives, then renamed into place.
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ import fcntl
 import hashlib
 import os
 import pwd
+import shlex
 import stat
+import subprocess
+import tempfile
+import time
 
 CHECKPOINT = 'checkpoint.pt'
 OUTPUTS = 'outputs'
@@ -152,16 +161,25 @@ def _sha256(fd):
         offset += len(chunk)
 
 
-def inspect(run_dir, euid=None):
+def identity(st):
+    """What names one version of a file: ``<device>:<inode>:<size>:<mtime ns>:<ctime ns>`` (a write changes it)."""
+    return '%d:%d:%d:%d:%d' % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def inspect(run_dir, euid=None, digest=True, clock=time.time):
     """What the node has of the run ``run_dir``: ``{'run': whether its directory is there, 'checkpoint': {'path',
-    'isreg', 'checksum' (sha256), 'size', 'mtime'}}`` (``isreg`` false and no more without a checkpoint).
-    ResumeError for a link, another owner or a checkpoint that is no regular file."""
+    'isreg', 'size', 'mtime', 'age' (seconds since its mtime, on the node's own clock: ``clock``), 'identity'
+    (:func:`identity`), 'checksum' (sha256, with ``digest`` only: it reads the whole file)}}`` (``isreg`` false and no
+    more without a checkpoint). ResumeError for a link, another owner or a checkpoint that is no regular file."""
     euid = os.geteuid() if euid is None else euid
     with _Opened(run_dir, euid) as opened:
         checkpoint = {'path': opened.checkpoint_path, 'isreg': False}
         if opened.checkpoint is not None:
             fd, st = opened.checkpoint
-            checkpoint.update(isreg=True, checksum=_sha256(fd), size=st.st_size, mtime=st.st_mtime)
+            checkpoint.update(isreg=True, size=st.st_size, mtime=st.st_mtime, age=round(clock() - st.st_mtime, 3),
+                              identity=identity(st))
+            if digest:
+                checkpoint['checksum'] = _sha256(fd)
         return {'run': opened.run is not None, 'checkpoint': checkpoint}
 
 
@@ -201,45 +219,126 @@ def _copy_fd(src, dst, size):
             offset += written
 
 
-def carry(run_dir, output_dir, checksum, euid=None):
+def _output_dir(output_dir):
+    """The new run's output directory, created (0700) when missing and opened without following a link: its fd."""
+    os.makedirs(output_dir, 0o700, exist_ok=True)
+    head, tail = os.path.split(output_dir)
+    parent = os.open(head or '.', os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        out = _open_at(parent, tail, output_dir, os.O_RDONLY | os.O_DIRECTORY)
+    finally:
+        os.close(parent)
+    if out is None:
+        raise ResumeError('%s vanished while the checkpoint was carried into it' % output_dir)
+    return out
+
+
+def _into_place(output_dir, write):
+    """Create a temporary file (0600, O_EXCL, no link followed) in ``output_dir`` (:func:`_output_dir`), call
+    ``write(fd)`` and rename the file to ``checkpoint.pt``; nothing is left behind when ``write`` raises. Returns what
+    ``write`` returned."""
+    out = _output_dir(output_dir)
+    temp = '.%s.%d.tmp' % (CHECKPOINT, os.getpid())
+    try:
+        dst = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=out)
+        try:
+            os.fchmod(dst, 0o600)
+            done = write(dst)
+        finally:
+            os.close(dst)
+        os.rename(temp, CHECKPOINT, src_dir_fd=out, dst_dir_fd=out)
+        return done
+    except BaseException:
+        try:
+            os.unlink(temp, dir_fd=out)
+        except FileNotFoundError:
+            pass
+        raise
+    finally:
+        os.close(out)
+
+
+def carry(run_dir, output_dir, checksum=None, euid=None, expect=None, digest=False):
     """Copy the run's checkpoint (checked as ``inspect`` does) into ``output_dir``/checkpoint.pt (mode 0600), through
     a temporary file renamed into place; ``output_dir`` is created (0700) when missing and must not be a link.
-    ``checksum``: the sha256 ``inspect`` reported; a copy that differs (the file changed since) is removed and
-    refused. Returns ``{'dest', 'checksum', 'size', 'method'}``."""
+    The copy is refused (and removed) when the file is not the one ``inspect`` saw (``expect``: its ``identity``),
+    changed while it was copied, or the copy has another size; ``checksum`` (a sha256) or ``digest`` read the copy
+    for its sha256, and a copy that differs from ``checksum`` is refused too. Returns ``{'dest', 'checksum' (None
+    without ``checksum`` or ``digest``), 'size', 'method'}``."""
     euid = os.geteuid() if euid is None else euid
     output_dir = os.path.normpath(output_dir)
     with _Opened(run_dir, euid) as opened:
         if opened.checkpoint is None:
             raise ResumeError('%s is not there (any more): nothing to carry' % opened.checkpoint_path)
         src, st = opened.checkpoint
-        os.makedirs(output_dir, 0o700, exist_ok=True)
-        head, tail = os.path.split(output_dir)
-        parent = os.open(head or '.', os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            out = _open_at(parent, tail, output_dir, os.O_RDONLY | os.O_DIRECTORY)
-        finally:
-            os.close(parent)
-        if out is None:
-            raise ResumeError('%s vanished while the checkpoint was carried into it' % output_dir)
-        temp = '.%s.%d.tmp' % (CHECKPOINT, os.getpid())
-        try:
-            dst = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=out)
-            try:
-                method = _copy_fd(src, dst, st.st_size)
-                os.fchmod(dst, 0o600)
-                copied = _sha256(dst)
-            finally:
-                os.close(dst)
-            if copied != checksum:
+        if expect and identity(st) != expect:
+            raise ResumeError('%s changed since it was looked at (%s, was %s): not resumed'
+                              % (opened.checkpoint_path, identity(st), expect))
+
+        def write(dst):
+            method = _copy_fd(src, dst, st.st_size)
+            after = os.fstat(src)
+            if identity(after) != identity(st) or os.fstat(dst).st_size != st.st_size:
+                raise ResumeError('%s changed while it was copied: not resumed' % opened.checkpoint_path)
+            copied = _sha256(dst) if checksum or digest else None
+            if checksum and copied != checksum:
                 raise ResumeError('%s changed while it was copied (sha256 %s, found %s before): not resumed'
                                   % (opened.checkpoint_path, copied, checksum))
-            os.rename(temp, CHECKPOINT, src_dir_fd=out, dst_dir_fd=out)
-        except BaseException:
-            try:
-                os.unlink(temp, dir_fd=out)
-            except FileNotFoundError:
-                pass
-            raise
-        finally:
-            os.close(out)
+            return method, copied
+        method, copied = _into_place(output_dir, write)
     return {'dest': os.path.join(output_dir, CHECKPOINT), 'checksum': copied, 'size': st.st_size, 'method': method}
+
+
+class PullError(Exception):
+    """The node could not get the checkpoint from the other node (SSH failed): the controller carries it instead."""
+
+
+SSH_OPTIONS = ('-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=yes', '-o', 'ConnectTimeout=10', '-o',
+               'ServerAliveInterval=15', '-o', 'ServerAliveCountMax=4', '-o', 'ControlMaster=no', '-o',
+               'ControlPath=none', '-o', 'LogLevel=ERROR')
+"""How a node reaches another one (as roles/ssh_mesh's check does): no prompt, the host key known, a dead peer noticed."""
+
+
+def ssh_command(source, path):
+    """The argv that prints ``path`` of the node ``source`` (its name or address, as the ssh_mesh role's known_hosts
+    and ~/.ssh/config know it) on standard output."""
+    if not source or source.startswith('-') or any(c.isspace() for c in source):
+        raise ResumeError('%r is no node name or address to copy the checkpoint from' % source)
+    return ['ssh'] + list(SSH_OPTIONS) + ['--', source, 'cat -- %s' % shlex.quote(path)]
+
+
+def pull(command, output_dir, checksum, size=None):
+    """Run ``command`` (:func:`ssh_command`) and write what it prints into ``output_dir``/checkpoint.pt through a
+    temporary file (created as :func:`carry` does, renamed into place), its sha256 computed as it arrives. PullError
+    when the command fails (the copy then goes through the controller); ResumeError when what arrived has another
+    sha256 than ``checksum`` or another size than ``size``. Returns ``{'dest', 'checksum', 'size'}``."""
+    output_dir = os.path.normpath(output_dir)
+
+    def write(dst):
+        digest = hashlib.sha256()
+        offset = 0
+        with tempfile.TemporaryFile() as errors, subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                                                  stdout=subprocess.PIPE, stderr=errors) as proc:
+            while True:
+                chunk = proc.stdout.read(CHUNK)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    written = os.pwrite(dst, view, offset)
+                    view = view[written:]
+                    offset += written
+            proc.wait()
+            errors.seek(0)
+            error = errors.read(65536).decode('utf-8', 'replace')
+        if proc.returncode != 0:
+            lines = [line.strip() for line in error.splitlines() if line.strip()]
+            raise PullError('%s exited %d%s' % (command[0], proc.returncode, ': %s' % lines[-1][:500] if lines else ''))
+        got = digest.hexdigest()
+        if got != checksum or (size is not None and offset != size):
+            raise ResumeError('the checkpoint that arrived (sha256 %s, %d bytes) is not the one sent (sha256 %s%s): '
+                              'not resumed' % (got, offset, checksum, ', %d bytes' % size if size is not None else ''))
+        return got, offset
+    got, offset = _into_place(output_dir, write)
+    return {'dest': os.path.join(output_dir, CHECKPOINT), 'checksum': got, 'size': offset}

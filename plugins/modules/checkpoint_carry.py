@@ -16,9 +16,15 @@ description:
   - Used by the role C(trainops.multinode.job) to resume a run (roles/job/tasks/resume.yml); its interface may change
     with it.
   - O(state=inspected) says whether the node has the run's directory O(run_dir) and its C(outputs/checkpoint.pt),
-    with the checkpoint's sha256, size and mtime.
+    with the checkpoint's size, mtime, age and identity, and its sha256 with O(digest).
   - O(state=carried) copies that checkpoint into O(output_dir) as C(checkpoint.pt) (mode C(0600)); a reflink where the
-    file system has one, else C(copy_file_range), else a plain copy. It is never hard-linked.
+    file system has one, else C(copy_file_range), else a plain copy. It is never hard-linked. The copy is refused
+    when the file is not the one O(state=inspected) saw (O(expect)) or changed while it was copied.
+  - O(state=pulled) gets the checkpoint from another node, O(source), over SSH as the user the module runs as (the
+    keys and C(known_hosts) of the role C(trainops.multinode.ssh_mesh); host keys checked, no prompt) into
+    O(output_dir) as C(checkpoint.pt) (mode C(0600), through a temporary file; O(output_dir) is created C(0700) and
+    never followed when it is a link). What arrives must have the sha256 O(checksum). When SSH fails the module does
+    not fail; it returns RV(pulled) false and RV(error), and the checkpoint can be carried another way.
   - Nothing below the run's directory (the run's directory itself included) is followed when it is a symbolic link;
     the module refuses, naming it. Each of the run's directory, its C(outputs) and the checkpoint must belong to the
     user the module runs as (the checkpoint is loaded with pickle, which runs code), else it refuses, naming the
@@ -34,24 +40,49 @@ attributes:
 options:
   run_dir:
     description:
-      - The earlier run's directory on the node, C(<state dir>/runs/<run id>).
+      - The earlier run's directory on the node, C(<state dir>/runs/<run id>). Required with O(state=inspected) and
+        O(state=carried).
     type: path
-    required: true
   state:
     description:
-      - V(inspected) looks, V(carried) copies the checkpoint.
+      - V(inspected) looks, V(carried) copies the checkpoint, V(pulled) gets it from another node.
     type: str
-    choices: [inspected, carried]
+    choices: [inspected, carried, pulled]
     default: inspected
   output_dir:
     description:
-      - The new run's output directory, created (C(0700)) when missing. Required with O(state=carried).
+      - The new run's output directory, created (C(0700)) when missing. Required with O(state=carried) and
+        O(state=pulled).
     type: path
+  digest:
+    description:
+      - With O(state=inspected), report the checkpoint's sha256; with O(state=carried), report the copy's. Either
+        reads the whole file.
+    type: bool
+    default: true
+  expect:
+    description:
+      - The RV(checkpoint.identity) that O(state=inspected) reported; with O(state=carried), a file that is no longer
+        that one is not copied and the module fails.
+    type: str
   checksum:
     description:
-      - The sha256 that O(state=inspected) reported; a copy that differs (the file changed since) is removed and the
-        module fails. Required with O(state=carried).
+      - With O(state=carried), the sha256 that O(state=inspected) reported; a copy that differs is removed and the
+        module fails. Required with O(state=pulled), where what arrives must have it.
     type: str
+  source:
+    description:
+      - The node to get the checkpoint from, as the SSH mesh knows it (its address or name). Required with
+        O(state=pulled).
+    type: str
+  source_path:
+    description:
+      - The checkpoint's path on O(source). Required with O(state=pulled).
+    type: str
+  size:
+    description:
+      - The checkpoint's size in bytes; with O(state=pulled), what arrives must have it.
+    type: int
 seealso:
   - module: trainops.multinode.torchrun
 """
@@ -69,6 +100,14 @@ EXAMPLES = r"""
     output_dir: /home/train/.trainops/runs/multinode_20261124_080000/outputs
     checksum: "{{ found.checkpoint.checksum }}"
   when: found.checkpoint.isreg
+
+- name: Get the copy from node 10.0.0.11 over the nodes' SSH
+  trainops.multinode.checkpoint_carry:
+    state: pulled
+    source: 10.0.0.11
+    source_path: /home/train/.trainops/runs/multinode_20261124_080000/outputs/checkpoint.pt
+    output_dir: /home/train/.trainops/runs/multinode_20261124_080000/outputs
+    checksum: "{{ carried.checksum }}"
 """
 
 RETURN = r"""
@@ -88,7 +127,7 @@ checkpoint:
       description: Whether it is there (a regular file).
       type: bool
     checksum:
-      description: Its sha256.
+      description: Its sha256 (with O(digest) only).
       type: str
     size:
       description: Its size in bytes.
@@ -96,39 +135,81 @@ checkpoint:
     mtime:
       description: Its modification time (seconds since the epoch).
       type: float
+    age:
+      description: Seconds since its modification time, on the node's own clock when it was looked at.
+      type: float
+    identity:
+      description: What names this version of the file (device, inode, size, modification and change times), for
+        O(expect).
+      type: str
 dest:
   description: The copy's path.
-  returned: state=carried
+  returned: state=carried or state=pulled
+  type: str
+checksum:
+  description: The copy's sha256 (V(null) with O(state=carried) without O(digest) or O(checksum)).
+  returned: state=carried or state=pulled, not in check mode
   type: str
 method:
   description: How it was copied, V(reflink), V(copy_file_range) or V(copy).
   returned: state=carried and not in check mode
   type: str
+pulled:
+  description: Whether the checkpoint arrived from O(source).
+  returned: state=pulled
+  type: bool
+error:
+  description: Why the copy over SSH failed (V(pulled) false).
+  returned: state=pulled and the SSH command failed
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.trainops.multinode.plugins.module_utils._resume import ResumeError, carry, inspect
+from ansible_collections.trainops.multinode.plugins.module_utils._resume import (
+    PullError,
+    ResumeError,
+    carry,
+    inspect,
+    pull,
+    ssh_command,
+)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            run_dir=dict(type='path', required=True),
-            state=dict(type='str', choices=['inspected', 'carried'], default='inspected'),
+            run_dir=dict(type='path'),
+            state=dict(type='str', choices=['inspected', 'carried', 'pulled'], default='inspected'),
             output_dir=dict(type='path'),
+            digest=dict(type='bool', default=True),
+            expect=dict(type='str'),
             checksum=dict(type='str'),
+            source=dict(type='str'),
+            source_path=dict(type='str'),
+            size=dict(type='int'),
         ),
-        required_if=[('state', 'carried', ('output_dir', 'checksum'))],
+        required_if=[('state', 'inspected', ('run_dir',)),
+                     ('state', 'carried', ('run_dir', 'output_dir')),
+                     ('state', 'carried', ('checksum', 'expect'), True),
+                     ('state', 'pulled', ('output_dir', 'checksum', 'source', 'source_path'))],
         supports_check_mode=True,
     )
     params = module.params
     try:
         if params['state'] == 'inspected':
-            module.exit_json(changed=False, **inspect(params['run_dir']))
+            module.exit_json(changed=False, **inspect(params['run_dir'], digest=params['digest']))
         if module.check_mode:
             module.exit_json(changed=True, dest='%s/checkpoint.pt' % params['output_dir'].rstrip('/'))
-        module.exit_json(changed=True, **carry(params['run_dir'], params['output_dir'], params['checksum']))
+        if params['state'] == 'pulled':
+            try:
+                got = pull(ssh_command(params['source'], params['source_path']), params['output_dir'],
+                           params['checksum'], params['size'])
+            except PullError as exc:
+                module.exit_json(changed=False, pulled=False, error=str(exc))
+            module.exit_json(changed=True, pulled=True, **got)
+        module.exit_json(changed=True, **carry(params['run_dir'], params['output_dir'], params['checksum'],
+                                               expect=params['expect'], digest=params['digest']))
     except (ResumeError, OSError) as exc:
         module.fail_json(msg='trainops_resume_from: %s' % exc)
 

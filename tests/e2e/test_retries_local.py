@@ -6,14 +6,18 @@
 
 A rank killed mid-run is retried from the latest checkpoint and the second attempt succeeds, its manifest linked to
 the first both ways; a failure that repeats on the same node stops the retries after the first with that reason, is
-remembered in the experiments directory (trainops_exclude_after) and keeps the next launch from starting on it."""
+remembered in the experiments directory (trainops_exclude_after) and keeps the next launch from starting on it; a
+script that rewrites checkpoint.pt in place and is killed in the middle of it leaves the previous attempt's checkpoint
+as it was (the retry got a copy, never a hard link: roles/job/tasks/resume.yml)."""
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import signal
+import textwrap
 import threading
 
 import pytest
@@ -41,29 +45,36 @@ def _last_step(lab, node):
     return max(steps)
 
 
-def _rank_processes(lab, node):
-    """node's training processes (train.py run by torchrun's worker, not torchrun or the supervisor)."""
+def _rank_processes(lab, node, script='train.py'):
+    """node's training processes (``script`` run by torchrun's worker, not torchrun or the supervisor)."""
     return [pid for pid, cmd in processes_under(os.path.join(lab.nodes, node))
-            if 'train.py' in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
+            if script in cmd and 'torchrun' not in cmd and 'torch.distributed.run' not in cmd
             and 'supervisor' not in cmd]
 
 
-def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeeds(lab):
+def _launch_and_kill(lab, extravars, until, what, script='train.py'):
+    """Launch with ``extravars``; once ``until()`` returns something, kill node1's ranks. Returns the launch's result
+    and what ``until`` returned."""
     done = {}
-    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', dict(
-        TINY, retries=1, overrides=['training.max_steps=24', 'training.log_interval=1',
-                                    'training.checkpoint_interval=%d' % INTERVAL, 'debug.sleep_per_step_s=0.25',
-                                    'distributed.timeout_s=30']), timeout=300)))
+    launch = threading.Thread(target=lambda: done.update(proc=lab.run('playbooks/launch.yml', extravars, timeout=300)))
     launch.start()
     try:
-        wait_until(lambda: _last_step(lab, 'node1') >= 2 * INTERVAL + 1, 150, what='node1 past its second checkpoint')
-        killed = _rank_processes(lab, 'node1')
+        seen = wait_until(until, 150, what=what)
+        killed = _rank_processes(lab, 'node1', script)
         assert killed, processes_under(lab.nodes)
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
     finally:
         launch.join(300)
-    proc = done['proc']
+    return done['proc'], seen
+
+
+def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeeds(lab):
+    extravars = dict(TINY, retries=1, overrides=['training.max_steps=24', 'training.log_interval=1',
+                                                 'training.checkpoint_interval=%d' % INTERVAL, 'debug.sleep_per_step_s=0.25',
+                                                 'distributed.timeout_s=30'])
+    proc, _seen = _launch_and_kill(lab, extravars, lambda: _last_step(lab, 'node1') >= 2 * INTERVAL + 1,
+                                   'node1 past its second checkpoint')
     assert proc.returncode == 0, proc.stdout[-5000:]
     last = proc.summary['artifact_data']['trainops_experiment']
     assert last['outcome'] == 'succeeded', last
@@ -82,7 +93,9 @@ def test_a_rank_killed_mid_run_is_retried_from_the_latest_checkpoint_and_succeed
     assert two['parameters']['resume_from'] == first['run_id'] and two['parameters']['retries'] == 1
     resumed = two['resumed_from']
     assert resumed['run_id'] == first['run_id'] and resumed['node'] == 'node0'
-    assert resumed['global_step'] == second['start_step'] and len(resumed['sha256']) == 64
+    # both nodes had it: none got a copy, so none was read for a checksum (only a copy sent to a node is)
+    assert resumed['global_step'] == second['start_step'] and resumed['sha256'] is None and resumed['copied_to'] == []
+    assert resumed['by'] == 'global_step' and resumed['why'].startswith('global step %d, ' % second['start_step'])
     assert resumed['path'].endswith('/runs/%s/outputs/checkpoint.pt' % first['run_id'])
     env = _json(os.path.join(second['experiment_dir'], 'outputs', 'node1', 'rank_01_env.json'))
     assert env['resumed_from_global_step'] == second['start_step']
@@ -123,4 +136,65 @@ def test_a_failure_that_repeats_on_the_same_node_stops_after_the_first_retry(lab
     assert again.returncode != 0, again.stdout[-3000:]
     assert ('Not starting attempt 1: node1 failed 2 times (trainops_exclude_after=2; node_failures.json)'
             in again.stdout + again.failure_text), again.stdout[-3000:]
+    assert not lab.leftovers()
+
+
+CHUNK = 64 * 1024
+CHUNKS = 40
+# a script of the user's own that writes checkpoint.pt in place, as the docs say not to: open(path, 'wb'), then the
+# state over seconds. The first attempt writes it whole and fails in a way the policy retries (exit code 3); the
+# retry rewrites it, slowly, and is killed in the middle of it.
+IN_PLACE = textwrap.dedent('''\
+    import os
+    import sys
+    import time
+
+    out = os.environ['TRAINOPS_OUTPUT_DIR']
+    os.makedirs(out, exist_ok=True)
+    retried = bool(os.environ.get('TRAINOPS_RESUME_FROM'))
+    with open(os.path.join(out, 'checkpoint.pt'), 'wb') as handle:
+        for _ in range(%d):
+            handle.write((b'B' if retried else b'A') * %d)
+            handle.flush()
+            if retried:
+                time.sleep(0.2)
+    sys.exit(0 if retried else 3)
+    ''' % (CHUNKS, CHUNK))
+
+
+def _half_written(lab, node):
+    """node's checkpoint.pt being rewritten: some bytes, not all."""
+    for path in glob.glob(os.path.join(lab.nodes, node, 'state', '*', 'runs', '*', 'outputs', 'checkpoint.pt')):
+        if 0 < os.path.getsize(path) < CHUNK * CHUNKS:
+            return path
+    return None
+
+
+def test_a_script_killed_while_it_rewrites_its_checkpoint_in_place_leaves_the_previous_attempts_intact(lab, tmp_path):
+    src = tmp_path / 'own'
+    (src / 'config').mkdir(parents=True)
+    (src / 'in_place.py').write_text(IN_PLACE)
+    (src / 'config' / 'none.yaml').write_text('{}\n')
+    extravars = dict(src=str(src), script='in_place.py', config='config/none.yaml', nproc=1, retries=1,
+                     trainops_poll_interval=1, trainops_pass_config_args=True, trainops_retry_policy={'retry_exit_codes': [3]})
+    proc, half = _launch_and_kill(lab, extravars, lambda: _half_written(lab, 'node1'),
+                                  "node1's retry rewriting its checkpoint", script='in_place.py')
+    last = proc.summary['artifact_data']['trainops_experiment']
+    attempts = last['attempts']
+    assert [(a['attempt'], a['outcome'], a['decision']) for a in attempts] == [(1, 'failed', 'retry'), (2, 'failed', 'stop')], \
+        proc.stdout[-4000:]
+    first, second = attempts
+    # killed in the middle of the rewrite: the retry's copy is half a checkpoint
+    assert os.path.dirname(half).endswith('/runs/%s/outputs' % second['run_id']), half
+    assert 0 < os.path.getsize(half) < CHUNK * CHUNKS and set(open(half, 'rb').read()) == {ord('B')}
+    # the previous attempt's checkpoint is whole and as it was, on both nodes
+    whole = hashlib.sha256(b'A' * CHUNK * CHUNKS).hexdigest()
+    for node in ('node0', 'node1'):
+        (previous,) = glob.glob(os.path.join(lab.nodes, node, 'state', '*', 'runs', first['run_id'], 'outputs',
+                                             'checkpoint.pt'))
+        with open(previous, 'rb') as handle:
+            assert hashlib.sha256(handle.read()).hexdigest() == whole, node
+        assert os.stat(previous).st_nlink == 1
+    resumed = _json(os.path.join(second['experiment_dir'], 'manifest.json'))['resumed_from']
+    assert resumed['run_id'] == first['run_id'] and resumed['by'] == 'mtime' and resumed['copied_to'] == [], resumed
     assert not lab.leftovers()

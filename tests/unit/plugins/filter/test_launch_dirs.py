@@ -228,7 +228,9 @@ def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_
     recorded = {'global_step': 8, 'epoch': 0, 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt'}
     assert resume_checkpoint(['node0', 'node1', 'node2'], hostvars, 'r1', recorded) == {
         'run_id': 'r1', 'node': 'node1', 'path': '/s/runs/r1/outputs/checkpoint.pt', 'sha256': 'ab' * 32, 'size': 10,
-        'mtime': 1.5, 'global_step': 8, 'epoch': 0, 'copied_to': []}
+        'mtime': 1.5, 'global_step': 8, 'epoch': 0, 'copied_to': [],
+        # since: why that node (module_utils/_launch_dirs.newest_checkpoint) and how copies went (none here)
+        'by': 'only', 'why': 'the only node with the checkpoint', 'copied_via': {}}
     # no record of its step (another controller's run), or no node with the checkpoint
     assert resume_checkpoint(['node1'], hostvars, 'r1', None)['global_step'] is None
     none = resume_checkpoint(['node0', 'node2'], hostvars, 'r1', recorded)
@@ -273,3 +275,57 @@ def test_resumed_env_tells_the_ranks_the_resumed_run_s_world_size_from_its_manif
 def test_resumed_env_refuses_what_is_no_manifest():
     with pytest.raises(AnsibleFilterError, match='resumed_env'):
         resumed_env(['world_size', 4])
+
+
+def block_task(file_name, block_name, task_name=None):
+    """A block of a task file (and one task of it, by name)."""
+    block = task(file_name, block_name)
+    if task_name is None:
+        return block
+    for item in block['block']:
+        if item['name'] == task_name:
+            return item
+        for inner in item.get('block', []):
+            if inner['name'] == task_name:
+                return inner
+    raise KeyError(task_name)
+
+
+def test_resume_yml_sends_the_newest_checkpoint_by_ssh_or_the_controller_and_reads_only_the_source_s(collection_finder):
+    """resume.yml as written: the source is the newest node (resume_source), only its copy is read for a sha256 and
+    only when a node lacks the checkpoint; with trainops_ssh_mesh only the nodes the SSH copy missed go through the
+    controller."""
+    stat = {'isreg': True, 'size': 5, 'mtime': 1.0, 'identity': '1:2:5:3:4'}
+    hostvars = {
+        'node0': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/a/runs/r1/outputs/checkpoint.pt', age=40.0)},
+                  '__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
+        'node1': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/b/runs/r1/outputs/checkpoint.pt', age=1.0)},
+                  '__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
+        'spare': {'__trainops_resume_found': {'run': False, 'checkpoint': {'isreg': False, 'path': '/s'}}}}
+    nodes = ['node0', 'node1', 'spare']
+    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, trainops_resume_run_id='r1',
+                     __trainops_resume_recorded={'checkpoints': {'node0': {'global_step': 8}, 'node1': {'global_step': 4}}})
+    choose = task('resume.yml', 'Choose the newest checkpoint across the nodes')
+    variables['__trainops_resume_source'] = render(choose['ansible.builtin.set_fact']['__trainops_resume_source'], **variables)
+    assert variables['__trainops_resume_source']['node'] == 'node0'      # step 8 over node1's younger file at step 4
+    find = task('resume.yml', 'Find the nodes that have the run and its checkpoint')
+    variables['__trainops_resume'] = render(find['ansible.builtin.set_fact']['__trainops_resume'], **variables)
+    assert variables['__trainops_resume']['msg'].endswith(' spare get(s) a copy from node0.')
+    carry = block_task('resume.yml', 'Carry the checkpoint into the new run\'s output directory',
+                       'Copy the earlier run\'s checkpoint into it (a reflink where the file system has one)')
+    digest = carry['trainops.multinode.checkpoint_carry']['digest']
+    assert [render(digest, inventory_hostname=node, **variables) for node in nodes] == [True, False, False]
+    alone = dict(variables, __trainops_resume=dict(variables['__trainops_resume'], without_checkpoint=[]))
+    assert render(digest, inventory_hostname='node0', **alone) is False
+
+    copy = task('resume.yml', 'Copy the checkpoint to the nodes without it, from the node with the newest')
+    via = copy['vars']['__trainops_resume_via_controller']
+    assert render(via, trainops_ssh_mesh=False, **variables) == ['spare']
+    hostvars['spare']['__trainops_resume_pulled'] = {'pulled': True}
+    copies = render(block_task('resume.yml', copy['name'], 'Note which nodes got it over SSH')['ansible.builtin.set_fact'][
+        '__trainops_resume_copies'], **variables)
+    assert render(via, trainops_ssh_mesh=True, __trainops_resume_copies=copies, **variables) == []
+    hostvars['spare']['__trainops_resume_pulled'] = {'pulled': False, 'error': 'ssh exited 255'}
+    copies = render(block_task('resume.yml', copy['name'], 'Note which nodes got it over SSH')['ansible.builtin.set_fact'][
+        '__trainops_resume_copies'], **variables)
+    assert render(via, trainops_ssh_mesh=True, __trainops_resume_copies=copies, **variables) == ['spare']

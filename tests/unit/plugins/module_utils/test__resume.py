@@ -131,3 +131,84 @@ def test_an_output_directory_that_is_a_link_is_refused(tmp_path, run):
     with pytest.raises(rs.ResumeError, match='is a symbolic link'):
         rs.carry(str(run_dir), str(new), hashlib.sha256(CONTENT).hexdigest())
     assert os.listdir(str(tmp_path / 'victim')) == []
+
+
+def test_inspect_without_digest_reads_no_content_and_carry_checks_the_identity_instead(run, monkeypatch):
+    run_dir, new = run
+    found = rs.inspect(str(run_dir), digest=False, clock=lambda: 1e10)['checkpoint']
+    assert 'checksum' not in found and found['age'] == round(1e10 - found['mtime'], 3)
+    st = os.stat(str(run_dir / 'outputs' / 'checkpoint.pt'))
+    assert found['identity'] == '%d:%d:%d:%d:%d' % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    read = []
+    monkeypatch.setattr(rs, '_sha256', lambda fd: read.append(fd) or 'x')
+    got = rs.carry(str(run_dir), str(new), expect=found['identity'])
+    assert got['checksum'] is None and read == [] and (new / 'checkpoint.pt').read_bytes() == CONTENT
+    # the source of copies to other nodes: its copy read once for the sha256
+    assert rs.carry(str(run_dir), str(new), expect=found['identity'], digest=True)['checksum'] == 'x' and len(read) == 1
+
+
+def test_a_checkpoint_rewritten_since_it_was_looked_at_or_while_copied_is_refused(run, monkeypatch):
+    run_dir, new = run
+    seen = rs.inspect(str(run_dir), digest=False)['checkpoint']['identity']
+    with open(str(run_dir / 'outputs' / 'checkpoint.pt'), 'r+b') as handle:   # rewritten in place, same size
+        handle.write(b'P')
+    with pytest.raises(rs.ResumeError, match=r'checkpoint.pt changed since it was looked at'):
+        rs.carry(str(run_dir), str(new), expect=seen)
+    copy_fd = rs._copy_fd
+
+    def written_meanwhile(src, dst, size):
+        method = copy_fd(src, dst, size)
+        with open(str(run_dir / 'outputs' / 'checkpoint.pt'), 'ab') as handle:
+            handle.write(b'more')
+        return method
+    monkeypatch.setattr(rs, '_copy_fd', written_meanwhile)
+    with pytest.raises(rs.ResumeError, match=r'changed while it was copied'):
+        rs.carry(str(run_dir), str(new))
+    assert os.listdir(str(new)) == []
+
+
+def sender(path):
+    """What ssh runs for pull, without SSH: a real process that prints the file (cat), as the source node's would."""
+    return ['sh', '-c', 'cat -- "$1"', 'ssh', str(path)]
+
+
+def test_pull_writes_what_arrives_checks_its_sha256_and_renames_it_into_place(run):
+    run_dir, new = run
+    source = run_dir / 'outputs' / 'checkpoint.pt'
+    checksum = hashlib.sha256(CONTENT).hexdigest()
+    got = rs.pull(sender(source), str(new), checksum, len(CONTENT))
+    assert got == {'dest': str(new / 'checkpoint.pt'), 'checksum': checksum, 'size': len(CONTENT)}
+    assert (new / 'checkpoint.pt').read_bytes() == CONTENT and os.listdir(str(new)) == ['checkpoint.pt']
+    assert stat.S_IMODE(os.stat(got['dest']).st_mode) == 0o600 and stat.S_IMODE(os.stat(str(new)).st_mode) == 0o700
+    # what arrived is not what was sent: refused, the earlier copy kept, no temporary file left
+    with pytest.raises(rs.ResumeError, match=r'^the checkpoint that arrived \(sha256 [0-9a-f]{64}, %d bytes\) is not the '
+                                             r'one sent \(sha256 0{64}\): not resumed' % len(CONTENT)):
+        rs.pull(sender(source), str(new), '0' * 64)
+    with pytest.raises(rs.ResumeError, match='bytes'):
+        rs.pull(sender(source), str(new), checksum, len(CONTENT) + 1)
+    assert os.listdir(str(new)) == ['checkpoint.pt'] and (new / 'checkpoint.pt').read_bytes() == CONTENT
+
+
+def test_a_pull_whose_ssh_fails_says_why_and_leaves_nothing(run, tmp_path):
+    _run_dir, new = run
+    failing = ['sh', '-c', 'echo "Host key verification failed." >&2; exit 255']
+    with pytest.raises(rs.PullError, match=r'^sh exited 255: Host key verification failed\.$'):
+        rs.pull(failing, str(new), '0' * 64)
+    assert os.listdir(str(new)) == []
+    # the destination directory is created without following a link
+    (tmp_path / 'victim').mkdir()
+    link = tmp_path / 'state' / 'runs' / 'r3'
+    link.mkdir()
+    os.symlink(str(tmp_path / 'victim'), str(link / 'outputs'))
+    with pytest.raises(rs.ResumeError, match='is a symbolic link'):
+        rs.pull(sender(tmp_path / 'state' / 'runs' / 'r1' / 'outputs' / 'checkpoint.pt'), str(link / 'outputs'), 'x')
+    assert os.listdir(str(tmp_path / 'victim')) == []
+
+
+def test_the_ssh_command_checks_host_keys_and_quotes_the_path():
+    argv = rs.ssh_command('10.0.0.12', "/home/t/.trainops/runs/r 1/outputs/checkpoint.pt")
+    assert argv[0] == 'ssh' and 'StrictHostKeyChecking=yes' in argv and 'BatchMode=yes' in argv
+    assert argv[-3:] == ['--', '10.0.0.12', "cat -- '/home/t/.trainops/runs/r 1/outputs/checkpoint.pt'"]
+    for bad in ('-oProxyCommand=x', 'a b', ''):
+        with pytest.raises(rs.ResumeError, match='no node name or address'):
+            rs.ssh_command(bad, '/x')
