@@ -319,7 +319,7 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     if (verdict.get('blame') or {}).get('by') in HUNG_BLAME:
         for node in verdict.get('failed_nodes') or []:
             if len(bad) < len(spares or ()) and node in (nodes if nodes is not None else everyone):
-                bad.setdefault(node, 'its rank hung (%s)' % verdict['blame']['detail'])
+                bad.setdefault(node, 'its rank hung (blamed by %s)' % verdict['blame']['by'])
     repeated = None
     if previous:
         before = previous[-1]

@@ -695,7 +695,8 @@ class TorchrunNode(object):
             sender.killpg(pgid, sig)
 
     def _terminate(self, state, stop_timeout, check_mode):
-        """SIGTERM the run's process tree, SIGKILL what is left after ``stop_timeout``, wait for the supervisor.
+        """SIGTERM the run's process tree (and SIGCONT to a process stopped by a signal), SIGKILL what is left after
+        ``stop_timeout``, wait for the supervisor.
 
         Returns ``(stopped_pids, killed_pids, warnings)``; in check mode nothing is signalled and
         ``stopped_pids`` lists what would be stopped.
@@ -710,6 +711,10 @@ class TorchrunNode(object):
         protected = self._protected_pgids(state)
         seen = dict((pid, info.start_time) for pid, info in tree.items())
         self._signal(sender, tree, signal.SIGTERM, protected, first_group=first_group)
+        # a process stopped by a signal (a frozen rank, state T) acts on SIGTERM only once continued (as systemd does)
+        frozen = dict((pid, info) for pid, info in tree.items() if info.state in _heartbeat.STOPPED_STATES)
+        if frozen:
+            self._signal(sender, frozen, signal.SIGCONT, protected)
 
         deadline = self.system.monotonic() + stop_timeout
         while True:
