@@ -125,7 +125,6 @@ DEFAULTS = {
         "fail_rank": None,     # with fail_step: this global rank raises RuntimeError ...
         "fail_step": None,     # ... when it is about to run this global step (1-based)
         "fail_mode": "raise",  # raise (the rank crashes) | hang (the rank sleeps forever, outside any collective)
-                               # | stop (the rank freezes: it sends itself SIGSTOP, as a hung process)
         "sleep_per_step_s": 0.0,  # sleep after every step (not counted in step_time_s) to make runs longer
         "slow_node_rank": None,   # with slow_step_s: every rank of this node (group rank) is slower ...
         "slow_step_s": 0.0,       # ... by this many seconds of every step, counted in its compute_time_s (a straggler)
@@ -146,7 +145,7 @@ _CHOICES = {
     "model.type": ("mlp", "transformer"),
     "distributed.backend": ("auto", "nccl", "gloo", "mpi", "ucc"),
     "distributed.device": ("auto", "cuda", "cpu"),
-    "debug.fail_mode": ("raise", "hang", "stop"),
+    "debug.fail_mode": ("raise", "hang"),
 }
 
 #: Names never recorded, whatever their prefix: they look like credentials.
@@ -864,12 +863,7 @@ def slow_seconds(dcfg: Dict[str, Any], group_rank: int, local_rank: int) -> floa
 
 
 def inject_failure(mode: str, rank: int, global_step: int) -> None:
-    """debug.fail_rank/fail_step: crash (``raise``), hang outside any collective (``hang``, for stall tests) or freeze
-    (``stop``: SIGSTOP to itself, the state a heartbeat sees as ``T``)."""
-    if mode == "stop":
-        print("[trainops] debug stop injected: rank %d at global_step %d (debug.fail_mode=stop)" % (rank, global_step),
-              flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
+    """debug.fail_rank/fail_step: crash (``raise``) or hang outside any collective (``hang``, for stall tests)."""
     if mode == "hang":
         print("[trainops] debug hang injected: rank %d at global_step %d (debug.fail_mode=hang)" % (rank, global_step),
               flush=True)

@@ -137,10 +137,10 @@ def last_step(path):
         try:
             size = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, size - TAIL_BYTES))
-            lines = handle.read(TAIL_BYTES).split(b'\n')
+            found = handle.read(TAIL_BYTES).split(b'\n')
         except (IOError, OSError):
             return None
-    for line in reversed(lines[1:] if size > TAIL_BYTES else lines):  # the first of a cut tail is cut too
+    for line in reversed(found[1:] if size > TAIL_BYTES else found):  # the first of a cut tail is cut too
         try:
             step = json.loads(line.decode('utf-8', 'replace')).get('global_step')
         except (ValueError, AttributeError, RecursionError):

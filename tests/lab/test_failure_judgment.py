@@ -185,8 +185,8 @@ def test_sigint_mid_wait_then_status_collects_the_real_outcome(lab, tmp_path):
     assert not job_processes(lab)
 
 
-def test_a_frozen_rank_is_blamed_by_its_heartbeat_and_a_spare_takes_its_node(lab_session_lock, restore_lab, lab_nodes,
-                                                                            tmp_path):  # pylint: disable=unused-argument
+def test_a_frozen_rank_is_blamed_by_its_heartbeat_and_a_spare_takes_its_node(  # pylint: disable=unused-argument
+        lab_session_lock, restore_lab, lab_nodes, tmp_path):
     """A rank frozen (SIGSTOP) on the second of three nodes, the collective timeout (15 s) far below the stall timeout:
     the other nodes' ranks time out in their collective and fail first, yet the heartbeat (the supervisor's samples,
     state ``T``) names the frozen rank's node and rank, its stack is dumped when its node is stopped for its peers, and

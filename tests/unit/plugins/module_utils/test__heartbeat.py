@@ -101,15 +101,15 @@ def _working(start, end, step=2.0):
 FROZEN = {
     'node0': {'ranks': {'0': _entry(_working(100, 130) + [(132.0, 'S', 30.1, None), (144.0, 'S', 30.1, None)], 130.0)}},
     'node1': {'ranks': {'1': _entry(_working(100, 128) + [(130.0, 'T', 28.0, None), (132.0, 'T', 28.0, None),
-                                                           (160.0, 'T', 28.0, None)], 128.0)}},
+                                                          (160.0, 'T', 28.0, None)], 128.0)}},
     'node2': {'ranks': {'2': _entry(_working(100, 130) + [(144.0, 'S', 30.2, None)], 130.0)}},
 }
 
 
 def test_a_rank_stopped_in_its_last_samples_is_named_while_its_peers_are_not():
     judgment = hb.judge(FROZEN)
-    assert judgment['culprits'] == [{'node': 'node1', 'rank': 1, 'why': 'stopped (state T) since 00:02:10Z, CPU time '
-                                                                         'flat at 28.0 s'}]
+    why = 'stopped (state T) since 00:02:10Z, CPU time flat at 28.0 s'
+    assert judgment['culprits'] == [{'node': 'node1', 'rank': 1, 'why': why}]
     assert [(row['node'], row['rank'], row['state']) for row in judgment['rows']] == [
         ('node0', 0, 'S'), ('node1', 1, 'T'), ('node2', 2, 'S')]
 
@@ -117,8 +117,10 @@ def test_a_rank_stopped_in_its_last_samples_is_named_while_its_peers_are_not():
 def test_a_stop_of_one_sample_or_of_every_rank_names_nobody():
     once = dict(FROZEN, node1={'ranks': {'1': _entry(_working(100, 128) + [(130.0, 'T', 28.0, None)], 128.0)}})
     assert hb.judge(once)['culprits'] == []  # py-spy's ptrace stop of a dump lasts well under a sample
-    every = dict((node, {'ranks': dict((rank, _entry(entry['samples'] + [(170.0, 'T', 40.0, None)] * 2))
-                                        for rank, entry in record['ranks'].items())}) for node, record in FROZEN.items())
+    every = {}
+    for node, record in FROZEN.items():
+        every[node] = {'ranks': dict((rank, _entry(entry['samples'] + [(170.0, 'T', 40.0, None)] * 2))
+                                     for rank, entry in record['ranks'].items())}
     assert hb.judge(every)['culprits'] == []  # the whole job suspended: no rank stands apart
 
 
