@@ -305,7 +305,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         table += _heartbeat.lines(heartbeat, _stacks.where(stacks))
     if any(stacks[key] for key in ('outside', 'waiting', 'unknown')):
         manifest = dict(manifest or {}, stacks=_stacks.record(stacks))
-        table += _stacks.lines(stacks)
+        table += _stacks.lines(stacks, job_world_size(manifest))
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))

@@ -243,10 +243,14 @@ def _names(rows):
     return shown + (' and %d more' % (len(rows) - MAX_SHOWN) if len(rows) > MAX_SHOWN else '')
 
 
-def lines(judgment):
-    """The summary's lines for a judgment (``[]`` without dumps)."""
+def lines(judgment, world_size=None):
+    """The summary's lines for a judgment (``[]`` without dumps); with ``world_size``, a line about fewer ranks than
+    the job's says how many were dumped (the others had ended: a node stopped for a peer dumps its own)."""
     out = []
     culprits, waiting = judgment['culprits'], judgment['waiting']
+    dumped = len(judgment['outside']) + len(waiting) + len(judgment['unknown'])
+    if isinstance(world_size, int) and not isinstance(world_size, bool) and 0 < dumped < world_size:
+        out.append('stacks     : %d of %d ranks dumped (the others had ended)' % (dumped, world_size))
     if culprits:
         out.append('hung rank  : %s at %s; %d other rank(s) wait in torch (%s)' % (
             _names(culprits), culprits[0]['where'], len(waiting), waiting[0]['where']))

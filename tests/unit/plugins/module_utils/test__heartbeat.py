@@ -257,6 +257,7 @@ def test_the_report_reads_the_heartbeats_and_names_the_rank_with_its_stack(tmp_p
     assert [(c['node'], c['rank']) for c in manifest['heartbeat']['culprits']] == [('node1', 1)]
     assert ('heartbeat  : rank 1 (node1) stopped (state T) since 00:02:10Z, CPU time flat at 28.0 s; its stack: '
             'inject_failure (train.py:874)') in result['table']
+    assert 'stacks     : 1 of 3 ranks dumped (the others had ended)' in result['table']
     assert any(line.startswith('not read   : node2: %s' % hb.HEARTBEAT_FILE) for line in result['table']), result['table']
 
 
