@@ -43,7 +43,7 @@ BUSY = 0.2
 """CPU seconds per second between two samples that count as work (a computing rank uses about one; a rank that waits
 in a collective on gloo, sleeps or is stopped uses almost none)."""
 QUIET_MARGIN_S = 30.0
-"""How much longer than every other rank a rank must have been idle to be named (at least five intervals): the nodes'
+"""How much longer than every other rank a rank must have been idle to be named (fifteen samples): the nodes'
 clocks differ, and a rank that waits for a peer goes idle a step after it."""
 METRICS_FILE = re.compile(r'^rank_(\d{1,7})_metrics\.jsonl$')
 """The metrics file a rank may write in its output directory (docs/your-script.md; the shipped train.py writes
