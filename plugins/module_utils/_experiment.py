@@ -17,7 +17,7 @@ import time
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_text_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import INTERRUPTED, RUNNING
 from ansible_collections.trainops.multinode.plugins.module_utils import (
-    _launchers, _node_failures, _rank_logs, _retries, _retry_policy, _stacks, _stragglers)
+    _heartbeat, _launchers, _node_failures, _node_files, _rank_logs, _retries, _retry_policy, _stacks, _stragglers)
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_metrics import (
     LOG_DIR, MANIFEST_FILE, MAX_WORLD_SIZE, METRICS_GLOB, OUTPUT_DIR, SUMMARY_FIELDS, SUMMARY_FILE, ExperimentError,
     job_world_size, node_output_dirs, rank_zero_output, read_metrics, read_rank_zero_json)
@@ -191,6 +191,19 @@ MAX_REFUSED_SHOWN = 20
 MAX_REFUSED_KEPT = 1000
 
 
+def read_heartbeats(path, refused):
+    """``{node: trainops_heartbeat.json}`` of the experiment's node output directories, within the bounds of
+    module_utils/_node_files.py (what was refused is added to ``refused``)."""
+    found = {}
+    for node, node_dir in node_output_dirs(path):
+        record, why = _node_files.read_json_object(os.path.join(node_dir, _heartbeat.HEARTBEAT_FILE), node,
+                                                   _heartbeat.HEARTBEAT_FILE)
+        refused += why
+        if record is not None:
+            found[node] = record
+    return found
+
+
 def report_experiment(path, manifest=None, check_mode=False, results=None, verdicts=None, missing_nodes=None,
                       refused=None, launcher_end=None, straggler_threshold=None, attempt=None):
     """Summarize the metrics of the experiment at ``path`` and write ``manifest.json`` / ``summary.txt``.
@@ -236,6 +249,9 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     # outside torch while its peers wait in it is the stall's culprit (judge_results' hung)
     stacks = _stacks.judge(_stacks.read_experiment(path, dict(node_output_dirs(path)), read_refused,
                                                    job_world_size(manifest)))
+    # each rank's heartbeat (the supervisor's samples, module_utils/_heartbeat.py): a rank stopped, or idle while its
+    # peers worked, is the cause of the failure or stall it left behind (judge_results' frozen)
+    heartbeat = _heartbeat.judge(read_heartbeats(path, read_refused), job_world_size(manifest))
     verdict = None
     if results is not None:
         time_limit = None
@@ -251,7 +267,7 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
         failed = sorted(node for node, job in results.items() if (job or {}).get('exit_code') != 0)
         tails = _retry_policy.read_tails(path, manifest, failed)
         verdict = judge_results(results, verdicts, missing_nodes, time_limit=time_limit, checkpoint=checkpoint,
-                                hung=stacks['culprits'], tails=tails)
+                                hung=stacks['culprits'], tails=tails, frozen=heartbeat['culprits'])
         unclean = _retry_policy.unclean_exit(failed, results, tails) if verdict['outcome'] == 'failed' else None
         if unclean:
             verdict = dict(verdict, unclean_exit=unclean, outcome_detail=unclean['detail'])
@@ -284,9 +300,12 @@ def report_experiment(path, manifest=None, check_mode=False, results=None, verdi
     if rank_logs['rows']:
         manifest = dict(manifest or {}, rank_logs=rank_logs['rows'])
         table += _rank_logs.map_lines(rank_logs['rows'])
+    if heartbeat['culprits']:
+        manifest = dict(manifest or {}, heartbeat=heartbeat)
+        table += _heartbeat.lines(heartbeat, _stacks.where(stacks))
     if any(stacks[key] for key in ('outside', 'waiting', 'unknown')):
         manifest = dict(manifest or {}, stacks=_stacks.record(stacks))
-        table += _stacks.lines(stacks)
+        table += _stacks.lines(stacks, job_world_size(manifest))
     if refused:
         manifest = dict(manifest or {}, collect_refused=list(refused))
         table.append('{0:<10} : {1} file(s) not collected (manifest.json collect_refused)'.format('refused', len(refused)))

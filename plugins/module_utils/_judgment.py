@@ -160,6 +160,25 @@ def hung_nodes(hung, nodes):
     return sorted(found.items(), key=lambda item: min(r.get('rank') or 0 for r in item[1]))
 
 
+def heartbeat_explains(frozen_nodes, own, jobs, verdicts=None, missing=(), tails=None):
+    """Whether the ranks the heartbeat names (on ``frozen_nodes``) explain the failures of ``own`` (the nodes that
+    failed on their own, and the missing ones): no node vanished (a vanished node comes first, :func:`blame`), and
+    every failed node but theirs has a log that says its ranks died of a lost peer (_retry_policy.peer_cascade: a
+    collective timeout, a gloo or NCCL error), or no log at all. A node whose log shows a failure of its own is a
+    cause of its own."""
+    if any(vanished(node, jobs.get(node), verdicts, missing) for node in own):
+        return False
+    for node in own:
+        tail = _retry_policy.tail_lines((tails or {}).get(node))
+        if node not in frozen_nodes and tail and not _retry_policy.peer_cascade(tail):
+            return False
+    return True
+
+
+def _frozen_words(node, rows):
+    return '%s (rank %s)' % (node, '; rank '.join('%s %s' % (row.get('rank'), row.get('why')) for row in rows))
+
+
 def _how_it_ended(job):
     """``node rank 1: exit code 1`` / ``node rank 1: signal SIGKILL`` / ``node rank 1: lost (reason)``."""
     rank = job.get('node_rank')
@@ -316,7 +335,7 @@ def checkpoint_line(checkpoint):
 
 
 def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, checkpoint=None, hung=None,
-                  tails=None):
+                  tails=None, frozen=None):
     """Decide the outcome of a job from each node's final ``job`` state and the wait's verdicts.
 
     ``results`` maps node -> the torchrun module's ``job`` dict (with its ``stop`` record, when the job was
@@ -329,6 +348,11 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
       job because a node showed no new output for too long, and a rank stood outside torch while its peers waited in
       it: the cause is that rank's node, whichever node's wait saw the stall; nodes that failed on their own meanwhile
       (a collective timeout) follow;
+    - ``stalled`` with ``frozen`` and no ``hung``: the same, the rank the heartbeat names (``frozen``: _heartbeat.judge's
+      ``culprits``, ``{node, rank, why}``) standing for the stacks';
+    - ``failed`` with ``frozen``: nodes failed on their own (their ranks' collectives timed out) while a rank the
+      heartbeat names stopped progressing: the cause is that rank's node (:func:`heartbeat_explains` says when), the
+      nodes that failed follow;
     - ``failed``: a node's job failed on its own before anyone stopped the job; the cause (``failed_nodes``) is
       judged by :func:`blame` among those nodes and the missing ones (the controller's clock first, a vanished node
       before the others, the nodes' clocks last);
@@ -341,7 +365,7 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     Slurm step's) count as stopped by that node (reason ``peer``), not as failures; and a job that its launcher ended at
     a time limit (``time_limit``, from _launchers.Launcher.time_limit) is ``timed_out`` before anything else, its nodes
     stopped by it, with the job's last ``checkpoint`` (:func:`read_checkpoint`) in the line. ``blame`` says how the
-    cause was found (``{'by', 'detail'}``, None when nothing failed): ``stacks``, ``controller_clock``, ``vanished``,
+    cause was found (``{'by', 'detail'}``, None when nothing failed): ``stacks``, ``heartbeat``, ``controller_clock``, ``vanished``,
     ``only``, ``node_clocks`` (:func:`blame`), ``wait`` (the wait's stall or unreachable verdict) or ``stop``.
     """
     if time_limit:
@@ -365,6 +389,10 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
     gone = sorted(set(_verdict_nodes(verdicts, 'unreachable')) | set(missing))
     verdict_detail = dict((node, (verdicts or {}).get(node, {}).get('detail')) for node in stalled + gone)
     hung_by_node = hung_nodes(hung, set(jobs) | set(missing)) if stalled else []
+    frozen_by_node = hung_nodes(frozen, set(jobs) | set(missing)) if stalled or own else []
+    if own and not stalled and not heartbeat_explains(
+            [node for node, _rows in frozen_by_node], missing + own, jobs, verdicts, missing, tails):
+        frozen_by_node = []
 
     by_stop = False
     if hung_by_node:
@@ -376,6 +404,22 @@ def judge_results(results, verdicts=None, missing_nodes=None, time_limit=None, c
         line = 'stalled on %s; the stall was seen on %s' % (where, seen)
         how = dict(by='stacks', detail='the stack dumps name rank(s) %s outside torch while the others wait in it' % (
             ', '.join('%s (%s)' % (r.get('rank'), node) for node, rows in hung_by_node for r in rows)))
+    elif frozen_by_node:
+        failed_nodes = [node for node, _rows in frozen_by_node]
+        also = [node for node in (own if stalled else missing + own) if node not in failed_nodes]
+        named = '; '.join(_frozen_words(node, rows) for node, rows in frozen_by_node)
+        how = dict(by='heartbeat', detail='the heartbeat shows rank(s) %s stopped progressing while the other ranks did '
+                   'not' % ', '.join('%s (%s)' % (r.get('rank'), node) for node, rows in frozen_by_node for r in rows))
+        if stalled:
+            outcome = 'stalled'
+            line = 'stalled on %s; the stall was seen on %s' % (named, ', '.join(stalled))
+        else:
+            outcome = 'failed'
+            line = 'failed on %s; its peers waited for it' % named
+            if also:
+                how['detail'] += ('; the nodes that failed first died of a lost peer (%s)' % '; '.join('%s: %s' % (
+                    node, _retry_policy.peer_cascade(_retry_policy.tail_lines((tails or {}).get(node))) or 'no log')
+                    for node in also))
     elif own:
         failed_nodes, how = blame(missing + own, jobs, verdicts, missing, tails)
         also = [node for node in missing + own if node not in failed_nodes]

@@ -144,6 +144,11 @@ HUNG_STATES = frozenset(['stalled'])
 """Verdict states that leave the ranks where a hang holds them: before the wait stops them (here, or on the other
 nodes), every rank's Python stack is dumped (module_utils/_stacks.py)."""
 
+DUMPED_STOPS = frozenset(['peer'])
+"""Stop reasons whose stop dumps every rank's Python stack first (module_utils/_stacks.py), whoever asks for it: a node
+stopped because a peer failed still has its ranks alive, and the peer may have failed because one of them hung (its
+collective timed out waiting for that rank); where they stand says which."""
+
 
 def verdict(name):
     """``name`` when it is a verdict or a status file's state, else OutcomeError naming it."""

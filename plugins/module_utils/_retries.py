@@ -153,6 +153,11 @@ def row(number, run_id, experiment_dir, verdict, start_step, end_step, previous=
                 replaced=[dict(r) for r in replaced or []])
 
 
+HUNG_BLAME = ('stacks', 'heartbeat')
+"""How a verdict found a hung rank's node (_judgment.judge_results' ``blame``): a retry leaves that node out when a spare
+can take its place (a node whose rank froze may freeze again), and runs on the same nodes otherwise."""
+
+
 def replace(bad, nodes, spares=(), min_nodes=0, spare_group=''):
     """Leave the nodes judged ``bad`` (``{node: why}``) out of the next attempt: each, in rank order, is replaced by the
     first unused of ``spares`` with its node rank; without a spare left it is dropped, where ``min_nodes`` (above 0)
@@ -310,6 +315,11 @@ def decide(current, previous, retries, verdict=None, missing_nodes=(), launch_er
     for node, why in _node_failures.too_often(evidence.get('remembered'), evidence.get('exclude_after')).items():
         if node in (nodes if nodes is not None else everyone):
             bad.setdefault(node, why)
+    # a node whose rank hung or froze (the stack dumps or the heartbeat name it) is left out while a spare is free
+    if (verdict.get('blame') or {}).get('by') in HUNG_BLAME:
+        for node in verdict.get('failed_nodes') or []:
+            if len(bad) < len(spares or ()) and node in (nodes if nodes is not None else everyone):
+                bad.setdefault(node, 'its rank hung (blamed by %s)' % verdict['blame']['by'])
     repeated = None
     if previous:
         before = previous[-1]

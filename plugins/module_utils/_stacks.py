@@ -30,6 +30,9 @@ import shutil
 import subprocess
 import time
 
+from ansible_collections.trainops.multinode.plugins.module_utils._heartbeat import (  # noqa: F401 (rank_processes)
+    STOPPED_STATES, rank_processes, read_environ as _environ)
+
 STACKS_FILE = 'trainops_stacks_rank_%d.txt'
 STACKS_NAME = re.compile(r'^trainops_stacks_rank_(\d{1,7})\.txt$')
 MAX_STACK_BYTES = 256 * 1024
@@ -52,39 +55,6 @@ _PRINTABLE = re.compile(r'[^\x20-\x7e]')
 # ---------------------------------------------------------------------------
 # on the node: which processes are the ranks, and their dumps
 # ---------------------------------------------------------------------------
-
-def _environ(pid, proc_root='/proc'):
-    """The environment ``pid`` started with (``{}`` when it cannot be read)."""
-    try:
-        with open(os.path.join(proc_root, str(pid), 'environ'), 'rb') as handle:
-            data = handle.read(1024 * 1024)
-    except (IOError, OSError):
-        return {}
-    found = {}
-    for item in data.split(b'\0'):
-        name, sep, value = item.partition(b'=')
-        if sep and name in (b'RANK', b'TORCHELASTIC_RUN_ID'):
-            found[name.decode('ascii', 'replace')] = value.decode('utf-8', 'replace')
-    return found
-
-
-def rank_processes(tree, environ=_environ):
-    """``{rank: pid}`` of the ranks among ``tree`` (``{pid: ProcInfo}``, the run's processes): those whose environment
-    has torchrun's ``RANK`` and ``TORCHELASTIC_RUN_ID``, the topmost of each rank (its children, such as DataLoader
-    workers, inherit that environment)."""
-    ranked = {}
-    for pid in sorted(tree):
-        env = environ(pid)
-        if 'TORCHELASTIC_RUN_ID' in env and env.get('RANK', '').isdigit():
-            ranked[pid] = int(env['RANK'])
-    ranks = {}
-    for pid, rank in sorted(ranked.items()):
-        parent = getattr(tree[pid], 'ppid', None)
-        if ranked.get(parent) == rank:
-            continue  # a child of the rank's own process
-        ranks.setdefault(rank, pid)
-    return dict(sorted(ranks.items())[:MAX_RANKS])
-
 
 def _interpreters(pid, proc_root='/proc'):
     """The paths ``pid`` runs as: its command's first word when absolute (a virtual environment's ``bin/python``, a
@@ -129,14 +99,16 @@ def dump_run(tree, out_dir, environ=_environ, pyspy=None, popen=subprocess.Popen
         _write_all(out_dir, ranks, 'py-spy is not installed on this node (pip install py-spy next to the ranks\' '
                                    'Python): no stack dumped\n', owner)
         return dict(ranks=sorted(ranks), error='py-spy is not installed on this node')
-    texts = _dump_all(pyspy, ranks, popen, clock, timeout)
+    # a stopped rank (SIGSTOP) cannot be paused by py-spy (its ptrace stop fails): it is read as it stands
+    stopped = set(rank for rank, pid in ranks.items() if getattr(tree[pid], 'state', None) in STOPPED_STATES)
+    texts = _dump_all(pyspy, ranks, popen, clock, timeout, stopped)
     # a thread caught running (``active+gil``) may come without frames: asked again, a few times, it gives them
     for _attempt in range(EMPTY_RETRIES):
         empty = dict((rank, ranks[rank]) for rank, text in texts.items() if text is not None and _frameless(text))
         if not empty:
             break
         time.sleep(EMPTY_RETRY_DELAY)
-        texts.update(_dump_all(pyspy, empty, popen, clock, timeout))
+        texts.update(_dump_all(pyspy, empty, popen, clock, timeout, stopped))
     for rank, text in texts.items():
         if text is not None:
             _write(out_dir, rank, text, owner)
@@ -149,12 +121,14 @@ def _frameless(text):
     return bool(threads) and not main_frames(threads)
 
 
-def _dump_all(pyspy, ranks, popen, clock, timeout):
-    """``{rank: dump text}`` of ``ranks`` (``{rank: pid}``), py-spy run on all at once; the text says what failed."""
+def _dump_all(pyspy, ranks, popen, clock, timeout, stopped=()):
+    """``{rank: dump text}`` of ``ranks`` (``{rank: pid}``), py-spy run on all at once (``--nonblocking`` for the
+    ``stopped`` ranks); the text says what failed."""
     running, texts = {}, {}
     for rank, pid in ranks.items():
         try:
-            running[rank] = popen([pyspy, 'dump', '--pid', str(pid)], stdout=subprocess.PIPE,
+            running[rank] = popen([pyspy, 'dump'] + (['--nonblocking'] if rank in stopped else []) + ['--pid', str(pid)],
+                                  stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
             texts[rank] = 'py-spy could not start: %s\n' % exc
@@ -269,10 +243,14 @@ def _names(rows):
     return shown + (' and %d more' % (len(rows) - MAX_SHOWN) if len(rows) > MAX_SHOWN else '')
 
 
-def lines(judgment):
-    """The summary's lines for a judgment (``[]`` without dumps)."""
+def lines(judgment, world_size=None):
+    """The summary's lines for a judgment (``[]`` without dumps); with ``world_size``, a line about fewer ranks than
+    the job's says how many were dumped (the others had ended: a node stopped for a peer dumps its own)."""
     out = []
     culprits, waiting = judgment['culprits'], judgment['waiting']
+    dumped = len(judgment['outside']) + len(waiting) + len(judgment['unknown'])
+    if isinstance(world_size, int) and not isinstance(world_size, bool) and 0 < dumped < world_size:
+        out.append('stacks     : %d of %d ranks dumped (the others had ended)' % (dumped, world_size))
     if culprits:
         out.append('hung rank  : %s at %s; %d other rank(s) wait in torch (%s)' % (
             _names(culprits), culprits[0]['where'], len(waiting), waiting[0]['where']))
@@ -323,6 +301,12 @@ def read_experiment(path, node_dirs, refused=None, world_size=None):
                 continue
             dumps[(node, rank)] = data.decode('utf-8', 'replace')
     return dumps
+
+
+def where(judgment):
+    """``{(node, rank): the innermost frame of its main thread}`` of every dumped rank of a judgment."""
+    return dict(((row['node'], row['rank']), row['where']) for key in ('outside', 'waiting', 'unknown')
+                for row in judgment[key])
 
 
 def record(judgment):

@@ -18,7 +18,10 @@ so that ``srun --kill-on-bad-exit`` sees a failed node. It
 - starts torchrun in a new session with stdout+stderr appended to node.log,
 - records pids.json (its own and torchrun's pid, pgid, /proc start time, and in a Slurm step the step it
   runs in: ``slurm`` {job_id, step_id, node, task}) atomically,
-- waits for torchrun, then terminates and reaps whatever is left of the process tree,
+- waits for torchrun, and meanwhile samples every rank (module_utils/_heartbeat.py: its /proc state, CPU time and
+  last metrics step, every job.json ``heartbeat_interval`` seconds; 0 turns it off) into
+  ``trainops_heartbeat.json`` in the run's output directory,
+- then terminates and reaps whatever is left of the process tree,
 - writes exit.json {exit_code, signal, ended_at, signals, checkpoint_signals} and exits (``signals``: the
   signals the supervisor itself received, e.g. a SIGTERM from slurmstepd; ``checkpoint_signals``: when it
   received the run's checkpoint signal).
@@ -60,11 +63,15 @@ try:
         descendants,
         signal_name,
     )
+    from ansible_collections.trainops.multinode.plugins.module_utils._heartbeat import (
+        HEARTBEAT_FILE, INTERVAL_S, Recorder, last_step, metrics_files, rank_processes, read_environ)
 except ImportError:
     from _files import write_json_atomic  # pylint: disable=import-error
     from _proc import System, descendants, signal_name  # pylint: disable=import-error
+    from _heartbeat import (  # pylint: disable=import-error
+        HEARTBEAT_FILE, INTERVAL_S, Recorder, last_step, metrics_files, rank_processes, read_environ)
 
-SHIPPED_WITH = ('_proc.py', '_files.py')
+SHIPPED_WITH = ('_proc.py', '_files.py', '_heartbeat.py')
 """The module_utils files the supervisor imports on the node, written next to it in the run directory."""
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -72,6 +79,8 @@ DEFAULT_CLEANUP_GRACE = 5
 """Seconds leftover processes get between SIGTERM and SIGKILL once torchrun ended (job.json's ``cleanup_grace``)."""
 KILL_WAIT = 5
 """Seconds to wait for processes to vanish after SIGKILL."""
+WAIT_POLL = 0.2
+"""Seconds between two looks for torchrun's end while the heartbeat samples the ranks."""
 EXIT_NOT_STARTED = 143
 """exit.json's exit code when the run was stopped before torchrun started (as if torchrun got SIGTERM)."""
 EXIT_CANNOT_START = 127
@@ -297,6 +306,12 @@ def checkpoint_signal(job):
     return getattr(signal, name) if name in CHECKPOINT_SIGNALS else None
 
 
+def output_dir(job, run_dir):
+    """The run's output directory: ``TRAINOPS_OUTPUT_DIR`` of job.json's env, else ``<run_dir>/outputs``."""
+    out_dir = (job.get('env') or {}).get('TRAINOPS_OUTPUT_DIR')
+    return out_dir if isinstance(out_dir, str) and out_dir else os.path.join(run_dir, 'outputs')
+
+
 def write_exit(path, exit_code, signame=None, error=None, signals=(), checkpoint_signals=()):
     """exit.json: how torchrun ended (or why it never ran), the signals the supervisor received, and when it
     received the checkpoint signal (``[{signal, at, at_epoch}]``)."""
@@ -326,6 +341,10 @@ class Supervisor(object):
         self.checkpoint_signal = checkpoint_signal(self.job)
         self.checkpoint_signals = []
         self.torchrun_env = {}  # the environment torchrun was started with (start_torchrun)
+        interval = self.job.get('heartbeat_interval', INTERVAL_S)
+        self.heartbeat = Recorder(interval) if isinstance(interval, (int, float)) and interval > 0 else None
+        self.heartbeat_failed = False
+        self.environs = {}  # {pid: its RANK and TORCHELASTIC_RUN_ID} of the processes below the supervisor (beat)
 
     def stopped_before_start(self):
         """The start was given up (the module's start wait ran out, the launch was undone): never start late."""
@@ -396,14 +415,52 @@ class Supervisor(object):
             ', '.join('%s=%s' % item for item in sorted(where['visible_devices'].items())) or 'no visible-devices variable'))
 
     def wait_torchrun(self):
-        """Reap children (orphaned workers too) until torchrun itself ends; its wait status, None if it vanished."""
+        """Reap children (orphaned workers too) until torchrun itself ends; its wait status, None if it vanished. With
+        a heartbeat, the ranks are sampled every interval meanwhile (:meth:`beat`)."""
+        if self.heartbeat is None:
+            while True:
+                try:
+                    pid, wstatus = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    return None
+                if pid == self.proc.pid:
+                    return wstatus
+        next_beat = self.system.monotonic()
         while True:
             try:
-                pid, wstatus = os.waitpid(-1, 0)
+                pid, wstatus = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return None
             if pid == self.proc.pid:
                 return wstatus
+            if pid:
+                continue  # an orphaned worker reaped: look again at once
+            if self.system.monotonic() >= next_beat:
+                self.beat()
+                next_beat = self.system.monotonic() + self.heartbeat.interval
+            self.system.sleep(min(WAIT_POLL, self.heartbeat.interval))
+
+    def beat(self):
+        """One sample of every rank (module_utils/_heartbeat.py), written to the run's output directory when it exists
+        (the ranks create it); a failure to sample or write is logged once and never stops the wait."""
+        out_dir = output_dir(self.job, self.run_dir)
+        try:
+            tree = leftovers(self.system)
+            # a rank's environment does not change: read once per rank (another process is read again: between its
+            # fork and its exec, a rank has torchrun's environment)
+            self.environs = dict((pid, self.environs[pid] if 'RANK' in self.environs.get(pid, {}) else read_environ(pid))
+                                 for pid in tree)
+            ranks = rank_processes(tree, self.environs.get)
+            now = self.system.time()
+            metrics = metrics_files(out_dir) if ranks else {}
+            self.heartbeat.sample(ranks, now, step_of=lambda rank: last_step(metrics.get(rank)))
+            if self.heartbeat.ranks and os.path.isdir(out_dir):
+                write_json_atomic(os.path.join(out_dir, HEARTBEAT_FILE), self.heartbeat.record(now),
+                                  indent=None, sync=False)
+        except (IOError, OSError, ValueError) as exc:
+            if not self.heartbeat_failed:
+                log('heartbeat: %s' % exc)
+            self.heartbeat_failed = True
 
     def run(self, foreground=False):
         """Start torchrun, wait for it, clean up its tree and write exit.json; the supervisor's exit status

@@ -50,7 +50,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
 from ansible_collections.trainops.multinode.plugins.module_utils import (
-    _files, _launchers, _node_files, _proc, _stacks, _stragglers, _supervisor)
+    _files, _heartbeat, _launchers, _node_files, _proc, _stacks, _stragglers, _supervisor)
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -62,7 +62,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._proc import (
     is_alive,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
-    STATUS_ABSENT, STATUS_EXITED, STATUS_LOST, STATUS_PREPARED, STATUS_RUNNING, OutcomeError, stop_reason)
+    DUMPED_STOPS, STATUS_ABSENT, STATUS_EXITED, STATUS_LOST, STATUS_PREPARED, STATUS_RUNNING, OutcomeError, stop_reason)
 from ansible_collections.trainops.multinode.plugins.module_utils._run_spec import (
     ENV_NAME_RE, RUN_ID_FIRST, RUN_ID_MAX, RUN_ID_RE, RUN_ID_REST, SECRET_NAMES_VAR, TorchrunError, build_argv,
     check_container, compute_fingerprint, container_argv, is_run_id, iso_time, normalize_env, render_env_file,
@@ -96,7 +96,7 @@ POLL = 0.2
 QUERY_WATCH_POLL = 0.5
 """Seconds between two reads of a running run's state while a query waits for it to change (``wait_for_change``)."""
 
-SUPERVISOR_FILES = {'supervisor.py': _supervisor, '_proc.py': _proc, '_files.py': _files}
+SUPERVISOR_FILES = {'supervisor.py': _supervisor, '_proc.py': _proc, '_files.py': _files, '_heartbeat.py': _heartbeat}
 """What every run directory gets: the supervisor program (plugins/module_utils/_supervisor.py) and the
 module_utils it imports there (its SHIPPED_WITH), read with _files.module_source."""
 
@@ -570,8 +570,10 @@ class TorchrunNode(object):
         ``stop_timeout``. With ``checkpoint_seconds`` (and a run that has a checkpoint signal), first the checkpoint
         signal to its supervisor and process tree, as Slurm sends it before a time limit, and up to that many seconds
         for the ranks to write their checkpoint (a newer checkpoint.json in the run's output directory). With
-        ``dump_stacks``, every rank's Python stack is first written to the run's output directory (_stacks.py)."""
+        ``dump_stacks``, or a ``reason`` of _outcomes.DUMPED_STOPS (a peer failed), every rank's Python stack is first
+        written to the run's output directory (_stacks.py)."""
         self._check_readable()
+        dump_stacks = dump_stacks or reason in DUMPED_STOPS
         run_id = run_id or self.current_run_id()
         if not run_id:
             return self._result(self._absent_state(), False, 0, stopped_pids=[], killed_pids=[])
@@ -693,7 +695,8 @@ class TorchrunNode(object):
             sender.killpg(pgid, sig)
 
     def _terminate(self, state, stop_timeout, check_mode):
-        """SIGTERM the run's process tree, SIGKILL what is left after ``stop_timeout``, wait for the supervisor.
+        """SIGTERM the run's process tree (and SIGCONT to a process stopped by a signal), SIGKILL what is left after
+        ``stop_timeout``, wait for the supervisor.
 
         Returns ``(stopped_pids, killed_pids, warnings)``; in check mode nothing is signalled and
         ``stopped_pids`` lists what would be stopped.
@@ -708,6 +711,10 @@ class TorchrunNode(object):
         protected = self._protected_pgids(state)
         seen = dict((pid, info.start_time) for pid, info in tree.items())
         self._signal(sender, tree, signal.SIGTERM, protected, first_group=first_group)
+        # a process stopped by a signal (a frozen rank, state T) acts on SIGTERM only once continued (as systemd does)
+        frozen = dict((pid, info) for pid, info in tree.items() if info.state in _heartbeat.STOPPED_STATES)
+        if frozen:
+            self._signal(sender, frozen, signal.SIGCONT, protected)
 
         deadline = self.system.monotonic() + stop_timeout
         while True:

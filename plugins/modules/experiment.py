@@ -256,7 +256,8 @@ failed_nodes:
 blame:
   description:
     - How RV(failed_nodes) was found, V(null) when the job succeeded. C(by) is V(stacks) (the stack dumps name the
-      hung rank), V(controller_clock) (it ended while the others were still seen running), V(vanished) (it could not
+      hung rank), V(heartbeat) (the ranks' heartbeats show the rank that stopped progressing while its peers waited),
+      V(controller_clock) (it ended while the others were still seen running), V(vanished) (it could not
       be reached or its job was lost), V(node_clocks) (it ended first by the nodes' clocks; the controller saw the
       ends too close together, or saw none), V(only) (the only node that failed on its own), V(wait) (the node whose
       wait saw the stall or lost it) or V(stop) (a stop, nothing failed). C(detail) says it in a line, shown in the

@@ -113,6 +113,8 @@ options:
         stack (C(py-spy dump), looked for next to the ranks' Python, then on the PATH) to
         C(trainops_stacks_rank_<rank>.txt) in the run's output directory, which the collect brings into the
         experiment. Without py-spy the file says so. The wait asks for it when a job stalled (docs/failures.md).
+      - A stop with O(stop_reason=peer) dumps the stacks whatever this says (a peer failed; its collective may have
+        timed out waiting for a rank here).
     type: bool
     default: false
   run_id:

@@ -10,6 +10,9 @@ the training NICs, so SSH to a node can be cut while its ranks keep training.
   nothing left running on any host;
 - SIGINT to the controller mid-wait: the launch says the job keeps running and how to follow it, the experiment is
   ``interrupted``, the job goes on, status.yml later collects it with its real outcome.
+- a rank frozen (SIGSTOP) with the collective timeout below the stall timeout, on three nodes and a spare: its
+  heartbeat names it and its node (not the healthy node whose collective timed out first), and the spare takes
+  that node's rank.
 
 (The local default's e2e tests do not repeat these two: tests/e2e/test_failure_judgment_local.py.)
 """
@@ -24,6 +27,7 @@ import pytest
 
 from playbook_runner import REPO, run_playbook, start_playbook, wait_playbook, wait_until
 import test_launch_lab
+import test_spares_lab
 from lab_processes import job_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -178,4 +182,51 @@ def test_sigint_mid_wait_then_status_collects_the_real_outcome(lab, tmp_path):
     print('outcome line:', manifest['outcome_detail'])
     assert manifest['outcome'] == 'succeeded' and manifest['interrupted_at']
     assert sorted(n for n in os.listdir(os.path.join(path, 'logs')) if n.startswith('node_')) == ['node_0.txt', 'node_1.txt']
+    assert not job_processes(lab)
+
+
+def test_a_frozen_rank_is_blamed_by_its_heartbeat_and_a_spare_takes_its_node(  # pylint: disable=unused-argument
+        lab_session_lock, restore_lab, lab_nodes, tmp_path):
+    """A rank frozen (SIGSTOP) on the second of three nodes, the collective timeout (15 s) far below the stall timeout:
+    the other nodes' ranks time out in their collective and fail first, yet the heartbeat (the supervisor's samples,
+    state ``T``) names the frozen rank's node and rank, its stack is dumped when its node is stopped for its peers, and
+    the retry's spare takes that node's rank (not a healthy node's); the retry succeeds."""
+    lab = lab_nodes(4, mgmt_net=True)  # three nodes and a spare (tests/lab/test_spares_lab.py's inventory)
+    victim, spare = lab.names[1], lab.names[3]
+    started = time.monotonic()
+    earlier = test_spares_lab.runs(lab, victim)
+    launch = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, retries=1, nproc=1, trainops_nodes_group='job', trainops_spare_nodes='spares', trainops_stall_timeout=600,
+        overrides=['training.max_steps=30', 'training.log_interval=1', 'training.checkpoint_interval=2',
+                   'debug.sleep_per_step_s=0.5', 'distributed.timeout_s=15']),
+        inventory=test_spares_lab.spare_inventory(lab, tmp_path))
+    try:
+        # frozen early: a loaded controller takes seconds for each look at the step, and the job must still run then
+        wait_until(lambda: test_spares_lab.last_step(lab, victim, earlier) >= 3, 240, interval=1,
+                   what='%s past step 3' % victim)
+        frozen = [pid for pid, cmd in job_processes(lab).get(victim, [])
+                  if 'train.py' in cmd and 'torch.distributed.run' not in cmd and 'supervisor' not in cmd]
+        assert frozen, job_processes(lab)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+    finally:
+        proc = wait_playbook(launch, timeout=600)
+    print('wall seconds: %.0f' % (time.monotonic() - started))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    last = proc.summary['artifact_data']['trainops_experiment']
+    attempts = last['attempts']
+    assert [(a['attempt'], a['outcome'], a['decision']) for a in attempts] == [(1, 'failed', 'retry'), (2, 'succeeded', None)]
+    first = read_json(os.path.join(attempts[0]['experiment_dir'], 'manifest.json'))
+    assert first['failed_nodes'] == [victim] and first['blame']['by'] == 'heartbeat', first['blame']
+    assert [(row['node'], row['rank']) for row in first['heartbeat']['culprits']] == [(victim, 1)], first['heartbeat']
+    assert 'stopped (state T)' in first['heartbeat']['culprits'][0]['why']
+    summary = open(os.path.join(attempts[0]['experiment_dir'], 'summary.txt')).read()
+    print(summary)
+    assert re.search(r'^outcome    : failed on %s \(rank 1 stopped \(state T\)' % victim, summary, re.M), summary
+    # its stack, dumped (py-spy --nonblocking) when its node was stopped because its peers had failed
+    assert re.search(r'^heartbeat  : rank 1 \(%s\) stopped \(state T\) .*; last step \d+; its stack: \S+ \(\S+:\d+\)'
+                     % victim, summary, re.M), summary
+    second = read_json(os.path.join(attempts[1]['experiment_dir'], 'manifest.json'))
+    assert [(r['node'], r['by'], r['node_rank']) for r in second['replaced']] == [(victim, spare, 1)], second['replaced']
+    assert sorted(n['host'] for n in second['nodes']) == sorted([lab.names[0], lab.names[2], spare])
     assert not job_processes(lab)

@@ -358,8 +358,9 @@ def test_commands_are_found_in_code_blocks_spans_and_comments_with_their_continu
 
 # --- variables the docs name, knobs the docs leave out ------------------------------------------------------------
 
-VARIABLE = re.compile(r'(?<![\w.])trainops_[a-z0-9_]*[a-z0-9](?![\w(/]|\.py)')
-"""A ``trainops_`` name in code (not ``__trainops_``, a file or directory such as ``trainops_run.py``, a call)."""
+VARIABLE = re.compile(r'(?<![\w.])trainops_[a-z0-9_]*[a-z0-9](?![\w(/]|\.py|\.json)')
+"""A ``trainops_`` name in code (not ``__trainops_``, a file or directory such as ``trainops_run.py`` or
+``trainops_heartbeat.json``, a call)."""
 
 
 def _tasks(node):

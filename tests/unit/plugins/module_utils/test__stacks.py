@@ -17,7 +17,8 @@ from collections import namedtuple
 
 import pytest
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _stacks
+from ansible_collections.trainops.multinode.plugins.module_utils import _proc, _stacks
+from ansible_collections.trainops.multinode.plugins.module_utils._proc import ProcInfo
 
 Proc = namedtuple('Proc', ['pid', 'ppid'])
 
@@ -229,3 +230,30 @@ def test_a_dump_root_writes_belongs_to_the_runs_owner(tmp_path):
                      popen=FakePopen, owner=(12345, 23456))
     info = os.stat(str(tmp_path / 'trainops_stacks_rank_0.txt'))
     assert (info.st_uid, info.st_gid) == (12345, 23456)
+
+
+def test_a_stopped_rank_is_read_without_pausing_it(tmp_path):
+    # py-spy cannot pause a process stopped by SIGSTOP ("Failed to suspend process"): --nonblocking reads it as it is
+    FakePopen.made = []
+    tree = {11: ProcInfo(11, 10, 10, 'T', 0), 12: ProcInfo(12, 10, 10, 'S', 0)}
+    environs = {11: {'RANK': '0', 'TORCHELASTIC_RUN_ID': 'r'}, 12: {'RANK': '1', 'TORCHELASTIC_RUN_ID': 'r'}}
+    _stacks.dump_run(tree, str(tmp_path), environs.get, pyspy='/x/py-spy', popen=FakePopen)
+    assert sorted(FakePopen.made) == [['/x/py-spy', 'dump', '--nonblocking', '--pid', '11'],
+                                      ['/x/py-spy', 'dump', '--pid', '12']]
+
+
+def test_the_real_py_spy_dumps_a_rank_frozen_by_sigstop(tmp_path):
+    script = tmp_path / 'frozen.py'
+    script.write_text('import os, signal\n\ndef freeze():\n    os.kill(os.getpid(), signal.SIGSTOP)\n\nfreeze()\n')
+    proc = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, RANK='2', TORCHELASTIC_RUN_ID='none'))
+    try:
+        deadline = time.time() + 10
+        while _proc.System().read_proc_stat(proc.pid).state != 'T':
+            assert time.time() < deadline
+            time.sleep(0.05)
+        _stacks.dump_run({proc.pid: _proc.System().read_proc_stat(proc.pid)}, str(tmp_path))
+        text = (tmp_path / 'trainops_stacks_rank_2.txt').read_text()
+        assert _stacks.where(_stacks.judge({('n', 2): text})) == {('n', 2): 'freeze (frozen.py:4)'}, text
+    finally:
+        proc.kill()
+        proc.wait()

@@ -96,6 +96,11 @@ class FakeSystem(object):
                 self.procs.pop(sup, None)
 
     def _deliver(self, proc, sig):
+        if proc.state == 'T' and sig not in (signal.SIGKILL, signal.SIGCONT):
+            proc.pending = sig  # a stopped process acts on a signal once continued
+            return
+        if sig == signal.SIGCONT:
+            proc.state, sig = 'S', getattr(proc, 'pending', None)
         if sig == signal.SIGKILL or (sig == signal.SIGTERM and not proc.ignore_term):
             self._die(proc.pid)
 
@@ -1274,3 +1279,27 @@ def test_a_name_with_a_trailing_newline_is_refused(check, value):
     with pytest.raises(tr.TorchrunError):
         check(value)
     check(value.rstrip('\n'))
+
+
+def test_a_stop_for_a_peer_dumps_the_ranks_stacks_first(tmp_path, fake, node, monkeypatch):
+    # the peer may have failed because a rank here hung (its collective timed out): where the ranks stand says which
+    dumped = []
+    monkeypatch.setattr(tr._stacks, 'dump_run', lambda tree, out_dir, **kw: dumped.append(sorted(tree)) or
+                        {'ranks': [0], 'error': None})
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602,))
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=5, log_lines=0,
+                                stop_reason='peer', stop_detail='stopped because node0 (rank 0) failed'), system=fake)
+    assert dumped and result['stacks'] == {'ranks': [0], 'error': None}
+    make_run(node, fake, 'run2', sup_pid=700, torchrun_pid=701, workers=(702,))
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run2', stop_timeout=5, log_lines=0,
+                                stop_reason='user'), system=fake)
+    assert len(dumped) == 1 and result.get('stacks') is None
+
+
+def test_stop_continues_a_frozen_rank_so_that_sigterm_ends_it(tmp_path, fake, node):
+    # a rank stopped by SIGSTOP (state T) keeps a SIGTERM pending: without SIGCONT it would wait for the SIGKILL
+    make_run(node, fake, 'run1', sup_pid=600, torchrun_pid=601, workers=(602, 603))
+    fake.procs[603].pgid, fake.procs[603].state = 603, 'T'
+    result = tr.run_module(dict(state='stopped', **at(node), run_id='run1', stop_timeout=7, log_lines=0), system=fake)
+    assert result['killed_pids'] == [] and 603 not in fake.procs and fake.clock - 1000.0 < 7
+    assert fake.signals.index(('pg', 603, signal.SIGTERM)) < fake.signals.index(('pg', 603, signal.SIGCONT))
