@@ -238,7 +238,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
 
 
 def resume_copies(nodes, hostvars):
-    """How the nodes of ``nodes`` that lacked the checkpoint got it (resume.yml): ``copied_via`` ``{node: 'ssh'}``
+    """How the nodes of ``nodes`` that lacked the checkpoint got it (resume.yml): ``copied_via`` ``{node: 'node'}``
     for a copy from the source node over the nodes' SSH (``__trainops_resume_pulled.pulled``), ``'controller'`` for
     one through the controller, checked on arrival (``__trainops_resume_copied.stat.isreg``); ``not_pulled``, the
     nodes whose copy over SSH failed (the controller carries it to them: ``__trainops_resume_pulled.error``), in
@@ -250,7 +250,7 @@ def resume_copies(nodes, hostvars):
         facts = host_vars(hostvars, node)
         pulled = dig(facts, '__trainops_resume_pulled', 'pulled')
         if pulled is True:
-            copied_via[node] = 'ssh'
+            copied_via[node] = 'node'
         elif dig(facts, '__trainops_resume_copied', 'stat', 'isreg'):
             copied_via[node] = 'controller'
         if pulled is False:

@@ -29,6 +29,7 @@ DEFINITIONS = {
 OTHER_MEANINGS = {
     'plugins/module_utils/_rsync.py': 'the ssh program rsync runs',
     'plugins/action/rsync.py': "Ansible's ssh connection plugin",
+    'plugins/module_utils/_resume.py': 'the ssh program a node pulls the checkpoint from another node with',
 }
 """Python where ``ssh`` names something other than a launcher."""
 

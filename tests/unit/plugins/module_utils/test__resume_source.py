@@ -122,7 +122,7 @@ def test_the_manifest_says_which_node_why_and_how_the_copies_went():
     got = resume_checkpoint(nodes, hostvars, 'r1', None, {'node1': {'global_step': 16, 'epoch': 1}})
     assert (got['node'], got['by'], got['sha256'], got['global_step'], got['epoch']) == ('node1', 'global_step',
                                                                                          'ef' * 32, 16, 1)
-    assert got['copied_to'] == ['spare', 'late'] and got['copied_via'] == {'spare': 'ssh', 'late': 'controller'}
+    assert got['copied_to'] == ['spare', 'late'] and got['copied_via'] == {'spare': 'node', 'late': 'controller'}
     assert got['path'] == '/node1/state/runs/r1/outputs/checkpoint.pt'
     copies = resume_copies(nodes, hostvars)
     assert copies['not_pulled'] == ['late'] and copies['msg'] == (
