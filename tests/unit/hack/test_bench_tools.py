@@ -65,8 +65,10 @@ def watch_sample(n, window=30.0, cpu_per_node_min=0.5):
 
 
 def watch_json():
+    before = dict(watch_sample(4, cpu_per_node_min=5.0), method='before (a75a325)')  # a --baseline's: left out
     return {'run': {'date': '2026-11-28 08:30 UTC', 'cpus': 2, 'commit': 'abc1234', 'loadavg_start': '2.0'},
-            'results': {'4': {'watch': [watch_sample(4)], 'failfast': []},
+            'methods': [{'label': 'ansible'}, {'label': 'before (a75a325)'}],
+            'results': {'4': {'watch': [dict(watch_sample(4), method='ansible'), before], 'failfast': []},
                         '32': {'watch': [watch_sample(32, window=20.0)], 'failfast': []}}}
 
 
