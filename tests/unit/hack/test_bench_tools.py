@@ -7,6 +7,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shlex
 import sys
 
 import pytest
@@ -37,6 +38,15 @@ def test_noisy_points_get_the_least_squares_line():
     # y = 2x + 1 with +1/-1 noise at x = 0, 1, 2, 3: the line through the means, slope 1.6, intercept 1.6
     fixed, per_node = scale.linear_fit([(0, 2), (1, 2), (2, 6), (3, 6)])
     assert per_node == pytest.approx(1.6) and fixed == pytest.approx(1.6)
+
+
+def test_a_parabola_through_exact_points_is_found_and_fewer_than_three_counts_give_a_line():
+    a, b, c = scale.quadratic_fit([(n, 7 + 2 * n + 5 * n * n) for n in (2, 4, 16, 32)])
+    assert (a, b, c) == (pytest.approx(7.0), pytest.approx(2.0), pytest.approx(5.0))
+    assert scale.at((7.0, 2.0, 5.0), 1024) == pytest.approx(7 + 2048 + 5 * 1024 ** 2)
+    assert scale.formula((7.0, 2.0, 5.0), 'fds', 1) == '7.0 + 2.0 x N + 5.0 x N^2 fds'
+    assert scale.quadratic_fit([(4, 10.0), (8, 18.0)]) == (pytest.approx(2.0), pytest.approx(2.0), 0.0)
+    assert scale.quadratic_fit([]) is None
 
 
 def test_one_node_count_is_proportional_and_nothing_measured_is_no_fit():
@@ -90,6 +100,7 @@ def test_the_watch_figures_per_node_count_and_their_estimate():
     # 0.5 CPU-s per node-minute: 512 CPU-s a minute at 1,024 nodes, 8.53 cores
     assert 'controller CPU per minute of watching: 0.000 + 0.500 x N CPU-s/min (fitted on N=4,32) -> at N=1024: 512.000 CPU-s/min' in lines
     assert '= 8.53 controller core(s) busy for the whole job, 0.500 CPU-s per node-minute' in lines
+    assert 'per node-minute as measured: 0.500 to 0.500 CPU-s; proportional to N that is 8.53 to 8.53 core(s) at N=1024' in lines
     assert 'ssh ControlPersist masters (one TCP connection each): 0.0 + 1.0 x N processes (fitted on N=4,32) -> at N=1024: 1024.0' in lines
     assert 'file descriptors of the busiest process (ulimit -n bounds it): 5.0 + 3.0 x N fds' in lines
     assert 'at N=1024: 3077.0 fds' in lines
@@ -115,6 +126,17 @@ def test_the_estimate_reads_the_benchmarks_json_files(tmp_path, capsys):
     assert out.startswith('Estimate for 512 nodes') and 'launch (measured 2026-11-28 08:00 UTC' in out and '-> at N=512: 256.000 CPU-s/min' in out
     with pytest.raises(SystemExit):
         scale.parse_args([])
+
+
+def test_several_runs_of_a_benchmark_count_together():
+    first, second = launch_json(), launch_json()
+    del second['results']['2']
+    second['results']['32'] = {'ansible': [{'cpu': 35.0, 'main_cpu': 5.0, 'stop_cpu': 9.0}]}
+    merged = scale.merge([first, second])
+    assert merged['run'] == first['run'] and sorted(merged['results'], key=int) == ['2', '16', '32']
+    assert [x['cpu'] for x in merged['results']['16']['ansible']] == [19.0, 19.0]
+    assert scale.launch_points(merged)['cpu'] == [(2, 5.0), (16, 19.0), (32, 35.0)]
+    assert scale.merge([]) is None
 
 
 def test_watching_cpu_is_per_node_and_minute_and_the_task_log_is_read(tmp_path):
@@ -144,3 +166,25 @@ def test_the_controller_tree_samples_summarize_to_mean_and_largest():
     assert out['procs'] == {'mean': 4.0, 'max': 5} and out['pss_kb'] == {'mean': 200.0, 'max': 300}
     assert out['kinds_max'] == {'python': 2, 'ssh master': 2, 'ssh': 1} and out['samples'] == 2
     assert tree.summarize([]) == {}
+
+
+def test_the_documented_estimate_is_what_the_script_prints_from_the_committed_results():
+    """docs/contributing/benchmarks.md shows the 1,024-node estimate of the committed before figures: the script's
+    own output, line for line, for the command the page shows just before it."""
+    with open(os.path.join(REPO, 'docs', 'contributing', 'benchmarks.md')) as handle:
+        page = handle.read()
+    marker = '$ bench/scale_estimate '
+    assert marker in page
+    command = page[page.index(marker) + len(marker):].split('\n\n', 1)[0]
+    command = command.split('\n    Estimate for', 1)[0].replace('\\\n', ' ')
+    args = scale.parse_args(shlex.split(command))
+    data = {}
+    for key in ('launch', 'watch'):
+        loaded = []
+        for path in getattr(args, key):
+            with open(os.path.join(REPO, path)) as handle:
+                loaded.append(json.load(handle))
+        data[key] = scale.merge(loaded)
+    assert data['launch'] and data['watch']
+    for line in scale.estimate(data['launch'], data['watch'], nodes=args.nodes, cores=args.cores):
+        assert line.strip() in page, line
