@@ -14,7 +14,10 @@ description:
   - Adds up, per task, the user and system CPU seconds of the ansible-playbook process and of the workers
     it forked and reaped (module runs on a local connection, ssh clients, rsync) while the task ran, and
     counts the hosts the task ran for. At the end of the play it writes them as JSON to the file named
-    by E(TRAINOPS_CONTROLLER_CPU_OUT), or prints a table.
+    by E(TRAINOPS_CONTROLLER_CPU_OUT), or prints a table; C(main_cpu) is the ansible-playbook process's own
+    CPU (the strategy's loop, results and templating, in one Python thread whatever the forks).
+  - With E(TRAINOPS_CONTROLLER_TASKS_OUT), it also appends a line per task as the task starts (the epoch
+    time, a tab and the task's name), so that a benchmark sees which task runs now.
   - The ssh ControlPersist masters run detached and are not counted. A worker's CPU counts once it is joined,
     which the callback does when the next task starts; the linear strategy has every worker of a task ended by then.
 requirements:
@@ -27,6 +30,11 @@ import os
 import time
 
 from ansible.plugins.callback import CallbackBase
+
+
+def _own_cpu():
+    t = os.times()
+    return t.user + t.system
 
 
 def _cpu():
@@ -48,6 +56,7 @@ class CallbackModule(CallbackBase):
         self._rows = []
         self._current = None
         self._start = _cpu()
+        self._own_start = _own_cpu()
         self._wall = time.monotonic()
 
     def _close(self):
@@ -59,6 +68,10 @@ class CallbackModule(CallbackBase):
 
     def _open(self, name):
         self._close()
+        started = os.environ.get('TRAINOPS_CONTROLLER_TASKS_OUT')
+        if started:
+            with open(started, 'a') as handle:
+                handle.write('%.3f\t%s\n' % (time.time(), ' '.join(name.split())))
         self._current = {'task': name, 'hosts': 0, 'skipped': 0, '_cpu0': _cpu(), '_wall0': time.monotonic()}
 
     def v2_playbook_on_task_start(self, task, is_conditional):
@@ -88,7 +101,7 @@ class CallbackModule(CallbackBase):
         self._close()
         total = round(_cpu() - self._start, 3)
         out = os.environ.get('TRAINOPS_CONTROLLER_CPU_OUT')
-        report = {'total_cpu': total, 'wall': round(time.monotonic() - self._wall, 3), 'tasks': self._rows}
+        report = {'total_cpu': total, 'main_cpu': round(_own_cpu() - self._own_start, 3), 'wall': round(time.monotonic() - self._wall, 3), 'tasks': self._rows}
         if out:
             with open(out, 'w') as handle:
                 json.dump(report, handle, indent=1)

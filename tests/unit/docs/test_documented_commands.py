@@ -12,7 +12,8 @@ one of the repository's, and each ``-e`` must parse as Ansible parses it (``pars
 point of a role's meta/argument_specs.yml, a short knob of the registry (module_utils/_knobs.py), or a variable of
 the named playbook's plays. Every ``trainops_*`` variable the docs name in code is declared in an argument spec,
 and every knob of the job role's launch (its ``main`` entry point, and every short knob) is named in a doc page.
-Each ``make`` command of the docs names a target of the Makefile.
+Each ``make`` command of the docs names a target of the Makefile, and each benchmark command (``bench/<script> ...``)
+parses with that script's own options.
 
 A failure names the file and line, the command and what is wrong with it.
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.machinery
+import importlib.util
 import io
 import os
 import re
@@ -459,3 +462,70 @@ def test_every_documented_make_command_names_a_target_of_the_makefile():
     print('%d documented make commands checked' % checked)
     assert checked > 5
     assert not lines, 'documented make commands that name no target:\n' + '\n'.join(lines)
+
+
+# --- benchmark commands -------------------------------------------------------------------------------------------
+
+BENCH = re.compile(r'(?:^|(?<=\s))(?:\$\s+)?(?:sudo\s+)?(?:\./)?bench/(?P<script>[a-z_]+)(?![\w./-])')
+"""A benchmark script of bench/ (``sudo bench/launch_latency --nodes 16``), not a file under it (bench/gpu/...)."""
+
+
+def _bench_script(name, cache={}):  # pylint: disable=dangerous-default-value
+    """bench/<name> loaded as a module (each once), or None when there is no such script."""
+    if name not in cache:
+        path = os.path.join(ROOT, 'bench', name)
+        if not os.path.isfile(path):
+            cache[name] = None
+        else:
+            loader = importlib.machinery.SourceFileLoader('documented_bench_' + name, path)
+            spec = importlib.util.spec_from_loader(loader.name, loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            cache[name] = module
+    return cache[name]
+
+
+def bench_problems(command, inline=False):
+    """What is wrong with one documented benchmark command: its script's own option parser (parse_args) refuses it,
+    or bench/ has no such script. Empty: it parses as written, or it is a code span naming the script alone (a
+    mention, not a command)."""
+    match = BENCH.match(command)
+    module = _bench_script(match.group('script'))
+    if module is None:
+        return ['bench/%s is no script of bench/' % match.group('script')]
+    try:
+        argv = shlex.split(PLACEHOLDER.sub('PLACEHOLDER', command[match.end():]), comments=True)
+    except ValueError as exc:
+        return ['a shell cannot split it: %s' % exc]
+    argv = argv[:next((i for i, w in enumerate(argv) if w in ('&&', ';', '||', '|', '>', '2>')), len(argv))]
+    if inline and not argv:
+        return []
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            module.parse_args(argv)
+    except SystemExit:
+        return ['bench/%s refuses it: %s' % (match.group('script'), (stderr.getvalue().strip().splitlines() or ['?'])[-1])]
+    return []
+
+
+def test_every_documented_benchmark_command_parses_with_its_scripts_options():
+    lines = []
+    found = documented(BENCH, comments=False)
+    for where, command, _match, inline in found:
+        lines.extend('%s: %s\n    %s' % (where, command, problem) for problem in bench_problems(command, inline))
+    scripts = set(BENCH.match(command).group('script') for _where, command, _match, _inline in found)
+    print('%d documented benchmark commands checked (%s)' % (len(found), ', '.join(sorted(scripts))))
+    assert {'launch_latency', 'sweep_overhead', 'watch_cost', 'scale_estimate'} <= scripts
+    assert not lines, 'documented benchmark commands that do not parse as written:\n' + '\n'.join(lines)
+
+
+@pytest.mark.parametrize('command, wrong', [
+    ('sudo bench/launch_latency --nodez 4', 'unrecognized arguments: --nodez 4'),
+    ('sudo bench/watch_cost --nodes 1', '--nodes must be 2-99'),
+    ('bench/scale_estimate', 'give --launch, --watch or both'),
+    ('bench/scale_estimate --watch', 'expected one argument'),
+    ('sudo bench/lanch_latency', 'bench/lanch_latency is no script of bench/'),
+])
+def test_a_benchmark_command_that_does_not_parse_is_named_with_what_is_wrong(command, wrong):
+    assert any(wrong in problem for problem in bench_problems(command)), bench_problems(command)
