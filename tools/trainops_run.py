@@ -202,7 +202,7 @@ def secret_values(extravars, extra_names=(), environ=None):
 
 class Redactor:
     """What every record of the run goes through: secret values, ``trainops_secret_env`` in ``-e`` arguments (of
-    any command line recorded, such as the health check's nested ansible-playbook) and the credentials of URLs
+    any command line recorded, the launch's or another in its events) and the credentials of URLs
     replaced with ``<redacted>``."""
 
     def __init__(self, values=()):

@@ -20,7 +20,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launch_
 
 # the spare nodes of a launch (nodes.yml; trainops_spare_nodes), and the health check before an attempt
 from ansible_collections.trainops.multinode.plugins.module_utils import _retries
-from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input, _health_command
+from ansible_collections.trainops.multinode.plugins.plugin_utils import _filter_input
 
 
 def _preflights(name, value):
@@ -94,12 +94,8 @@ def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launche
                                min_nodes, None if play_hosts is None else list(play_hosts), launcher)
 
 
-def health_check_command(nodes, run_name, playbook):
-    return _health_command.health_command(_nodes('health_check_command', nodes), str(run_name), str(playbook))
-
-
 def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
-    report = _filter_input.mapping('health_gate', report, kind="the health check's report (health.json)", optional=True)
+    report = _filter_input.mapping('health_gate', report, kind="the health check's report (module health_report)", optional=True)
     return _retries.health_gate(report, _nodes('health_gate', nodes, 'nodes'), _nodes('health_gate', spares or [], 'spares'),
                                 min_nodes, str(spare_group or ''))
 
@@ -126,7 +122,6 @@ class FilterModule(object):
             'resume_source': resume_source,
             'resumed_env': resumed_env,
             'spare_pool': spare_pool,
-            'health_check_command': health_check_command,
             'health_gate': health_gate,
             'failures_gate': failures_gate,
         }

@@ -192,13 +192,13 @@ LINK = '<->'
 
 def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
     """The attempt's node set after the health check of its nodes and of the spare nodes not used yet
-    (``trainops_health_check``, roles/job/tasks/health_gate.yml): ``report`` is the check's health.json (None: it wrote
-    none). A suspect node of the attempt is judged bad and left out (:func:`replace`: a healthy spare takes its node
-    rank, or the job goes on with the nodes left where ``min_nodes`` allows); a suspect spare is a spare no more. A
-    fault that involves a spare never blocks the start: a link with a spare at one end (``node0<->spare1``, or two
-    spares) makes its spare(s) unfit, as a suspect spare. A suspect that is no node of either (a link between two of
-    the attempt's nodes, ``all nodes``, the search itself), or no report, starts nothing. Returns :func:`replace`'s
-    dict, with ``verdict`` (the report's) and ``unfit_spares``."""
+    (``trainops_health_check``, roles/job/tasks/health_gate.yml): ``report`` is the check's report (module
+    health_report's result, as health.json holds it; None: there is none). A suspect node of the attempt is judged bad
+    and left out (:func:`replace`: a healthy spare takes its node rank, or the job goes on with the nodes left where
+    ``min_nodes`` allows); a suspect spare is a spare no more. A fault that involves a spare never blocks the start: a
+    link with a spare at one end (``node0<->spare1``, or two spares) makes its spare(s) unfit, as a suspect spare. A
+    suspect that is no node of either (a link between two of the attempt's nodes, ``all nodes``, the search itself), or
+    no report, starts nothing. Returns :func:`replace`'s dict, with ``verdict`` (the report's) and ``unfit_spares``."""
     nodes, spares = list(nodes or ()), list(spares or ())
     if not isinstance(report, Mapping) or not isinstance(report.get('suspects'), list):
         return dict(nodes=nodes, spares=spares, replaced=[], excluded=[], unfit_spares=[], verdict=None,

@@ -26,7 +26,7 @@ from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
 
 def test_registered():
     assert sorted(FilterModule().filters()) == [
-        'dir_share_lines', 'dir_shares', 'failures_gate', 'health_check_command', 'health_gate', 'host_facts', 'node_problems',
+        'dir_share_lines', 'dir_shares', 'failures_gate', 'health_gate', 'host_facts', 'node_problems',
         'node_records', 'not_started', 'reach_table', 'resume_checkpoint', 'resume_copies', 'resume_nodes', 'resume_source',
         'resumed_env', 'spare_pool', 'step_nodes']
 

@@ -300,7 +300,7 @@ def test_the_supervisor_records_a_stopped_rank_in_the_output_directory(tmp_path)
         assert hb.judge({'n0': record})['rows'][0]['stopped_since'] is not None
     finally:
         os.kill(int((out / 'rank.pid').read_text()), signal.SIGKILL)
-    _wait(lambda: (run_dir / 'exit.json').exists())
+    _wait((run_dir / 'exit.json').exists)
     assert oct(os.stat(str(path)).st_mode & 0o777) == '0o600'
 
 
