@@ -136,6 +136,28 @@ def utc(epoch):
     return time.strftime('%H:%M:%SZ', time.gmtime(epoch))
 
 
+_READ_CACHE = {}
+"""path -> ((mtime_ns, size, inode), parsed): a status file is parsed again only when it changed (each wait reads
+every peer's file every poll)."""
+
+
+def read_json_cached(path, limit=4 * _watch_hub.MAX_LINE):
+    """The JSON object in ``path`` (at most ``limit`` bytes, a link not followed), parsed once per version of the
+    file; None when it is missing or not an object."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        _READ_CACHE.pop(path, None)
+        return None
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _READ_CACHE.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    data = _watch_hub.read_object(path, limit)
+    _READ_CACHE[path] = (key, data)
+    return data
+
+
 def read_peers(sync_dir, own_file, run_id):
     """Return the status records of the other hosts (files of another run_id are ignored)."""
     peers = []
@@ -146,13 +168,10 @@ def read_peers(sync_dir, own_file, run_id):
     for name in names:
         if not name.endswith('.json') or name in (own_file, WATCHER_FILE):
             continue
-        try:
-            with open(os.path.join(sync_dir, name), 'r') as f:
-                data = json.load(f)
-        except (IOError, OSError, ValueError):
-            continue
+        data = read_json_cached(os.path.join(sync_dir, name))
         if not isinstance(data, dict):
             continue
+        data = dict(data)
         if run_id and data.get('run_id') and data.get('run_id') != run_id:
             continue
         data.setdefault('host', name[:-len('.json')])
@@ -177,7 +196,7 @@ def hub_peers(sync_dir, own_file, run_id, published):
     for name in names:
         if name == own_file or name == _watch_hub.HUB_RECORD:
             continue
-        record = _watch_hub.read_object(os.path.join(hub_dir, name), 4 * _watch_hub.MAX_LINE) or {}
+        record = read_json_cached(os.path.join(hub_dir, name)) or {}
         job = (record.get('result') or {}).get('job') if isinstance(record.get('result'), dict) else None
         host = record.get('host')
         if not isinstance(job, dict) or not isinstance(host, str) or host in published:
@@ -320,7 +339,7 @@ class ActionModule(ActionBase):
         """The node's status from the watch hub's file (``(result, when the hub last heard from the node)``), or
         None when the hub has no live stream for it (the wait then asks with the module)."""
         host = to_text(task_vars.get('inventory_hostname') or 'localhost')
-        record = _watch_hub.read_status(args['sync_dir'], safe_host_name(host), self._wall())
+        record = _watch_hub.read_status(args['sync_dir'], safe_host_name(host), self._wall(), reader=read_json_cached)
         if record is None:
             return None
         return dict(record['result'], hub=True), record['line_at']
@@ -476,6 +495,7 @@ class _Wait(object):
         self.started = action._clock()
         self.next_progress = self.started + args['progress_interval']
         self.launcher_end_expected_since = None  # when a failed peer was first seen (launcher_ends_it)
+        self.published = None                    # the last record written to own_path (publish)
 
     # --- the host's published state ------------------------------------------------------------
     @property
@@ -498,7 +518,12 @@ class _Wait(object):
             'unreachable_since': node.unreachable_since_wall, 'step_times': node.step_times,
         }
         record.update(extra)
-        # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets
+        # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets; written again only when
+        # it says something new (its time aside)
+        same = dict(record, updated_at=None)
+        if same == self.published:
+            return
+        self.published = same
         write_json_atomic(self.own_path, record, mode=FOLLOW_UMASK, sync=False)
 
     def finish(self, failed, msg, state, detail=None, **extra):

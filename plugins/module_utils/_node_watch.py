@@ -12,8 +12,10 @@ long-lived SSH exec, ``python <run_dir>/watch.py [--log-lines N] [--metrics-reco
 
 It prints one JSON line at once with the run's full status (what ``torchrun state=query`` returns: ``job``,
 ``log_tail``, ``step_times``), then a line on every change (the supervisor or torchrun gone, ``exit.json`` or a stop
-record written; the log's growth at most every ``progress_interval`` seconds), and a heartbeat line every
-HEARTBEAT seconds when nothing changed. Between lines it only stats a few files and ``/proc/<supervisor pid>``
+record written; the log's growth at most every ``progress_interval`` seconds; at once, a rank's failure that torchrun
+logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when nothing changed. A run whose torchrun
+logged a rank's failure (with no restarts left) and has not ended FAILED_GRACE seconds later has its process tree
+ended (torchrun's own shutdown may wait long for a store over a network that is gone). Between lines it only stats a few files and ``/proc/<supervisor pid>``
 every POLL seconds; a change is answered by the module's own query (module_utils/_torchrun.py, shipped next to it).
 
 It reads commands on stdin, one JSON object a line: ``{"cmd": "stop", "reason": "peer", "detail": "...",
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import sys
 import time
@@ -55,6 +58,14 @@ MAX_COMMAND = 8192
 """The most bytes of one command line read from stdin."""
 STOP_REASONS = ('peer',)
 """The stop reasons a command may give (the hub stops a node only because of another node)."""
+RANK_FAILURE = re.compile(rb'\] failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of (?:binary|fn)')
+"""The line torchrun's agent logs as soon as it sees a rank fail (torch/distributed/elastic/multiprocessing/api.py),
+long before torchrun ends: its shutdown may wait seconds for a store that the lost network no longer reaches."""
+SCAN_BYTES = 65536
+"""The most of node.log's new bytes looked through for that line at one poll (its end)."""
+FAILED_GRACE = 1.0
+"""Seconds torchrun gets to end by itself after that line (with no restarts left) before the watcher ends the run's
+process tree (no stop record: the run failed on its own)."""
 
 
 def status_line(kind, now, **fields):
@@ -96,6 +107,26 @@ def parse_command(line):
         return None
     return {'cmd': 'stop', 'reason': data['reason'], 'detail': detail[:1000], 'dump_stacks': data.get('dump_stacks', False),
             'stop_timeout': timeout}
+
+
+def rank_failure(data):
+    """``{exitcode, local_rank, pid}`` of the last rank failure torchrun logged in ``data`` (bytes), or None."""
+    found = None
+    for match in RANK_FAILURE.finditer(data):
+        found = match
+    if found is None:
+        return None
+    return {'exitcode': int(found.group(1)), 'local_rank': int(found.group(2)), 'pid': int(found.group(3))}
+
+
+def restarts_left(job):
+    """Whether torchrun may restart the ranks after a failure (its argv's ``--max-restarts`` is not 0): a rank's
+    failure then does not end the run."""
+    argv = job.get('argv') if isinstance(job.get('argv'), list) else []
+    for index, word in enumerate(argv[:-1]):
+        if word in ('--max-restarts', '--max_restarts'):
+            return argv[index + 1] != '0'
+    return False
 
 
 class Pacing(object):
@@ -171,6 +202,10 @@ class Watcher(object):
         self.stdin = stdin if stdin is not None else sys.stdin.buffer
         self.clock, self.wall = clock, wall
         self.supervisor_pid = None
+        self.job = {}
+        self.log_offset = None
+        self.failure = None          # the rank failure torchrun logged, and when it was seen
+        self.ended_tree = False
 
     def say(self, kind, status=False, **fields):
         self.out.write(status_line(kind, self.wall(), **fields) + '\n')
@@ -185,7 +220,9 @@ class Watcher(object):
             self.say('error', msg=str(exc)[:4000])
             return False
         job = result.get('job') or {}
-        self.supervisor_pid = job.get('supervisor_pid')
+        self.supervisor_pid, self.job = job.get('supervisor_pid'), job
+        if self.failure is not None:
+            result['rank_failure'] = self.failure['rank']
         self.say('status', status=True, result=result)
         return job.get('status') in ('running', 'prepared')
 
@@ -201,6 +238,39 @@ class Watcher(object):
             self.say('stop_failed', msg=str(exc)[:4000])
             return
         self.say('stopped', result={k: result.get(k) for k in ('stopped_pids', 'killed_pids', 'stacks', 'warnings')})
+
+    def scan_log(self, size):
+        """Look through node.log's new bytes for a rank failure torchrun logged; True when one is newly seen (a run
+        whose torchrun may restart its ranks does not end with one)."""
+        if size is None or self.failure is not None:
+            return False
+        start = max(0, size - SCAN_BYTES) if self.log_offset is None else max(self.log_offset, size - SCAN_BYTES)
+        if self.log_offset is not None and size <= self.log_offset:
+            self.log_offset = size
+            return False
+        self.log_offset = size
+        try:
+            with open(os.path.join(self.run_dir, 'node.log'), 'rb') as handle:
+                handle.seek(start)
+                data = handle.read(size - start)
+        except OSError:
+            return False
+        found = rank_failure(data)
+        if found is None or restarts_left(self.job):
+            return False
+        self.failure = {'rank': found, 'seen': self.clock()}
+        return True
+
+    def end_failed(self):
+        """torchrun said a rank failed and has not ended FAILED_GRACE seconds later: end the run's process tree (no
+        stop record: the run failed on its own)."""
+        if self.failure is None or self.ended_tree or self.clock() - self.failure['seen'] < FAILED_GRACE:
+            return
+        self.ended_tree = True
+        try:
+            self.node.end_failed(self.run_id)
+        except self.torchrun.TorchrunError as exc:
+            self.say('stop_failed', msg=str(exc)[:4000])
 
     def run(self):
         """Watch until the run ends or stdin closes; the exit status."""
@@ -221,11 +291,16 @@ class Watcher(object):
                         self.command(line)
                 if len(pending) > MAX_COMMAND:
                     pending = b''
-            what = self.pacing.look(self.clock(), signature(self.run_dir, self.supervisor_pid))
+            sign = signature(self.run_dir, self.supervisor_pid)
+            what = self.pacing.look(self.clock(), sign)
+            if self.scan_log(sign[-1]):
+                what = 'query'
             if what == 'query':
                 going = self.query()
             elif what == 'heartbeat':
                 self.say('heartbeat')
+            if going:
+                self.end_failed()
         return 0
 
 

@@ -18,7 +18,8 @@ its own session: ``python _watch_hub.py <sync_dir>``. The hub
 - writes each node's latest line to ``<sync_dir>/hub/<host>.json`` (atomically; bounded, parsed as data): the
   module's query result, when its stream last gave a line (``line_at``), and the stream's state; each host's wait
   (torchrun_wait) reads it instead of asking the node;
-- when a node's run ends badly on its own (no stop record, not ended by its launcher), or a wait publishes a state
+- when a node's run ends badly on its own (no stop record, not ended by its launcher) or its torchrun logged a rank's
+  failure (``rank_failure``, _node_watch.py), or a wait publishes a state
   that ends the job (``<sync_dir>/<host>.json``: failed, stalled, gone, error), sends a stop (reason ``peer``) to
   every other node's watcher at once; for a launcher that ends the other nodes itself
   (Launcher.peer_failure_ends_node) only after STEP_PEER_WAIT seconds; with the ranks' stacks dumped first for a
@@ -265,7 +266,8 @@ class Hub(object):
             stream.record['result'] = line['result']
             stream.record['stream'] = 'up'
             job = line['result']['job']
-            if run_judgment(job) == 'failed' and stream.host not in set(c['host'] for c in self.causes):
+            failed = run_judgment(job) == 'failed' or isinstance(line['result'].get('rank_failure'), dict)
+            if failed and stream.host not in set(c['host'] for c in self.causes):
                 rank = job.get('node_rank') if isinstance(job.get('node_rank'), int) else None
                 self.causes.append({'host': stream.host, 'node_rank': rank, 'state': 'failed', 'seen': self.clock()})
             if run_judgment(job) != 'running':
@@ -364,10 +366,11 @@ def read_object(path, limit):
     return value if isinstance(value, dict) else None
 
 
-def read_status(sync_dir, name, now_wall, stale=STALE):
+def read_status(sync_dir, name, now_wall, stale=STALE, reader=None):
     """The hub's file for a host (``name``: its file name without ``.json``) when its stream gave a line within
-    ``stale`` seconds and holds a status, else None (the wait then asks the node with the module)."""
-    record = read_object(status_path(sync_dir, name), 4 * MAX_LINE)
+    ``stale`` seconds and holds a status, else None (the wait then asks the node with the module). ``reader(path,
+    limit)``: how the file is read (read_object)."""
+    record = (reader or read_object)(status_path(sync_dir, name), 4 * MAX_LINE)
     if not record or record.get('stream') not in ('up', 'ended') or not isinstance(record.get('result'), dict):
         return None
     line_at = record.get('line_at')

@@ -93,7 +93,13 @@ import os, signal, subprocess, sys, time
 print('[trainops] step=1', flush=True)
 rank = subprocess.Popen(['sleep', '600'])
 signal.signal(signal.SIGTERM, lambda *a: (rank.terminate(), sys.exit(143)))
-sys.exit(rank.wait() and 1)
+code = rank.wait()
+if code:
+    # what torchrun's agent logs at once; then its shutdown waits for a store that is gone
+    print('E1128 08:13:54.908000 14911 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: %%d) '
+          'local_rank: 0 (pid: %%d) of binary: /usr/bin/python3' %% (code, rank.pid), file=sys.stderr, flush=True)
+    time.sleep(30)
+sys.exit(code and 1)
 '''
 
 
@@ -141,6 +147,16 @@ def lines_until(proc, want, timeout):
     raise AssertionError('not seen within %s s: %s' % (timeout, seen))
 
 
+def test_rank_failure_is_torchruns_line_and_restarts_are_left_alone():
+    line = (b'E1128 08:13:54.908000 14911 /x/torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) '
+            b'local_rank: 1 (pid: 16770) of binary: /v/bin/python\n')
+    assert nw.rank_failure(b'[rank 0] step=1\n' + line) == {'exitcode': -9, 'local_rank': 1, 'pid': 16770}
+    assert nw.rank_failure(b'[rank 0] failed (exitcode: 1) is what my script says\n') is None
+    assert not nw.restarts_left({'argv': ['python', '-m', 'torch.distributed.run', '--max-restarts', '0', 'train.py']})
+    assert nw.restarts_left({'argv': ['torchrun', '--max-restarts', '3', 'train.py']})
+    assert not nw.restarts_left({'argv': 'not a list'}) and not nw.restarts_left({})
+
+
 def test_the_watcher_says_the_run_at_once_and_its_end_within_a_second(run):
     run_dir, job = run
     assert sorted(os.listdir(os.path.join(run_dir, nw.LIB_DIR, *nw.PACKAGE.split('.')))) == sorted(
@@ -155,10 +171,17 @@ def test_the_watcher_says_the_run_at_once_and_its_end_within_a_second(run):
         assert beat['kind'] == 'heartbeat'
         os.kill(rank_pid(job), signal.SIGKILL)
         killed = time.monotonic()
+        # torchrun's line about the rank: said at once, while torchrun still runs
+        seen = lines_until(proc, lambda line: line and line['kind'] == 'status' and line['result'].get('rank_failure'), 10)
+        assert time.monotonic() - killed < 1.5, seen
+        assert seen[-1]['result']['rank_failure']['exitcode'] == -9
+        assert seen[-1]['result']['job']['status'] == 'running'
+        # torchrun's shutdown hangs: the watcher ends the run's tree after FAILED_GRACE, with no stop record
         seen = lines_until(proc, lambda line: line and line['kind'] == 'status'
                            and line['result']['job']['status'] == 'exited', 10)
-        assert time.monotonic() - killed < 2.5, seen
-        assert seen[-1]['result']['job']['exit_code'] == 1
+        assert time.monotonic() - killed < 3.0, seen
+        assert seen[-1]['result']['job']['exit_code'] != 0 and seen[-1]['result']['job']['stop'] is None
+        assert not os.path.exists('/proc/%d' % job['pid'])
         # the run ended and was said: the watcher ends
         assert proc.wait(timeout=5) == 0
     finally:

@@ -175,3 +175,35 @@ def test_the_hub_ends_when_the_controller_is_gone_and_the_watchers_see_the_end_o
     started = time.monotonic()
     hub.Hub(sync_dir, gone).run()
     assert time.monotonic() - started < 5
+
+
+def test_a_rank_failure_torchrun_logged_is_a_cause_before_its_run_ends(tmp_path):
+    sync_dir = str(tmp_path)
+    os.makedirs(os.path.join(sync_dir, hub.HUB_DIR))
+    the_hub = hub.Hub(sync_dir, os.getpid(), clock=lambda: 7.0)
+    stream = hub.Stream('n2', {'name': 'n2', 'run_id': 'r1', 'argv': []})
+    the_hub.streams['n2'] = stream
+    the_hub.on_line(stream, {'kind': 'status', 'result': {'job': job(node_rank=2)}})
+    assert the_hub.causes == [] and not stream.done
+    the_hub.on_line(stream, {'kind': 'heartbeat'})
+    assert the_hub.causes == []
+    the_hub.on_line(stream, {'kind': 'status', 'result': {'job': job(node_rank=2),
+                                                          'rank_failure': {'exitcode': -9, 'local_rank': 0, 'pid': 5}}})
+    assert the_hub.causes == [{'host': 'n2', 'node_rank': 2, 'state': 'failed', 'seen': 7.0}]
+    # still running: its end is still to be said
+    assert not stream.done
+    the_hub.on_line(stream, {'kind': 'status', 'result': {'job': job(node_rank=2, status='exited', exit_code=1)}})
+    assert len(the_hub.causes) == 1 and stream.done
+    assert json.load(open(hub.status_path(sync_dir, 'n2')))['result']['job']['exit_code'] == 1
+
+
+def test_a_wait_that_publishes_a_stall_is_a_cause(tmp_path):
+    sync_dir = str(tmp_path)
+    with open(os.path.join(sync_dir, 'n3.json'), 'w') as handle:
+        json.dump({'host': 'n3', 'node_rank': 2, 'state': 'stalled'}, handle)
+    with open(os.path.join(sync_dir, 'n1.json'), 'w') as handle:
+        json.dump({'host': 'n1', 'node_rank': 0, 'state': 'running'}, handle)
+    the_hub = hub.Hub(sync_dir, os.getpid(), clock=lambda: 3.0)
+    the_hub.published_causes()
+    assert the_hub.causes == [{'host': 'n3', 'node_rank': 2, 'state': 'stalled', 'seen': 3.0}]
+    assert hub.stop_command(the_hub.causes)['dump_stacks']
