@@ -203,7 +203,9 @@ def hub_peers(sync_dir, own_file, run_id, published):
             continue
         if run_id and job.get('run_id') and job.get('run_id') != run_id:
             continue
-        peers.append({'host': host, 'node_rank': job.get('node_rank'), 'state': HUB_STATES[_watch_hub.run_judgment(job)],
+        # a rank's failure torchrun logged (_node_watch.py) fails the node before its run has ended
+        state = 'failed' if isinstance(record['result'].get('rank_failure'), dict) else HUB_STATES[_watch_hub.run_judgment(job)]
+        peers.append({'host': host, 'node_rank': job.get('node_rank'), 'state': state,
                       'status': job.get('status'), 'exit_code': job.get('exit_code'), 'signal': job.get('signal'),
                       'run_id': job.get('run_id'), 'progress': None, 'detail': None})
     return peers
