@@ -317,4 +317,6 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    CODE = main()
+    sys.stdout.flush()
+    os._exit(CODE)
