@@ -404,12 +404,10 @@ class ActionModule(ActionBase):
     def _watch_argv(self, args, task_vars):
         """The argv that runs the node's watcher (module_utils/_node_watch.py) in the run directory: over the host's
         own ssh settings and ControlMaster, or locally; None for another connection (the wait asks with the module)."""
-        python = task_vars.get('ansible_python_interpreter') or (task_vars.get('ansible_facts') or {}).get(
-            'discovered_interpreter_python') or 'python3'
-        python = to_text(self._templar.template(python)) if '{' in to_text(python) else to_text(python)
+        transport = self._connection.transport
+        python = self._node_python(task_vars, is_local(transport))
         watcher = [python, os.path.join(args['run_dir'], 'watch.py'), '--log-lines', str(args['log_lines']),
                    '--metrics-records', str(STEADY_STATE_WINDOW), '--progress-interval', str(args['progress_interval'])]
-        transport = self._connection.transport
         if is_local(transport):
             return watcher
         if transport not in SSH:
@@ -417,6 +415,19 @@ class ActionModule(ActionBase):
         rsh, host, user = ssh_settings(self._connection, self._play_context.remote_addr)
         login = '%s%s' % ('%s@' % user if user else '', host)
         return shlex.split(rsh) + ['-T', login, 'exec ' + ' '.join(shlex.quote(word) for word in watcher)]
+
+    def _node_python(self, task_vars, local):
+        """The node's Python, as the modules run there: ansible_python_interpreter (templated), else the one Ansible
+        discovered, else the controller's own for a local connection and ``python3`` over ssh."""
+        value = task_vars.get('ansible_python_interpreter')
+        if value and '{' in to_text(value):
+            try:
+                value = self._templar.template(value)
+            except Exception:  # pylint: disable=broad-except
+                value = None
+        if not value or '{' in to_text(value):
+            value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
+        return to_text(value) if value else (sys.executable if local else 'python3')
 
     def _register(self, args, task_vars, check_mode):
         """Register the host with the job's watch hub (its spec file) and start the hub when it does not run yet."""

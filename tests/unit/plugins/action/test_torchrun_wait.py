@@ -687,3 +687,29 @@ def test_a_node_the_hub_stopped_for_a_peer_past_the_forks_is_stopped_not_failed(
     assert res['msg'] == 'hostA rank 0: stopped because hostB (rank 1) failed'
     assert res['peer_failures'][0]['host'] == 'hostB' and h.calls == []
     assert h.own_status()['state'] == 'stopped'
+
+
+def test_each_host_registers_with_the_hub_and_the_first_starts_it(tmp_path, monkeypatch):
+    spawned = []
+    monkeypatch.setattr(ActionModule, '_spawn_hub', lambda self, sync_dir, pid: spawned.append(sync_dir) or 4242)
+    options = {'host': '10.0.0.2', 'port': 2222, 'remote_user': 'trainer', 'ssh_args': '-o ControlMaster=auto -o ControlPersist=60s',
+               'ssh_common_args': '', 'ssh_extra_args': '', 'timeout': 10, 'ssh_executable': 'ssh',
+               'private_key_file': None, 'control_path': None, 'control_path_dir': '~/.ansible/cp'}
+    for host, transport in (('hostA', 'local'), ('hostB', 'ssh')):
+        h = Harness(tmp_path, args={'watch_start': True, 'run_dir': '/srv/state/n0/runs/run1', 'run_id': 'run1'}, host=host)
+        h.action._connection.transport = transport
+        h.action._connection.get_option = options.get
+        h.action._connection._create_control_path = lambda host, port, user: '%(directory)s/' + 'cp-%s' % host
+        res = h.action.run(task_vars={'inventory_hostname': host, 'ansible_python_interpreter': '/opt/py/bin/python3'})
+        assert res['watched'] is True and h.calls == []
+    assert len(spawned) == 1
+    hub_dir = tmp_path / 'sync' / 'hub'
+    assert json.loads((hub_dir / 'hub.json').read_text())['pid'] == 4242
+    local = json.loads((hub_dir / 'hostA.spec.json').read_text())
+    watcher = ['/opt/py/bin/python3', '/srv/state/n0/runs/run1/watch.py', '--log-lines', '20', '--metrics-records', '5',
+               '--progress-interval', '10.0']
+    assert local == {'host': 'hostA', 'run_id': 'run1', 'argv': watcher}
+    ssh = json.loads((hub_dir / 'hostB.spec.json').read_text())['argv']
+    assert ssh[0] == 'ssh' and ssh[-3:-1] == ['-T', 'trainer@10.0.0.2'] and ssh[-1] == 'exec ' + ' '.join(watcher)
+    assert any(word.startswith('ControlPath=') and word.endswith('/cp-10.0.0.2') for word in ssh)
+    assert 'Port=2222' in ssh
