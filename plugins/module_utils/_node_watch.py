@@ -13,9 +13,7 @@ long-lived SSH exec, ``python <run_dir>/watch.py [--log-lines N] [--metrics-reco
 It prints one JSON line at once with the run's full status (what ``torchrun state=query`` returns: ``job``,
 ``log_tail``, ``step_times``), then a line on every change (the supervisor or torchrun gone, ``exit.json`` or a stop
 record written; the log's growth at most every ``progress_interval`` seconds; at once, a rank's failure that torchrun
-logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when nothing changed. A run whose torchrun
-logged a rank's failure (with no restarts left) and has not ended FAILED_GRACE seconds later has its process tree
-ended (torchrun's own shutdown may wait long for a store over a network that is gone). Between lines it only stats a few files and ``/proc/<supervisor pid>``
+logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when nothing changed. Between lines it only stats a few files and ``/proc/<supervisor pid>``
 every POLL seconds; a change is answered by the module's own query (module_utils/_torchrun.py, shipped next to it).
 
 It reads commands on stdin, one JSON object a line: ``{"cmd": "stop", "reason": "peer", "detail": "...",
@@ -63,9 +61,6 @@ RANK_FAILURE = re.compile(rb'\] failed \(exitcode: (-?\d+)\) local_rank: (\d+) \
 long before torchrun ends: its shutdown may wait seconds for a store that the lost network no longer reaches."""
 SCAN_BYTES = 65536
 """The most of node.log's new bytes looked through for that line at one poll (its end)."""
-FAILED_GRACE = 1.0
-"""Seconds torchrun gets to end by itself after that line (with no restarts left) before the watcher ends the run's
-process tree (no stop record: the run failed on its own)."""
 
 
 def status_line(kind, now, **fields):
@@ -205,7 +200,6 @@ class Watcher(object):
         self.job = {}
         self.log_offset = None
         self.failure = None          # the rank failure torchrun logged, and when it was seen
-        self.ended_tree = False
 
     def say(self, kind, status=False, **fields):
         self.out.write(status_line(kind, self.wall(), **fields) + '\n')
@@ -261,17 +255,6 @@ class Watcher(object):
         self.failure = {'rank': found, 'seen': self.clock()}
         return True
 
-    def end_failed(self):
-        """torchrun said a rank failed and has not ended FAILED_GRACE seconds later: end the run's process tree (no
-        stop record: the run failed on its own)."""
-        if self.failure is None or self.ended_tree or self.clock() - self.failure['seen'] < FAILED_GRACE:
-            return
-        self.ended_tree = True
-        try:
-            self.node.end_failed(self.run_id)
-        except self.torchrun.TorchrunError as exc:
-            self.say('stop_failed', msg=str(exc)[:4000])
-
     def run(self):
         """Watch until the run ends or stdin closes; the exit status."""
         fd = self.stdin.fileno()
@@ -299,8 +282,6 @@ class Watcher(object):
                 going = self.query()
             elif what == 'heartbeat':
                 self.say('heartbeat')
-            if going:
-                self.end_failed()
         return 0
 
 

@@ -635,17 +635,6 @@ class TorchrunNode(object):
             return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings,
                                 checkpoint_signal=checkpoint, stacks=stacks)
 
-    def end_failed(self, run_id, stop_timeout=1):
-        """End the process tree of a run whose torchrun logged a rank's failure (_node_watch.py): as a stop does, but
-        with no stop record, since the run failed on its own (the judgment counts it as the cause). The stopped pids."""
-        validate_run_id(run_id)
-        with self._lock(False):
-            state = self.state(run_id)
-            if not self.is_active(state):
-                return []
-            stopped, dummy, dummy = self._terminate(state, stop_timeout, False)
-            return stopped
-
     def dump_stacks(self, run_id=None):
         """Every rank's Python stack into the run's output directory (_stacks.py), the run left running: ``{ranks,
         error}``; None when the run does not run."""

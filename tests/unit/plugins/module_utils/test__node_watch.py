@@ -176,12 +176,13 @@ def test_the_watcher_says_the_run_at_once_and_its_end_within_a_second(run):
         assert time.monotonic() - killed < 1.5, seen
         assert seen[-1]['result']['rank_failure']['exitcode'] == -9
         assert seen[-1]['result']['job']['status'] == 'running'
-        # torchrun's shutdown hangs: the watcher ends the run's tree after FAILED_GRACE, with no stop record
+        # torchrun ends by itself (its shutdown here takes 30 s): the watcher leaves it alone, no stop record
+        time.sleep(1.5)
+        assert os.path.exists('/proc/%d' % job['pid'])
+        os.kill(job['pid'], signal.SIGTERM)
         seen = lines_until(proc, lambda line: line and line['kind'] == 'status'
                            and line['result']['job']['status'] == 'exited', 10)
-        assert time.monotonic() - killed < 3.0, seen
-        assert seen[-1]['result']['job']['exit_code'] != 0 and seen[-1]['result']['job']['stop'] is None
-        assert not os.path.exists('/proc/%d' % job['pid'])
+        assert seen[-1]['result']['job']['stop'] is None
         # the run ended and was said: the watcher ends
         assert proc.wait(timeout=5) == 0
     finally:
