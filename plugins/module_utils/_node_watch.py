@@ -13,8 +13,9 @@ long-lived SSH exec, ``python <run_dir>/watch.py [--log-lines N] [--metrics-reco
 It prints one JSON line at once with the run's full status (what ``torchrun state=query`` returns: ``job``,
 ``log_tail``, ``step_times``), then a line on every change (the supervisor or torchrun gone, ``exit.json`` or a stop
 record written; the log's growth at most every ``progress_interval`` seconds; at once, a rank's failure that torchrun
-logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when nothing changed. Between lines it only stats a few files and ``/proc/<supervisor pid>``
-every POLL seconds; a change is answered by the module's own query (module_utils/_torchrun.py, shipped next to it).
+logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when nothing changed. Between lines it
+only stats a few files and ``/proc/<supervisor pid>`` every POLL seconds; a change is answered by the module's own
+query (module_utils/_torchrun.py, shipped next to it).
 
 It reads commands on stdin, one JSON object a line: ``{"cmd": "stop", "reason": "peer", "detail": "...",
 "dump_stacks": false, "stop_timeout": 15}`` stops the run as ``torchrun state=stopped`` does (the stop record names

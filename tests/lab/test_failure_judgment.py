@@ -99,10 +99,9 @@ def ranks(lab, node):
 def test_a_rank_dead_behind_a_silent_network_past_the_forks_stops_the_other_nodes_within_3_s(lab, tmp_path):
     victim = lab.node(VICTIM)
     # one fork: the victim's wait starts only when the first node's has ended; the hub watches it from its start
+    overrides = ['debug.sleep_per_step_s=1', 'training.epochs=50', 'training.max_steps=300', 'distributed.timeout_s=900']
     launch = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
-        tmp_path, trainops_nproc_per_node=1, overrides=['debug.sleep_per_step_s=1', 'training.epochs=50',
-                                                        'training.max_steps=300', 'distributed.timeout_s=900']),
-        inventory=lab.inventory, env={'ANSIBLE_FORKS': '1'})
+        tmp_path, trainops_nproc_per_node=1, overrides=overrides), inventory=lab.inventory, env={'ANSIBLE_FORKS': '1'})
     try:
         def watched():
             paths = [os.path.join(e, '.wait', 'hub', victim['name'] + '.json') for e in experiments(tmp_path)]
