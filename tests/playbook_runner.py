@@ -59,10 +59,11 @@ def run_playbook(playbook, workdir, extravars, inventory=None, timeout=420, env=
     return finish(proc, argv, started)
 
 
-def start_playbook(playbook, workdir, extravars, inventory=None):
-    """Start a playbook in the background; ``wait_playbook`` collects it."""
+def start_playbook(playbook, workdir, extravars, inventory=None, env=None):
+    """Start a playbook in the background; ``wait_playbook`` collects it. ``env`` adds to this process's environment."""
     argv = entry_argv(playbook, workdir, extravars, inventory)
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, **(env or {})))
     proc.argv, proc.started = argv, time.monotonic()
     return proc
 

@@ -61,6 +61,22 @@ ARGUMENT_SPEC = dict(
 SSH = ('ssh', 'ansible.builtin.ssh')
 
 
+def ssh_settings(conn, remote_addr):
+    """``(rsh, host, user)`` of a host on Ansible's ssh connection ``conn``: the ssh command line with the host's own
+    settings, through the ControlMaster socket Ansible opened to it when there is one (also the job's watch hub's,
+    torchrun_wait)."""
+    host = conn.get_option('host') or remote_addr
+    port = conn.get_option('port')
+    user = conn.get_option('remote_user')
+    ssh_args = [conn.get_option('ssh_args'), conn.get_option('ssh_common_args'), conn.get_option('ssh_extra_args')]
+    timeout = conn.get_option('timeout')
+    if timeout:
+        ssh_args.append('-o ConnectTimeout=%d' % int(timeout))
+    rsh = ssh_command(conn.get_option('ssh_executable'), port=port, private_key=conn.get_option('private_key_file'),
+                      ssh_args=ssh_args, control_path=ActionModule._control_path(conn, host, port, user, ssh_args))
+    return rsh, host, user
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -69,16 +85,7 @@ class ActionModule(ActionBase):
 
     def _ssh_target(self, dest):
         """``(rsh, [user@]host:dest)`` from the host's ssh connection settings."""
-        conn = self._connection
-        host = conn.get_option('host') or self._play_context.remote_addr
-        port = conn.get_option('port')
-        user = conn.get_option('remote_user')
-        ssh_args = [conn.get_option('ssh_args'), conn.get_option('ssh_common_args'), conn.get_option('ssh_extra_args')]
-        timeout = conn.get_option('timeout')
-        if timeout:
-            ssh_args.append('-o ConnectTimeout=%d' % int(timeout))
-        rsh = ssh_command(conn.get_option('ssh_executable'), port=port, private_key=conn.get_option('private_key_file'),
-                          ssh_args=ssh_args, control_path=self._control_path(conn, host, port, user, ssh_args))
+        rsh, host, user = ssh_settings(self._connection, self._play_context.remote_addr)
         return rsh, remote_path(host, user, dest)
 
     @staticmethod
@@ -150,10 +157,7 @@ class ActionModule(ActionBase):
 
     def _ssh_login(self):
         """``(ssh argv, [user@]host)`` of the host, as its rsync's --rsh reaches it."""
-        rsh, dummy = self._ssh_target('.')
-        conn = self._connection
-        host = conn.get_option('host') or self._play_context.remote_addr
-        user = conn.get_option('remote_user')
+        rsh, host, user = ssh_settings(self._connection, self._play_context.remote_addr)
         return shlex.split(rsh), '%s%s' % ('%s@' % user if user else '', host)
 
     @staticmethod

@@ -33,7 +33,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
+import subprocess
+import sys
 import time
 
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
@@ -44,8 +47,10 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment imp
 from ansible_collections.trainops.multinode.plugins.module_utils._files import FOLLOW_UMASK, write_json_atomic
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import (
     ENDED_STATUSES, FAILED_STATES, HUNG_STATES, RUNNING, STATUS_EXITED, STATUS_LOST, STATUS_RUNNING, UNSETTLED_STATES,
-    peer_words, verdict, verdict_state)
-from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stacks, _stragglers
+    verdict, verdict_state)
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers, _stacks, _stragglers, _watch_hub
+from ansible_collections.trainops.multinode.plugins.module_utils._local_copy import is_local
+from ansible_collections.trainops.multinode.plugins.action.rsync import SSH, ssh_settings
 
 MODULE = 'trainops.multinode.torchrun'
 
@@ -89,6 +94,8 @@ ARGUMENT_SPEC = dict(
     stop_timeout=dict(type='int', default=15),
     label=dict(type='str', default=''),
     straggler_threshold=dict(type='float', default=_stragglers.DEFAULT_THRESHOLD),
+    watch_start=dict(type='bool', default=False),
+    run_dir=dict(type='str'),
 )
 
 
@@ -129,6 +136,28 @@ def utc(epoch):
     return time.strftime('%H:%M:%SZ', time.gmtime(epoch))
 
 
+_READ_CACHE = {}
+"""path -> ((mtime_ns, size, inode), parsed): a status file is parsed again only when it changed (each wait reads
+every peer's file every poll)."""
+
+
+def read_json_cached(path, limit=4 * _watch_hub.MAX_LINE):
+    """The JSON object in ``path`` (at most ``limit`` bytes, a link not followed), parsed once per version of the
+    file; None when it is missing or not an object."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        _READ_CACHE.pop(path, None)
+        return None
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _READ_CACHE.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    data = _watch_hub.read_object(path, limit)
+    _READ_CACHE[path] = (key, data)
+    return data
+
+
 def read_peers(sync_dir, own_file, run_id):
     """Return the status records of the other hosts (files of another run_id are ignored)."""
     peers = []
@@ -139,17 +168,46 @@ def read_peers(sync_dir, own_file, run_id):
     for name in names:
         if not name.endswith('.json') or name in (own_file, WATCHER_FILE):
             continue
-        try:
-            with open(os.path.join(sync_dir, name), 'r') as f:
-                data = json.load(f)
-        except (IOError, OSError, ValueError):
-            continue
+        data = read_json_cached(os.path.join(sync_dir, name))
         if not isinstance(data, dict):
             continue
+        data = dict(data)
         if run_id and data.get('run_id') and data.get('run_id') != run_id:
             continue
         data.setdefault('host', name[:-len('.json')])
         peers.append(data)
+    return peers + hub_peers(sync_dir, own_file, run_id, set(p.get('host') for p in peers))
+
+
+HUB_STATES = {'running': 'running', 'succeeded': 'succeeded', 'failed': 'failed', 'ended': 'stopped'}
+"""The state a peer whose wait has published nothing yet (a node past the forks) has, from what its run says in the
+watch hub's file (_watch_hub.run_judgment)."""
+
+
+def hub_peers(sync_dir, own_file, run_id, published):
+    """Status records of the hosts that the watch hub watches and whose wait has not published one (``published``):
+    a job of more nodes than forks has nodes whose wait starts late; their runs' ends still count."""
+    hub_dir = os.path.join(sync_dir, _watch_hub.HUB_DIR)
+    try:
+        names = sorted(n for n in os.listdir(hub_dir) if n.endswith('.json') and not n.endswith(_watch_hub.SPEC_SUFFIX))
+    except OSError:
+        return []
+    peers = []
+    for name in names:
+        if name == own_file or name == _watch_hub.HUB_RECORD:
+            continue
+        record = read_json_cached(os.path.join(hub_dir, name)) or {}
+        job = (record.get('result') or {}).get('job') if isinstance(record.get('result'), dict) else None
+        host = record.get('host')
+        if not isinstance(job, dict) or not isinstance(host, str) or host in published:
+            continue
+        if run_id and job.get('run_id') and job.get('run_id') != run_id:
+            continue
+        # a rank's failure torchrun logged (_node_watch.py) fails the node before its run has ended
+        state = 'failed' if isinstance(record['result'].get('rank_failure'), dict) else HUB_STATES[_watch_hub.run_judgment(job)]
+        peers.append({'host': host, 'node_rank': job.get('node_rank'), 'state': state,
+                      'status': job.get('status'), 'exit_code': job.get('exit_code'), 'signal': job.get('signal'),
+                      'run_id': job.get('run_id'), 'progress': None, 'detail': None})
     return peers
 
 
@@ -279,6 +337,15 @@ class ActionModule(ActionBase):
         except AnsibleConnectionFailure as exc:
             return {'unreachable': True, 'msg': to_text(exc)}
 
+    def _hub_answer(self, args, task_vars):
+        """The node's status from the watch hub's file (``(result, when the hub last heard from the node)``), or
+        None when the hub has no live stream for it (the wait then asks with the module)."""
+        host = to_text(task_vars.get('inventory_hostname') or 'localhost')
+        record = _watch_hub.read_status(args['sync_dir'], safe_host_name(host), self._wall(), reader=read_json_cached)
+        if record is None:
+            return None
+        return dict(record['result'], hub=True), record['line_at']
+
     def _query(self, args, task_vars, wait_for_change=0.0, dump_stacks=False):
         # the node's step time from the last records of its metrics files (a few KiB), for the straggler flag
         module_args = {'state': 'query', 'state_dir': args['state_dir'], 'log_lines': args['log_lines'],
@@ -333,6 +400,77 @@ class ActionModule(ActionBase):
             json.dump({'controller_pid': controller_pid, 'manifest': manifest_path}, f)
         self._start_watcher(controller_pid, manifest_path)
 
+    # --- the job's watch hub (module_utils/_watch_hub.py) ---------------------------------------------
+    def _watch_argv(self, args, task_vars):
+        """The argv that runs the node's watcher (module_utils/_node_watch.py) in the run directory: over the host's
+        own ssh settings and ControlMaster, or locally; None for another connection (the wait asks with the module)."""
+        transport = self._connection.transport
+        python = self._node_python(task_vars, is_local(transport))
+        watcher = [python, os.path.join(args['run_dir'], 'watch.py'), '--log-lines', str(args['log_lines']),
+                   '--metrics-records', str(STEADY_STATE_WINDOW), '--progress-interval', str(args['progress_interval'])]
+        if is_local(transport):
+            return watcher
+        if transport not in SSH:
+            return None
+        rsh, host, user = ssh_settings(self._connection, self._play_context.remote_addr)
+        login = '%s%s' % ('%s@' % user if user else '', host)
+        return shlex.split(rsh) + ['-T', login, 'exec ' + ' '.join(shlex.quote(word) for word in watcher)]
+
+    def _node_python(self, task_vars, local):
+        """The node's Python, as the modules run there: ansible_python_interpreter (templated), else the one Ansible
+        discovered, else the controller's own for a local connection and ``python3`` over ssh."""
+        value = task_vars.get('ansible_python_interpreter')
+        if value and '{' in to_text(value):
+            try:
+                value = self._templar.template(value)
+            except Exception:  # pylint: disable=broad-except
+                value = None
+        if not value or '{' in to_text(value):
+            value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
+        return to_text(value) if value else (sys.executable if local else 'python3')
+
+    def _register(self, args, task_vars, check_mode):
+        """Register the host with the job's watch hub (its spec file) and start the hub when it does not run yet."""
+        if check_mode or not args.get('run_dir'):
+            return dict(changed=False, watched=False)
+        argv = self._watch_argv(args, task_vars)
+        if argv is None:
+            return dict(changed=False, watched=False)
+        host = to_text(task_vars.get('inventory_hostname') or 'localhost')
+        hub_dir = os.path.join(args['sync_dir'], _watch_hub.HUB_DIR)
+        try:
+            os.makedirs(hub_dir, exist_ok=True)
+            write_json_atomic(os.path.join(hub_dir, safe_host_name(host) + _watch_hub.SPEC_SUFFIX),
+                              {'host': host, 'run_id': args.get('run_id'), 'argv': argv}, sync=False)
+        except OSError as exc:
+            raise AnsibleActionFail('Cannot register %s with the watch hub in %s: %s' % (host, hub_dir, to_text(exc)))
+        self._start_hub_once(args['sync_dir'])
+        return dict(changed=False, watched=True)
+
+    def _start_hub_once(self, sync_dir):
+        """The first host to get here starts the hub (an O_EXCL record in the hub's directory), in its own session."""
+        record = os.path.join(sync_dir, _watch_hub.HUB_DIR, _watch_hub.HUB_RECORD)
+        try:
+            fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        controller_pid = os.getppid()
+        pid = self._spawn_hub(sync_dir, controller_pid)
+        with os.fdopen(fd, 'w') as f:
+            json.dump({'controller_pid': controller_pid, 'pid': pid}, f)
+
+    def _spawn_hub(self, sync_dir, controller_pid):
+        program = _watch_hub.__file__
+        # the directory that holds ansible_collections/: the hub imports the collection's module_utils from there
+        root = program
+        for dummy in range(5):
+            root = os.path.dirname(root)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(root)] + [p for p in sys.path if p]))
+        with open(os.path.join(sync_dir, _watch_hub.HUB_DIR, 'hub.log'), 'ab') as log:
+            proc = subprocess.Popen([sys.executable, program, sync_dir, str(controller_pid)], stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, close_fds=True, start_new_session=True, env=env, cwd='/')
+        return proc.pid
+
     def run(self, tmp=None, task_vars=None):
         if task_vars is None:
             task_vars = {}
@@ -343,6 +481,9 @@ class ActionModule(ActionBase):
         pattern = self._validate(args)
         check_mode = bool(self._task.check_mode)
         sync_dir = args['sync_dir']
+        if args['watch_start']:
+            result.update(self._register(args, task_vars, check_mode))
+            return result
         if not check_mode:
             try:
                 os.makedirs(sync_dir, exist_ok=True)
@@ -367,6 +508,7 @@ class _Wait(object):
         self.started = action._clock()
         self.next_progress = self.started + args['progress_interval']
         self.launcher_end_expected_since = None  # when a failed peer was first seen (launcher_ends_it)
+        self.published = None                    # the last record written to own_path (publish)
 
     # --- the host's published state ------------------------------------------------------------
     @property
@@ -389,7 +531,12 @@ class _Wait(object):
             'unreachable_since': node.unreachable_since_wall, 'step_times': node.step_times,
         }
         record.update(extra)
-        # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets
+        # read by the other nodes' waits every poll: no fsync, the mode an ordinary file gets; written again only when
+        # it says something new (its time aside)
+        same = dict(record, updated_at=None)
+        if same == self.published:
+            return
+        self.published = same
         write_json_atomic(self.own_path, record, mode=FOLLOW_UMASK, sync=False)
 
     def finish(self, failed, msg, state, detail=None, **extra):
@@ -407,7 +554,11 @@ class _Wait(object):
     def run(self):
         while True:
             asked = self.action._wall()
-            res = self.action._query(self.args, self.task_vars, self.watch_time(self.action._clock()))
+            hub = None if self.check_mode else self.action._hub_answer(self.args, self.task_vars)
+            if hub is not None:
+                res, asked = hub
+            else:
+                res = self.action._query(self.args, self.task_vars, self.watch_time(self.action._clock()))
             now = self.action._clock()
             if res.get('unreachable'):
                 outcome = self.on_unreachable(res, now)
@@ -492,7 +643,8 @@ class _Wait(object):
 
     def ended_badly(self, status):
         job, node = self.node.job, self.node
-        if _launchers.of_job(job).ended_it(job):
+        if _launchers.of_job(job).ended_it(job) or (job.get('stop') or {}).get('reason') == 'peer':
+            # ended by its launcher, or stopped by the watch hub, because of another node
             stopped = self.stopped_by_launcher()
             if stopped is not None:
                 return stopped
@@ -544,8 +696,7 @@ class _Wait(object):
 
     @staticmethod
     def peers_line(peers):
-        return 'stopped because ' + ', '.join('%s%s %s' % (p['host'], '' if p['node_rank'] is None else ' (rank %s)' % p['node_rank'],
-                                                           peer_words(p['state'])) for p in peers)
+        return _watch_hub.stopped_because(peers)
 
     def stopped_for_peers(self):
         peers = self.failed_peers()
@@ -585,6 +736,10 @@ class _Wait(object):
             self.action._sleep(min(1.0, self.args['poll_interval']))
         if not peers:
             return None
+        if not _launchers.of_job(self.node.job).ended_it(self.node.job):
+            line = self.peers_line(peers)
+            self.publish('stopped', detail=line)
+            return self.finish(True, '%s: %s' % (self.label, line), 'stopped', line, peer_failures=peers)
         line = _launchers.of_job(self.node.job).ended_detail(self.node.job, self.peers_line(peers)[len('stopped because '):])
         self.publish('stopped', detail=line)
         return self.finish(True, '%s: %s' % (self.label, line), 'stopped', line, peer_failures=peers)

@@ -50,7 +50,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._node_identity 
 # imported as modules so that AnsiballZ packs them with the module: their source is written into every run
 # directory (SUPERVISOR_FILES)
 from ansible_collections.trainops.multinode.plugins.module_utils import (
-    _files, _heartbeat, _launchers, _node_files, _proc, _stacks, _stragglers, _supervisor)
+    _files, _heartbeat, _launchers, _node_files, _node_watch, _proc, _stacks, _stragglers, _supervisor)
 from ansible_collections.trainops.multinode.plugins.module_utils._files import (
     module_source,
     write_json_atomic,
@@ -101,11 +101,32 @@ SUPERVISOR_FILES = {'supervisor.py': _supervisor, '_proc.py': _proc, '_files.py'
 module_utils it imports there (its SHIPPED_WITH), read with _files.module_source."""
 
 
+WATCH_FILE = 'watch.py'
+"""The node's watcher (plugins/module_utils/_node_watch.py) in every run directory; the module_utils the query
+imports go under ``watchlib/`` as a package tree (_node_watch.WATCH_LIBS), so that it runs the module's own query."""
+
+
 def write_supervisor(run_dir):
     """Write the supervisor and its helpers into ``run_dir`` (0600); return the path of the program."""
     for name, module in sorted(SUPERVISOR_FILES.items()):
         write_text_atomic(os.path.join(run_dir, name), module_source(module), sync=False)
     return os.path.join(run_dir, 'supervisor.py')
+
+
+def write_watcher(run_dir):
+    """Write the node's watcher into ``run_dir`` with the module_utils its query imports (WATCH_FILE, 0600 files in
+    0700 directories); return the path of the program."""
+    write_text_atomic(os.path.join(run_dir, WATCH_FILE), module_source(_node_watch), sync=False)
+    package = os.path.join(run_dir, _node_watch.LIB_DIR)
+    for part in _node_watch.PACKAGE.split('.'):
+        package = os.path.join(package, part)
+        ensure_private_dir(package)
+        write_text_atomic(os.path.join(package, '__init__.py'), '', sync=False)
+    for name in _node_watch.WATCH_LIBS:
+        # every one of them is loaded: this module imports them, to the end
+        module = sys.modules[_node_watch.PACKAGE + '.' + name]
+        write_text_atomic(os.path.join(package, name + '.py'), module_source(module), sync=False)
+    return os.path.join(run_dir, WATCH_FILE)
 
 
 def read_json(path):
@@ -522,6 +543,7 @@ class TorchrunNode(object):
                 os.unlink(stale)
         spec = dict(spec, created_at=iso_time(self.system.time()))
         write_supervisor(paths['run_dir'])
+        write_watcher(paths['run_dir'])
         write_text_atomic(paths['env_file'], render_env_file(spec['env'], run_id, secrets), sync=False)
         write_json_atomic(paths['job'], spec)
         return spec
@@ -765,6 +787,18 @@ class TorchrunNode(object):
         return stopped, killed, warnings
 
 
+def query_result(node, run_id, log_lines, metrics_records=0, dump_stacks=False, wait_for_change=0.0):
+    """What ``state=query`` returns (the module's, and every line of the node's watcher, _node_watch.py): the run's
+    ``job`` and ``log_tail``; ``step_times`` with ``metrics_records``; ``stacks`` with ``dump_stacks``."""
+    stacks = node.dump_stacks(run_id) if dump_stacks else None
+    result = node.query(run_id, log_lines=log_lines, wait_for_change=wait_for_change)
+    if dump_stacks:
+        result['stacks'] = stacks
+    if metrics_records > 0:
+        result['step_times'] = recent_step_times(result['job'], metrics_records)
+    return result
+
+
 def run_module(params, check_mode=False, system=None):
     """Entry point used by the module: dispatch on ``params['state']`` and return the result dict."""
     try:
@@ -793,11 +827,6 @@ def run_module(params, check_mode=False, system=None):
                          checkpoint_seconds=max(0, params.get('checkpoint_seconds') or 0),
                          signal_tree=params.get('signal') is not False, dump_stacks=bool(params.get('dump_stacks')))
     if state == 'query':
-        stacks = node.dump_stacks(params.get('run_id')) if params.get('dump_stacks') else None
-        result = node.query(params.get('run_id'), log_lines=log_lines, wait_for_change=params.get('wait_for_change'))
-        if params.get('dump_stacks'):
-            result['stacks'] = stacks
-        if (params.get('metrics_records') or 0) > 0:
-            result['step_times'] = recent_step_times(result['job'], params['metrics_records'])
-        return result
+        return query_result(node, params.get('run_id'), log_lines, params.get('metrics_records') or 0,
+                            dump_stacks=bool(params.get('dump_stacks')), wait_for_change=params.get('wait_for_change'))
     raise TorchrunError('Unsupported state %r' % (state, ))

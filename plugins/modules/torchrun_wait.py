@@ -14,6 +14,17 @@ short_description: Wait for one node's torchrun job and fail fast when another n
 version_added: 0.1.0
 description:
   - Runs on the controller once per host of the job, as a normal task on all node hosts.
+  - With O(watch_start) (right after the start, on every host whatever the forks) it only registers the host with the
+    job's watch hub and returns. The hub is one process per run on the controller, started by the first host, in its
+    own session. It runs the node's watcher (C(watch.py) in the run directory) over one long-lived SSH exec per node
+    (through the ControlMaster Ansible opened) or as a local process, and writes each node's latest status to
+    C(<sync_dir>/hub/<host>.json). The watcher prints a line when the run changes and a heartbeat every 5 seconds.
+    When a node's run ends badly on its own, or a host's status file says it failed, stalled or was gone, the hub
+    stops the run on every other node at once (O(trainops.multinode.torchrun#module:stop_reason=peer), SIGKILL after
+    1 second). A host on another connection is not registered.
+  - The wait reads its host's status from the hub's file every O(poll_interval) seconds. Only when the hub has no
+    live stream for the host (none registered, or no line for 17 seconds) does it ask with the module, as described
+    below.
   - It runs M(trainops.multinode.torchrun) with O(trainops.multinode.torchrun#module:state=query) on the host, writes the
     host's status atomically to C(<sync_dir>/<inventory_hostname>.json), reads the status files of the other hosts,
     and asks again after O(poll_interval) seconds.
@@ -65,6 +76,18 @@ attributes:
     details:
       - In check mode the run is queried once; nothing is waited for, written to O(sync_dir) or stopped.
 options:
+  watch_start:
+    description:
+      - Register the host with the job's watch hub (see above) and return at once, instead of waiting.
+    type: bool
+    default: false
+    version_added: 0.2.0
+  run_dir:
+    description:
+      - With O(watch_start), the run directory on the host (RV(trainops.multinode.torchrun#module:job.run_dir) of the
+        start), which holds the node's watcher.
+    type: str
+    version_added: 0.2.0
   run_id:
     description:
       - The run to wait for. Defaults to the last run started in O(state_dir).

@@ -8,6 +8,9 @@ the training NICs, so SSH to a node can be cut while its ranks keep training.
 - a rank that hangs outside any collective: ``stalled`` (only the stall check can end it: the collective timeout is
   far away), named in the outcome, the failure and the manifest's wait verdicts, every node's log collected,
   nothing left running on any host;
+- a node whose training NIC drops every packet (SSH over the management network still works) while its rank is
+  SIGKILLed, with one fork (that node past the forks: its wait has not started): the watch hub stops the other node,
+  and no job process is left there 3 s after the rank's death (the failed node's torchrun ends by itself);
 - SIGINT to the controller mid-wait: the launch says the job keeps running and how to follow it, the experiment is
   ``interrupted``, the job goes on, status.yml later collects it with its real outcome.
 - a rank frozen (SIGSTOP) with the collective timeout below the stall timeout, on three nodes and a spare: its
@@ -72,6 +75,61 @@ class mgmt_cut:  # pylint: disable=invalid-name
 
     def __exit__(self, *exc):
         self.lab.netns_exec(self.node, ['iptables', '-D'] + self.rule)
+
+
+class training_cut(mgmt_cut):  # pylint: disable=invalid-name
+    """Every packet on the node's training NIC dropped, both ways (a dead host, a vanished InfiniBand peer: the peers'
+    collectives wait instead of breaking), its management NIC (SSH) untouched."""
+
+    def __init__(self, lab, which):  # pylint: disable=super-init-not-called
+        self.lab, self.node = lab, lab.node(which)
+        self.rules = [['INPUT', '-i', self.node['ifname'], '-j', 'DROP'], ['OUTPUT', '-o', self.node['ifname'], '-j', 'DROP']]
+
+    def __enter__(self):
+        for rule in self.rules:
+            self.lab.netns_exec(self.node, ['iptables', '-I'] + rule)
+        return self
+
+    def __exit__(self, *exc):
+        for rule in self.rules:
+            self.lab.netns_exec(self.node, ['iptables', '-D'] + rule)
+
+
+def ranks(lab, node):
+    return [pid for pid, cmd in job_processes(lab).get(node['name'], [])
+            if 'train.py' in cmd and 'torch.distributed.run' not in cmd and 'supervisor.py' not in cmd]
+
+
+def test_a_rank_dead_behind_a_silent_network_past_the_forks_stops_the_other_nodes_within_3_s(lab, tmp_path):
+    victim = lab.node(VICTIM)
+    # one fork: the victim's wait starts only when the first node's has ended; the hub watches it from its start
+    overrides = ['debug.sleep_per_step_s=1', 'training.epochs=50', 'training.max_steps=300', 'distributed.timeout_s=900']
+    launch = start_playbook('playbooks/launch.yml', str(tmp_path), launch_vars(
+        tmp_path, trainops_nproc_per_node=1, overrides=overrides), inventory=lab.inventory, env={'ANSIBLE_FORKS': '1'})
+    try:
+        def watched():
+            paths = [os.path.join(e, '.wait', 'hub', victim['name'] + '.json') for e in experiments(tmp_path)]
+            return (paths and os.path.exists(paths[0]) and all(ranks(lab, node) for node in lab.nodes)
+                    and read_json(paths[0]).get('stream') == 'up')
+        wait_until(watched, 240, what='the job to run on every node, the victim watched by the hub')
+        with training_cut(lab, victim):
+            os.kill(ranks(lab, victim)[0], signal.SIGKILL)
+            killed = time.monotonic()
+            others = [node['name'] for node in lab.nodes if node['name'] != victim['name']]
+            wait_until(lambda: not any(job_processes(lab).get(name) for name in others), 60, interval=0.1,
+                       what="the other nodes' job processes to end")
+            took = time.monotonic() - killed
+            wait_until(lambda: not job_processes(lab), 60, interval=0.1, what='every job process to end')
+            took_all = time.monotonic() - killed
+    finally:
+        proc = wait_playbook(launch, timeout=300)
+    print('the other nodes\' job processes gone %.2f s after the rank was killed, every one after %.2f s' % (took, took_all))
+    assert took <= 3.0, took
+    experiment = proc.summary['artifact_data']['trainops_experiment']
+    assert experiment['outcome'] == 'failed', experiment
+    manifest = read_json(os.path.join(experiment['path'], 'manifest.json'))
+    assert manifest['failed_nodes'] == [victim['name']] and manifest['stopped_nodes'] == [lab.names[0]], manifest
+    assert 'stopped because %s (rank 1) failed' % victim['name'] in proc.stdout, proc.stdout[-3000:]
 
 
 def test_ssh_cut_on_the_management_network_does_not_end_a_healthy_job(lab, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -644,3 +645,71 @@ def test_a_script_without_progress_lines_shows_its_last_log_line():
     assert progress_text('step=3/9', ['own line']) == 'step=3/9'
     assert progress_text(None, ['epoch 1 of run', '', '****']) == 'log: epoch 1 of run'
     assert progress_text(None, []) == '(no progress line yet)'
+
+
+# --- the watch hub's files (module_utils/_watch_hub.py) --------------------------------------------------
+
+def write_hub(tmp_path, host, the_job, line_at=None, stream='up', **result):
+    hub_dir = tmp_path / 'sync' / 'hub'
+    hub_dir.mkdir(parents=True, exist_ok=True)
+    (hub_dir / ('%s.json' % host)).write_text(json.dumps(
+        {'host': host, 'run_id': 'run1', 'stream': stream, 'line_at': time.time() if line_at is None else line_at,
+         'result': dict({'job': the_job, 'log_tail': [PROGRESS]}, **result), 'stopped_by_hub': None}))
+
+
+def test_with_the_hubs_stream_the_node_is_not_asked(tmp_path):
+    write_hub(tmp_path, 'hostA', job('running', node_rank=0))
+
+    def script(h, n, args):
+        raise AssertionError('the module must not run while the hub streams the node')
+    h = Harness(tmp_path, script=script)
+    h.action._sleep = lambda seconds: (h._sleep(seconds), write_hub(tmp_path, 'hostA', job('exited', 0, node_rank=0)))
+    res = h.run()
+    assert res['failed'] is False and res['verdict']['state'] == 'succeeded' and h.calls == []
+
+
+def test_a_stale_hub_file_is_not_trusted_the_node_is_asked(tmp_path):
+    write_hub(tmp_path, 'hostA', job('running'), line_at=time.time() - 60)
+    h = Harness(tmp_path, script=lambda h, n, args: {'job': job('exited', 0), 'log_tail': ['done']})
+    res = h.run()
+    assert res['verdict']['state'] == 'succeeded' and [c['state'] for c in h.calls] == ['query']
+
+
+def test_a_node_the_hub_stopped_for_a_peer_past_the_forks_is_stopped_not_failed(tmp_path):
+    # hostB's wait has not started (past the forks): the hub's file says its rank failed, the hub stopped hostA
+    write_hub(tmp_path, 'hostB', job('running', node_rank=1), rank_failure={'exitcode': -9, 'local_rank': 0, 'pid': 7})
+    stopped = dict(job('exited', -15, 'SIGTERM', node_rank=0), stop={'reason': 'peer',
+                                                                     'detail': 'stopped because hostB (rank 1) failed'})
+    write_hub(tmp_path, 'hostA', stopped)
+    h = Harness(tmp_path, script=lambda h, n, args: {'job': stopped, 'log_tail': []})
+    res = h.run()
+    assert res['failed'] is True and res['verdict']['state'] == 'stopped', res
+    assert res['msg'] == 'hostA rank 0: stopped because hostB (rank 1) failed'
+    assert res['peer_failures'][0]['host'] == 'hostB' and h.calls == []
+    assert h.own_status()['state'] == 'stopped'
+
+
+def test_each_host_registers_with_the_hub_and_the_first_starts_it(tmp_path, monkeypatch):
+    spawned = []
+    monkeypatch.setattr(ActionModule, '_spawn_hub', lambda self, sync_dir, pid: spawned.append(sync_dir) or 4242)
+    options = {'host': '10.0.0.2', 'port': 2222, 'remote_user': 'trainer', 'ssh_args': '-o ControlMaster=auto -o ControlPersist=60s',
+               'ssh_common_args': '', 'ssh_extra_args': '', 'timeout': 10, 'ssh_executable': 'ssh',
+               'private_key_file': None, 'control_path': None, 'control_path_dir': '~/.ansible/cp'}
+    for host, transport in (('hostA', 'local'), ('hostB', 'ssh')):
+        h = Harness(tmp_path, args={'watch_start': True, 'run_dir': '/srv/state/n0/runs/run1', 'run_id': 'run1'}, host=host)
+        h.action._connection.transport = transport
+        h.action._connection.get_option = options.get
+        h.action._connection._create_control_path = lambda host, port, user: '%(directory)s/' + 'cp-%s' % host
+        res = h.action.run(task_vars={'inventory_hostname': host, 'ansible_python_interpreter': '/opt/py/bin/python3'})
+        assert res['watched'] is True and h.calls == []
+    assert len(spawned) == 1
+    hub_dir = tmp_path / 'sync' / 'hub'
+    assert json.loads((hub_dir / 'hub.json').read_text())['pid'] == 4242
+    local = json.loads((hub_dir / 'hostA.spec.json').read_text())
+    watcher = ['/opt/py/bin/python3', '/srv/state/n0/runs/run1/watch.py', '--log-lines', '20', '--metrics-records', '5',
+               '--progress-interval', '10.0']
+    assert local == {'host': 'hostA', 'run_id': 'run1', 'argv': watcher}
+    ssh = json.loads((hub_dir / 'hostB.spec.json').read_text())['argv']
+    assert ssh[0] == 'ssh' and ssh[-3:-1] == ['-T', 'trainer@10.0.0.2'] and ssh[-1] == 'exec ' + ' '.join(watcher)
+    assert any(word.startswith('ControlPath=') and word.endswith('/cp-10.0.0.2') for word in ssh)
+    assert 'Port=2222' in ssh
