@@ -222,7 +222,7 @@ def test_what_a_node_returns_stays_in_its_own_place_in_the_experiment(lab, tmp_p
         assert not os.path.lexists(os.path.join(path, 'outputs', node, 'link.json'))
     assert sorted(os.listdir(os.path.join(path, 'outputs', 'node1'))) == [
         'checkpoint.json', 'rank_02_env.json', 'rank_02_metrics.jsonl', 'rank_03_env.json', 'rank_03_metrics.jsonl',
-        'same.json']
+        'same.json', 'trainops_heartbeat.json']
 
 
 @pytest.mark.skipif(shutil.which('nsys') is not None, reason='nsys is installed on this machine')

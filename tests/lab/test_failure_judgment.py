@@ -257,7 +257,7 @@ def test_a_frozen_rank_is_blamed_by_its_heartbeat_and_a_spare_takes_its_node(  #
         tmp_path, retries=1, nproc=1, trainops_nodes_group='job', trainops_spare_nodes='spares', trainops_stall_timeout=600,
         overrides=['training.max_steps=30', 'training.log_interval=1', 'training.checkpoint_interval=2',
                    'debug.sleep_per_step_s=0.5', 'distributed.timeout_s=15']),
-        inventory=test_spares_lab.spare_inventory(lab, tmp_path))
+        inventory=test_spares_lab.spare_inventory(lab, tmp_path, spares=1))
     try:
         # frozen early: a loaded controller takes seconds for each look at the step, and the job must still run then
         wait_until(lambda: test_spares_lab.last_step(lab, victim, earlier) >= 3, 240, interval=1,

@@ -60,16 +60,17 @@ class ssh_refused:  # pylint: disable=invalid-name
         self.lab.netns_exec(self.node, ['iptables', '-D'] + self.RULE, check=False)
 
 
-def spare_inventory(lab, tmp_path):
-    """The lab's inventory with its nodes in two groups: ``job`` (all but the last two) and ``spares`` (the last two,
-    in lab order). Each
+def spare_inventory(lab, tmp_path, spares=None):
+    """The lab's inventory with its nodes in two groups: ``job`` (all but the last ``spares``, SPARES by default) and
+    ``spares`` (the last ones, in lab order). Each
     host gets its own training address as trainops_master_addr (the lab's is one group-wide value, the first node's):
     the master's address must follow node rank 0 to a spare."""
     with open(lab.inventory) as handle:
         group = yaml.safe_load(handle)['trainops_nodes']
     hosts = dict((name, dict(group['hosts'][name] or {}, trainops_master_addr=lab.node(name)['address']))
                  for name in lab.names)
-    job, spares = lab.names[:-SPARES], lab.names[-SPARES:]
+    count = SPARES if spares is None else spares
+    job, spares = lab.names[:-count], lab.names[-count:]
     inventory = {'all': {'vars': group['vars'], 'children': {
         'job': {'hosts': dict((name, hosts[name]) for name in job)},
         'spares': {'hosts': dict((name, hosts[name]) for name in spares)}}}}
