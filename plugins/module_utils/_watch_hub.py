@@ -71,14 +71,8 @@ def status_path(sync_dir, name):
 
 def parse_line(raw):
     """A watcher's line as a dict with a known ``kind``, or None (too long, not JSON, not an object)."""
-    if len(raw) > MAX_LINE:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get('kind') not in ('status', 'heartbeat', 'stopped', 'stop_failed', 'refused',
-                                                              'error'):
+    data = json_object(raw, MAX_LINE)
+    if data is None or data.get('kind') not in ('status', 'heartbeat', 'stopped', 'stop_failed', 'refused', 'error'):
         return None
     if data['kind'] == 'status' and not (isinstance(data.get('result'), dict) and isinstance(data['result'].get('job'), dict)):
         return None
@@ -101,6 +95,11 @@ def split_lines(buffer, chunk):
     if len(data) > MAX_LINE:
         return lines, None
     return lines, data
+
+
+def valid_argv(argv):
+    """A registration's argv is a non-empty list of strings (anything else is skipped, never given to Popen)."""
+    return isinstance(argv, list) and bool(argv) and all(isinstance(word, str) for word in argv)
 
 
 def run_judgment(job):
@@ -227,7 +226,7 @@ class Hub(object):
             if any(s.spec['name'] == host_file for s in self.streams.values()):
                 continue
             spec = read_object(os.path.join(self.dir, name), MAX_SPEC)
-            if not spec or not isinstance(spec.get('host'), str) or not isinstance(spec.get('argv'), list):
+            if not spec or not isinstance(spec.get('host'), str) or not valid_argv(spec.get('argv')):
                 continue
             spec['name'] = host_file
             stream = Stream(spec['host'], spec)
@@ -356,7 +355,11 @@ def read_object(path, limit):
     except OSError:
         return None
     with os.fdopen(fd, 'rb') as handle:
-        data = handle.read(limit + 1)
+        return json_object(handle.read(limit + 1), limit)
+
+
+def json_object(data, limit):
+    """The JSON object ``data`` holds (at most ``limit`` bytes), or None (longer, not JSON, not an object)."""
     if len(data) > limit:
         return None
     try:

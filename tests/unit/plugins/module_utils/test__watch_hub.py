@@ -117,6 +117,21 @@ def test_read_status_trusts_a_recent_line_only(tmp_path):
 
 STAND_IN = r'''
 import json, sys, time
+def test_a_registration_runs_only_a_list_of_strings_and_a_bounded_object_is_read(tmp_path):
+    assert hub.valid_argv(['ssh', '-o', 'BatchMode=yes', 'n1', 'python3', 'watch.py'])
+    for bad in (None, [], 'ssh n1', ['ssh', 1], ['ssh', None], {'argv': ['ssh']}):
+        assert not hub.valid_argv(bad)
+    assert hub.json_object(b'{"a": 1}', 8) == {'a': 1}
+    assert hub.json_object(b'{"a": 1}', 7) is None
+    assert hub.json_object(b'[1]', 8) is None and hub.json_object(b'{', 8) is None
+    spec = tmp_path / 'hub' / ('n1' + hub.SPEC_SUFFIX)
+    spec.parent.mkdir()
+    spec.write_text(json.dumps({'host': 'n1', 'argv': ['true', 7]}))
+    registry = hub.Hub(str(tmp_path), os.getpid())
+    registry.registrations()
+    assert registry.streams == {}
+
+
 say = lambda **line: (sys.stdout.write(json.dumps(line) + '\n'), sys.stdout.flush())
 host, fail_after = sys.argv[1], float(sys.argv[2])
 job = {'status': 'running', 'node_rank': int(host[-1]), 'run_id': 'r1'}
