@@ -1,11 +1,13 @@
-"""hack/gen_docs.py: docs/reference/knobs.md and outcomes.md are what it generates from the knob registry, the roles'
-argument specs and the outcome vocabulary."""
+"""hack/gen_docs.py: the roles' defaults and argument specs, the nccl_env module's knob options,
+docs/reference/knobs.md and outcomes.md are what it generates from the knob registry, the declarations and the
+outcome vocabulary."""
 import os
 import re
 import shutil
 import sys
 
 import pytest
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HACK = os.path.join(REPO, 'hack')
@@ -14,16 +16,6 @@ if HACK not in sys.path:
 
 import gen_docs  # noqa: E402
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _outcomes  # noqa: E402
-
-
-@pytest.mark.parametrize('page, render', [(gen_docs.KNOBS_PAGE, gen_docs.render_knobs),
-                                          (gen_docs.OUTCOMES_PAGE, gen_docs.render_outcomes)])
-def test_the_reference_page_is_what_the_generator_prints(page, render):
-    with open(os.path.join(REPO, page)) as handle:
-        written = handle.read()
-    assert written == render(), (
-        '%s differs from what hack/gen_docs.py generates (a knob, an argument spec or an outcome changed); '
-        'regenerate it with: %s' % (page, gen_docs.REGENERATE))
 
 
 def test_every_declared_variable_and_short_knob_has_a_row():
@@ -53,17 +45,60 @@ def test_ansible_markup_becomes_markdown_in_one_cell():
         == '`--module` of `python -m` (torchrun `--nproc-per-node`)'
 
 
-def test_check_names_a_stale_page_and_how_to_regenerate(tmp_path, capsys, monkeypatch):
-    for role in os.listdir(os.path.join(REPO, 'roles')):
-        spec = os.path.join(REPO, 'roles', role, 'meta', 'argument_specs.yml')
-        if os.path.exists(spec):
-            os.makedirs(str(tmp_path / 'roles' / role / 'meta'))
-            shutil.copy(spec, str(tmp_path / 'roles' / role / 'meta'))
-    os.makedirs(str(tmp_path / 'docs' / 'reference'))
-    (tmp_path / gen_docs.KNOBS_PAGE).write_text(gen_docs.render_knobs(str(tmp_path)) + 'edited by hand\n')
-    (tmp_path / gen_docs.OUTCOMES_PAGE).write_text(gen_docs.render_outcomes())
-    assert gen_docs.stale(str(tmp_path)) == [gen_docs.KNOBS_PAGE]
+def _copy_generated(tmp_path):
+    for page, _render in gen_docs.generated():
+        os.makedirs(os.path.dirname(str(tmp_path / page)), exist_ok=True)
+        shutil.copy(os.path.join(REPO, page), str(tmp_path / page))
+
+
+def test_every_generated_file_is_what_the_generator_writes():
+    assert gen_docs.stale() == [], 'regenerate with: %s' % gen_docs.REGENERATE
+
+
+def test_check_names_a_stale_file_and_how_to_regenerate(tmp_path, capsys, monkeypatch):
+    _copy_generated(tmp_path)
+    assert gen_docs.stale(str(tmp_path)) == []
+    spec = os.path.join('roles', 'nccl_env', 'meta', 'argument_specs.yml')
+    with open(str(tmp_path / spec), 'a') as handle:
+        handle.write('# edited by hand\n')
+    (tmp_path / gen_docs.KNOBS_PAGE).write_text('edited by hand\n')
+    os.remove(str(tmp_path / 'roles' / 'sbatch' / 'defaults' / 'main.yml'))
+    assert gen_docs.stale(str(tmp_path)) == [spec, os.path.join('roles', 'sbatch', 'defaults', 'main.yml'),
+                                             gen_docs.KNOBS_PAGE]
     monkeypatch.setattr(gen_docs, 'REPO', str(tmp_path))
     assert gen_docs.main(['--check']) == 1
-    assert 'docs/reference/knobs.md differs' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert 'roles/nccl_env/meta/argument_specs.yml differs' in out and 'docs/reference/knobs.md differs' in out
     assert gen_docs.main([]) == 0 and gen_docs.stale(str(tmp_path)) == []
+
+
+def test_the_module_options_are_generated_between_the_markers_only(tmp_path, capsys, monkeypatch):
+    _copy_generated(tmp_path)
+    module = tmp_path / gen_docs.NCCL_ENV_MODULE
+    text = module.read_text()
+    edited = text.replace('C(NCCL_IB_SL), the InfiniBand service level', 'the service level')
+    assert edited != text
+    module.write_text(edited.replace('author:', 'author:  # kept'))
+    assert gen_docs.stale(str(tmp_path)) == [gen_docs.NCCL_ENV_MODULE]
+    monkeypatch.setattr(gen_docs, 'REPO', str(tmp_path))
+    assert gen_docs.main([]) == 0
+    assert module.read_text() == text.replace('author:', 'author:  # kept')
+    module.write_text(text.replace(gen_docs.MODULE_END, ''))
+    assert gen_docs.stale(str(tmp_path)) == [gen_docs.NCCL_ENV_MODULE]
+    assert gen_docs.main([]) == 1
+    assert 'END the knob settings are missing' in capsys.readouterr().out
+
+
+def test_entry_points_that_repeat_an_option_share_one_anchor():
+    with open(os.path.join(REPO, 'roles', 'nccl_env', 'meta', 'argument_specs.yml')) as handle:
+        text = handle.read()
+    assert text.count('trainops_ib_tc: &trainops_ib_tc\n') == 1 and '      trainops_ib_tc: *trainops_ib_tc\n' in text
+    specs = yaml.safe_load(text)['argument_specs']
+    assert specs['main']['options']['trainops_ib_tc'] == specs['compute']['options']['trainops_ib_tc']
+    assert specs['compute']['options']['trainops_ib_tc']['type'] == 'raw'
+
+
+def test_a_declaration_that_contradicts_the_registry_stops_the_generator(monkeypatch):
+    monkeypatch.setattr(gen_docs._declarations, 'problems', lambda: ['trainops_ib_tc is declared twice'])
+    with pytest.raises(SystemExit, match='disagree with the knob registry:\ntrainops_ib_tc is declared twice'):
+        gen_docs.render_argument_specs('nccl_env')

@@ -2,10 +2,10 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The knob registry (module_utils/_knobs.py) and the places that stay written out: the role defaults, every
-argument_specs entry point of the roles that declare a knob, the nccl_env module's documentation, and the task
-files that set the short knobs (validate.yml) and a sweep point's knobs (point.yml). A row that disagrees with one
-of them fails here, naming the file, the knob and what differs."""
+"""The knob registry (module_utils/_knobs.py) and the places that stay written out: the task files that set the
+short knobs (validate.yml) and a sweep point's knobs (point.yml). The role defaults, the argument specs and the
+nccl_env module's knob options are generated from the registry (hack/gen_docs.py; tests/unit/hack/test_gen_docs.py
+and test__declarations.py)."""
 
 from __future__ import annotations
 
@@ -17,94 +17,12 @@ import yaml
 from ansible_collections.trainops.multinode.plugins.action import nccl_env as action
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import core, deciders, network
-from ansible_collections.trainops.multinode.plugins.modules import nccl_env as module
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-
-ENTRY_POINTS = {'job': ('main',), 'nccl_env': ('main', 'compute')}
-"""The entry points that must declare every knob of their role (the others may declare a knob, and must agree)."""
-
 
 def _yaml(*path):
     with open(os.path.join(ROOT, *path)) as handle:
         return yaml.safe_load(handle)
-
-
-def _defaults(role):
-    return _yaml('roles', role, 'defaults', 'main.yml')
-
-
-def _specs(role):
-    return _yaml('roles', role, 'meta', 'argument_specs.yml')['argument_specs']
-
-
-def _module_options():
-    return yaml.safe_load(module.DOCUMENTATION)['options']
-
-
-def disagreements(knobs=_knobs.KNOBS):
-    """Every way the rows disagree with the written-out declarations, one line each."""
-    lines = []
-    options = _module_options()
-    for knob in knobs:
-        for role in knob.roles:
-            defaults = _defaults(role)
-            where = 'roles/%s/defaults/main.yml' % role
-            if knob.var not in defaults:
-                lines.append('%s: %s (knob %s) is not declared' % (where, knob.var, knob.key))
-                continue
-            default = defaults[knob.var]
-            for entry, spec in _specs(role).items():
-                where = 'roles/%s/meta/argument_specs.yml %s' % (role, entry)
-                option = (spec.get('options') or {}).get(knob.var)
-                if option is None:
-                    if entry in ENTRY_POINTS.get(role, ()):
-                        lines.append('%s: %s (knob %s) is not declared' % (where, knob.var, knob.key))
-                    continue
-                if option.get('type', 'str') != knob.type:
-                    lines.append('%s: %s has type %s, the registry says %s' % (
-                        where, knob.var, option.get('type', 'str'), knob.type))
-                if option.get('default') != default:
-                    lines.append('%s: %s has default %r, roles/%s/defaults/main.yml %r' % (
-                        where, knob.var, option.get('default'), role, default))
-                if knob.choices and list(option.get('choices') or ()) != list(knob.choices):
-                    lines.append('%s: %s has choices %s, the registry says %s' % (
-                        where, knob.var, option.get('choices'), list(knob.choices)))
-            if knob.low is not None and not _knobs.is_unset(default) and _knobs.range_problem(
-                    {knob.key: default}, knob):
-                lines.append('roles/%s/defaults/main.yml: %s default %r is outside the registry\'s range' % (
-                    role, knob.var, default))
-        if knob.setting:
-            where = 'plugins/modules/nccl_env.py'
-            option = options.get(knob.setting)
-            if option is None:
-                lines.append('%s: option %s (knob %s) is not documented' % (where, knob.setting, knob.key))
-                continue
-            expected = _knobs.option(knob)
-            if option.get('type', 'str') != expected['type']:
-                lines.append('%s: option %s has type %s, the registry says %s' % (
-                    where, knob.setting, option.get('type', 'str'), expected['type']))
-            if list(option.get('choices') or ()) != list(expected.get('choices') or ()):
-                lines.append('%s: option %s has choices %s, the registry says %s' % (
-                    where, knob.setting, option.get('choices'), expected.get('choices')))
-    settings = set(knob.setting for knob in knobs if knob.setting)
-    for name in sorted(set(options) - settings - {'facts', 'cluster', 'settings', 'role_vars'}):
-        lines.append('plugins/modules/nccl_env.py: option %s is no knob of the registry' % name)
-    return lines
-
-
-def test_the_registry_agrees_with_the_defaults_the_argument_specs_and_the_module_documentation():
-    lines = disagreements()
-    assert not lines, 'the knob registry (plugins/module_utils/_knobs.py) disagrees with:\n' + '\n'.join(lines)
-
-
-def test_a_row_that_disagrees_fails_naming_the_file_and_what_differs():
-    broken = _knobs.BY_KEY['ib_tc']._replace(type='int', choices=('a', 'b'))
-    lines = disagreements([broken, _knobs.BY_KEY['ib_sl']._replace(var='trainops_ib_service_level')])
-    assert 'roles/nccl_env/meta/argument_specs.yml main: trainops_ib_tc has type raw, the registry says int' in lines
-    assert 'roles/nccl_env/meta/argument_specs.yml compute: trainops_ib_tc has type raw, the registry says int' in lines
-    assert ('roles/nccl_env/defaults/main.yml: trainops_ib_service_level (knob ib_sl) is not declared') in lines
-    assert any(line.startswith('plugins/modules/nccl_env.py: option ib_tc has choices None') for line in lines)
 
 
 def _set_fact_keys(*path):
