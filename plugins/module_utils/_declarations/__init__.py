@@ -14,14 +14,14 @@ the setting options of ``plugins/modules/nccl_env.py``'s documentation, and ``do
 imports this module at run time.
 
 * ``ENTRY_POINTS``: each role's entry points, their short description and description.
-* ``VARIABLES``: one :class:`Var` per role variable: its default (``role_default=False``: the argument spec's
-  default only, for an entry point's parameter the role's defaults leave undefined), its description (one for
-  every role, or ``{role: description}``), the entry points that take it and its argument spec (type, elements,
-  choices, required, no_log, options). A knob's type and choices are its row's (``_knobs.py``); its roles are the
-  row's ``roles``, and it is an option of every entry point of that role's ``KNOB_ENTRIES`` group, plus the
-  ``entries`` given here.
-* ``OPTIONS``: the ``nccl_env`` module's option of each knob setting, its description and default; the type and
-  choices are the row's (``_knobs.option``).
+* ``VARIABLES`` (job.py: the job role's, roles.py: the other roles'): one :class:`Var` per role variable: its
+  default (``role_default=False``: the argument spec's default only, for an entry point's parameter the role's
+  defaults leave undefined), its description (one for every role, or ``{role: description}``), the entry points
+  that take it, its argument spec (type, elements, choices, required, no_log, options) and, for a knob with a
+  ``nccl_env`` setting, the module's ``option`` (description, default). A knob's type and choices are its row's
+  (``_knobs.py``; the module option's are ``_knobs.option``); its roles are the row's ``roles``, and it is an option
+  of every entry point of that role's ``KNOB_ENTRIES`` group, plus the ``entries`` given here.
+* ``OPTIONS``: the ``nccl_env`` module's option of a knob setting without a role variable.
 
 ``problems()`` names every declaration that contradicts the registry or is missing; the generator writes nothing
 while there is one.
@@ -30,8 +30,8 @@ while there is one.
 from __future__ import annotations
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _knobs
-from ansible_collections.trainops.multinode.plugins.module_utils._declarations import job, nccl_env_module, roles as _roles
-from ansible_collections.trainops.multinode.plugins.module_utils._declarations.base import NO_DEFAULT, Var
+from ansible_collections.trainops.multinode.plugins.module_utils._declarations import job, roles as _roles
+from ansible_collections.trainops.multinode.plugins.module_utils._declarations.base import NO_DEFAULT
 
 KNOB_ENTRIES = {'job': ('main',), 'nccl_env': ('main', 'compute')}
 """The entry points of a role that take every knob of the role (one group: a knob is declared once for them)."""
@@ -168,7 +168,12 @@ ENTRY_POINTS = {
 }
 
 VARIABLES = job.VARIABLES + _roles.VARIABLES
-OPTIONS = nccl_env_module.OPTIONS
+
+OPTIONS = {
+    # the nccl_env module's option of a knob setting that has no role variable (the others: ``option`` of a Var)
+    'require_transport': dict(doc=('Set C(NCCL_NET) to V(IB) (InfiniBand/RoCE), V(Libfabric) (EFA, the name aws-ofi-nccl '
+                   'registers) or V(Socket) (TCP) so NCCL fails instead of silently falling back to sockets.'), default=False),
+}
 
 
 BY_NAME = dict((var.name, var) for var in VARIABLES)
@@ -225,13 +230,22 @@ def role_defaults(role):
                 if role in roles(var) and var.role_default and var.default != NO_DEFAULT)
 
 
+def _module_declaration(knob, variables=None, options=None):
+    """The declared ``nccl_env`` option of a knob's setting ({doc, default}), or None."""
+    if knob.var:
+        var = dict((var.name, var) for var in (VARIABLES if variables is None else variables)).get(knob.var)
+        return var.option if var is not None else None
+    return (OPTIONS if options is None else options).get(knob.setting)
+
+
 def module_option(knob):
     """The ``nccl_env`` module's option of a knob's setting."""
-    option = dict(description=description(Var(knob.setting, NO_DEFAULT, OPTIONS[knob.setting]['doc'], {}, True, {}),
-                                          None))
+    declared = _module_declaration(knob)
+    doc = declared['doc']
+    option = dict(description=[doc] if isinstance(doc, str) else list(doc))
     option.update(_knobs.option(knob))
-    if 'default' in OPTIONS[knob.setting]:
-        option['default'] = OPTIONS[knob.setting]['default']
+    if 'default' in declared:
+        option['default'] = declared['default']
     return option
 
 
@@ -260,12 +274,18 @@ def problems(variables=None, options=None):
         if knob is not None and var.default != NO_DEFAULT and knob.low is not None \
                 and _knobs.range_problem({knob.key: var.default}, knob):
             lines.append('%s: the default %r is outside the row\'s range' % (var.name, var.default))
+        if var.option is not None and (knob is None or not knob.setting):
+            lines.append('%s: an option of the nccl_env module is declared, but the variable is no knob with a setting'
+                         % var.name)
     for knob in _knobs.KNOBS:
         if knob.var and knob.roles and knob.var not in by_name:
-            lines.append('%s (knob %s) has no declaration in _declarations.py' % (knob.var, knob.key))
-    settings = set(knob.setting for knob in _knobs.KNOBS if knob.setting)
-    for setting in sorted(settings - set(options)):
-        lines.append('nccl_env option %s (a knob setting) has no declaration in OPTIONS' % setting)
+            lines.append('%s (knob %s) has no declaration in _declarations/' % (knob.var, knob.key))
+    for knob in _knobs.KNOBS:
+        if knob.setting and not (knob.var and knob.var not in by_name) \
+                and _module_declaration(knob, variables, options) is None:
+            lines.append('nccl_env option %s (knob %s) has no declaration (option= of its variable, or OPTIONS)' % (
+                knob.setting, knob.key))
+    settings = set(knob.setting for knob in _knobs.KNOBS if knob.setting and not knob.var)
     for setting in sorted(set(options) - settings):
-        lines.append('nccl_env option %s in OPTIONS is no knob setting of _knobs.py' % setting)
+        lines.append('nccl_env option %s in OPTIONS is no knob setting without a role variable' % setting)
     return lines

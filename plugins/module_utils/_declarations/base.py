@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-Var = namedtuple('Var', ['name', 'default', 'doc', 'entries', 'role_default', 'spec'])
+Var = namedtuple('Var', ['name', 'default', 'doc', 'entries', 'role_default', 'option', 'spec'])
 
 NO_DEFAULT = '<no default>'
 """A variable without a default (``default`` of a :class:`Var`); null is a default (``None``)."""
@@ -20,8 +20,8 @@ NO_DEFAULT = '<no default>'
 SPEC_KEYS = ('type', 'elements', 'choices', 'required', 'no_log', 'options')
 
 
-def _var(name, default=NO_DEFAULT, doc=(), entries=None, role_default=True, **spec):
+def _var(name, default=NO_DEFAULT, doc=(), entries=None, role_default=True, option=None, **spec):
     unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
         raise TypeError('%s: no such argument spec key %s' % (name, ', '.join(unknown)))
-    return Var(name, default, doc, dict(entries or {}), role_default, spec)
+    return Var(name, default, doc, dict(entries or {}), role_default, option, spec)

@@ -38,23 +38,44 @@ VARIABLES = (
               "than the one Ansible reaches them on, e.g. the master's address on the training network "
               '(docs/cluster-shapes.md).')),
     _var('trainops_channels', None,
+         option=dict(doc=(('C(NCCL_MAX_NCHANNELS), at most what the library honours. NCCL, MAXCHANNELS (32 before '
+                          '2.25, 64 since). RCCL, MAXCHANNELS (32 in 2.18.3, 64 in 2.18.6, 128 from 2.20.5) on '
+                          'gfx942 and gfx950, 32 on other GPUs, the compute units of a CPX-mode partition (RCCL '
+                          '2.21 and later), and 64 when O(nnodes) is more than 1.'),
+                         ('A larger value is an error naming that limit (the library would clamp it silently), and '
+                          'so is a value above 32 when the library version is unknown and the limit depends on it. '
+                          'Not set when not given (the library decides).'),)),
          doc={'job': ('Maximum NCCL/RCCL channels (NCCL_MAX_NCHANNELS); null (the default) leaves it to the '
                       "library. Each node checks it against its library's MAXCHANNELS (NCCL 32 before 2.25, else "
                       '64; RCCL 128 on gfx942/gfx950). Short knob C(channels).'),
               'nccl_env': ("C(NCCL_MAX_NCHANNELS), at most the library's MAXCHANNELS (NCCL 32 before 2.25, else "
                            '64; RCCL 128 on gfx942/gfx950); null leaves it to the library.'),}),
     _var('trainops_min_channels', None,
+         option=dict(doc=('C(NCCL_MIN_NCHANNELS), at most O(channels) and within the limits of O(channels). Not set '
+                         'when not given.')),
          doc={'job': ('Minimum channels (NCCL_MIN_NCHANNELS), 1 to C(trainops_channels); unset lets NCCL choose. '
                       'Short knob C(min_channels).'),
               'nccl_env': 'C(NCCL_MIN_NCHANNELS); null lets the library choose.',}),
     _var('trainops_threads', None,
+         option=dict(doc=(('Threads per block. NVIDIA, C(NCCL_NTHREADS) (a multiple of 32 from 64 to 512). RCCL '
+                          'before 2.28, C(NCCL_NTHREADS) from 4 x the warp size to 256 (only 256 on MI300X, '
+                          'gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK), a multiple of the warp size '
+                          'from 3 warps to 256 (V(192) or V(256) on gfx942; RCCL rounds and clamps any other '
+                          'value); a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides).'),
+                         ("Not set when not given (the library's own value). A value the library would not take as "
+                          'it is is an error naming what it would run; so is any value on an AMD node whose RCCL '
+                          'version is unknown (the version decides the variable). On a node without GPUs nothing '
+                          'is set (a warning).'),)),
          doc={'job': ('Threads per block; null (the default) leaves it to the library. NCCL_NTHREADS on NVIDIA '
                       '(64-512, a multiple of 32) and RCCL before 2.28 (only 256 on gfx942), '
                       'RCCL_THREADS_PER_BLOCK on RCCL 2.28 and later; checked per node. Short knob C(threads).'),
               'nccl_env': ('C(NCCL_NTHREADS) on NVIDIA and RCCL before 2.28 (values the library takes, only 256 on '
                            'gfx942), C(RCCL_THREADS_PER_BLOCK) on RCCL 2.28 and later; null leaves it to the '
                            'library.'),}),
-    _var('trainops_nproc_per_node', 8, entries={'job': ('status', 'stop')},
+    _var('trainops_nproc_per_node', 8,
+         entries={'job': ('status', 'stop')},
+         option=dict(doc=("Ranks per node; an error when larger than the node's GPU count (unless the vendor is "
+                         'V(none)).')),
          doc={'job': ('Ranks per node (GPUs per node on GPU hosts), 1 to 256; it may differ per node. Short knob '
                       'C(nproc).'),
               'nccl_env': "Ranks per node; more than the node's GPUs is an error.",}),
@@ -117,16 +138,26 @@ VARIABLES = (
     _var('trainops_profile_args', [], entries={'job': ('sweep',)}, elements='str',
          doc='Further arguments of the profiler.'),
     _var('trainops_socket_ifname', 'auto',
+         option=dict(doc=(('Interface (or list of interfaces) for the NCCL bootstrap/socket transport and gloo. It '
+                          'must exist on the node and have an address.'),
+                         ('V(auto) (the default when not given, or null) takes C(facts.network.ifname), the '
+                          'interface that reaches the master.'),)),
          doc={'job': ('Interface for NCCL/gloo sockets on each node. C(auto) asks the kernel which interface '
                       'routes the master address; an override must exist on the node and reach the master, or the '
                       'launch fails before anything starts.'),
               'nccl_env': ("Interface for NCCL/gloo sockets; V(auto) takes the one the kernel routes the master's "
                            'address through on each node. C(NCCL_SOCKET_IFNAME) gets the exact-match form '
                            'C(=name).'),}),
-    _var('trainops_gpu_vendor', 'auto',
+    _var('trainops_gpu_vendor', 'auto', option=dict(doc='GPU vendor of the node; defaults to C(facts.gpu.vendor).'),
          doc={'job': 'GPU vendor of the node: C(auto) detects from /dev/kfd and /proc/driver/nvidia.',
               'nccl_env': 'V(auto) (detect), V(nvidia), V(amd) or V(none).',}),
     _var('trainops_env', {},
+         option=dict(doc=(('Variables that win over anything computed; a null value removes the variable (returned '
+                          'in RV(unset)).'),
+                         ('C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME) and C(NCCL_IB_HCA) overrides are checked '
+                          'against the node. One that selects nothing is an error, a prefix that matches several '
+                          'interfaces or HCAs is a warning. C(GLOO_SOCKET_IFNAME) must be plain names separated by '
+                          'commas (gloo knows no C(=) or C(^) prefix).'),), default={}),
          doc={'job': 'Extra environment for every rank; wins over the computed NCCL/RCCL settings.',
               'nccl_env': ('Extra environment for every rank; wins over everything computed, a null value removes '
                            'a variable.'),}),
@@ -323,7 +354,8 @@ VARIABLES = (
          elements='str',
          doc='File patterns collected from each node output directory.'),
     _var('trainops_run_id', '', entries={'job': ('main', 'status', 'logs', 'stop')}, type='str',
-         doc='status/stop: the run to act on (default the last one started on each node). Short knob C(run_id).'),
+         doc=('status, stop and logs: the run to act on, an experiment name (default the last one started on each '
+              'node). Short knob C(run_id).')),
     _var('trainops_resume_from', '',
          doc=(('The run id of an earlier launch to resume from its latest checkpoint (C(tasks/resume.yml)); that '
                "run must exist on at least one node, or the launch fails naming it and the nodes looked at. C('') "

@@ -59,10 +59,10 @@ def test_each_declaration_that_contradicts_the_registry_is_named():
         _var('trainops_ib_tc', 300, doc='x', type='int'),
         _var('trainops_cross_nic', None),
         _var('trainops_thing', 1, doc='y', entries={'job': ('main', 'launch')}, type='int'),
-        _var('trainops_other', 1, doc='z', entries={'jobs': ('main',)}),
+        _var('trainops_other', 1, doc='z', entries={'jobs': ('main',)}, option={'doc': 'o'}),
     ]
-    options = dict(_declarations.OPTIONS, nonsense={'doc': 'n'})
-    del options['cross_nic']
+    variables = [var._replace(option=None) if var.name == 'trainops_nccl_debug' else var for var in variables]
+    options = dict(nonsense={'doc': 'n'})
     assert _declarations.problems(variables, options) == [
         'trainops_ib_tc is declared twice',
         "trainops_ib_tc: a knob's type and choices are its row's in _knobs.py; do not declare them",
@@ -71,9 +71,14 @@ def test_each_declaration_that_contradicts_the_registry_is_named():
         'trainops_cross_nic: no description for role nccl_env',
         'trainops_thing: role job has no entry point launch',
         'trainops_other: no role jobs',
-        'trainops_ib_sl (knob ib_sl) has no declaration in _declarations.py',
-        'nccl_env option cross_nic (a knob setting) has no declaration in OPTIONS',
-        'nccl_env option nonsense in OPTIONS is no knob setting of _knobs.py',
+        'trainops_other: an option of the nccl_env module is declared, but the variable is no knob with a setting',
+        'trainops_ib_sl (knob ib_sl) has no declaration in _declarations/',
+        'nccl_env option ib_tc (knob ib_tc) has no declaration (option= of its variable, or OPTIONS)',
+        'nccl_env option cross_nic (knob cross_nic) has no declaration (option= of its variable, or OPTIONS)',
+        'nccl_env option nccl_debug (knob nccl_debug) has no declaration (option= of its variable, or OPTIONS)',
+        'nccl_env option require_transport (knob require_transport) has no declaration (option= of its variable, '
+        'or OPTIONS)',
+        'nccl_env option nonsense in OPTIONS is no knob setting without a role variable',
     ]
 
 
