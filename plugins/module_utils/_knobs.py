@@ -19,12 +19,12 @@ Read by: ``_launch_params.py`` (the range rules, ``launch_problems``), ``_sweep.
 ``_nccl_env/deciders.py`` (``SETTINGS``, ``DECIDERS``), ``_nccl_env/network.py`` (``QOS``), the action ``nccl_env``
 (``SETTINGS_SPEC``) and the filter ``knob_values`` (roles/job/vars/main.yml: the short knobs, the launch parameters
 and the manifest's ``parameters``; roles/nccl_env/tasks/compute.yml: the settings). The role defaults, the roles'
-argument specs and the ``nccl_env`` module's documentation stay written out (ansible-doc and ansible-core read them);
-tests/unit/plugins/module_utils/test__knobs.py fails when they disagree with a row.
+argument specs, the ``nccl_env`` module's knob options and docs/reference/knobs.md are generated from these rows and
+``_declarations/`` (descriptions, defaults, entry points) by ``hack/gen_docs.py`` (``--check`` in the tests).
 
 Adding a per-node NCCL/RCCL knob such as ``NCCL_IB_TIMEOUT`` (an integer in a range, decided by ``_qos``): one row
-here, its default in roles/nccl_env/defaults/main.yml, its entry in roles/nccl_env/meta/argument_specs.yml (both
-entry points) and plugins/modules/nccl_env.py, docs/nccl.md, a test and a changelog fragment.
+here, its declaration in ``_declarations/roles.py`` (``option=`` for the module), docs/nccl.md, a test and a
+changelog fragment; then run ``hack/gen_docs.py`` (docs/contributing/development.md, "Knobs").
 
 roles/nccl_env/tasks/compute.yml passes ``role_vars`` to the action ``nccl_env``, which reads the settings from the
 role variables itself (``role_settings``): the same values the filter ``knob_values`` gives for ``nccl_env``.
