@@ -79,9 +79,8 @@ def _value(value):
     return '`%s`' % json.dumps(value, sort_keys=True).replace('|', '\\|')
 
 
-def load_specs(repo=None):
-    """``{role: {entry point: options}}`` as the declarations give them (what roles/*/meta/argument_specs.yml hold);
-    ``repo`` is accepted for the callers that pass one and not read."""
+def load_specs():
+    """``{role: {entry point: options}}`` as the declarations give them (what roles/*/meta/argument_specs.yml hold)."""
     return dict((role, dict((entry, spec['options']) for entry, spec in entries.items()))
                 for role, entries in argument_specs().items())
 
@@ -179,9 +178,9 @@ def registry_notes(knob):
     return ' '.join(notes)
 
 
-def render_knobs(repo=None):
+def render_knobs():
     """docs/reference/knobs.md as a string."""
-    specs = load_specs(repo)
+    specs = load_specs()
     by_var = dict((knob.var, knob) for knob in _knobs.KNOBS if knob.var)
     main = specs.get('job', {}).get('main', {})
     out = [GENERATED % (SOURCES, REGENERATE), '',

@@ -483,7 +483,9 @@ VARIABLES = (
     _var('trainops_stop_time_limit', {},
          entries={'job': ('stop',)},
          type='dict',
-         options={'job_id': {'description': "The batch job's id (digits).", 'type': 'str'}, 'stop_seconds': {'description': 'How long before its time limit Slurm warned the batch script.', 'type': 'int'}},
+         options={'job_id': {'description': "The batch job's id (digits).", 'type': 'str'},
+                  'stop_seconds': {'description': 'How long before its time limit Slurm warned the batch script.',
+                                   'type': 'int'}},
          doc=("Set by the sbatch role's batch script when Slurm warns it of the time limit: C({job_id, "
               'stop_seconds}). The stop reason is then C(timeout) and the outcome C(timed_out), with the last '
               'checkpoint in its line.')),

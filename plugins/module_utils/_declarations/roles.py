@@ -148,7 +148,8 @@ VARIABLES = (
     _var('trainops_code_sync_mode', 'rsync', entries={'code_sync': ('main',)}, type='str', choices=['rsync', 'git'],
          doc=('C(rsync) copies O(trainops_code_sync_src) from the controller; C(git) checks out a commit of '
               'O(trainops_code_sync_repo) on every node. Short knob C(sync_mode).')),
-    _var('trainops_code_sync_dest', "{{ trainops_workspace_dir | default((trainops_node_root | default('~/.trainops')) ~ '/workspace') }}",
+    _var('trainops_code_sync_dest',
+         "{{ trainops_workspace_dir | default((trainops_node_root | default('~/.trainops')) ~ '/workspace') }}",
          entries={'code_sync': ('main',)},
          type='str',
          doc=('Directory on each node that receives the code; created when missing. Short knob C(dest).',
@@ -158,7 +159,9 @@ VARIABLES = (
          doc=('rsync mode, required. Directory on the controller whose contents are copied into '
               'O(trainops_code_sync_dest). C(~) is expanded; a relative path is taken from the directory '
               'ansible-playbook runs in. Short knob C(src).')),
-    _var('trainops_code_sync_default_excludes', ['/experiments/', '.venv/', 'venv/', '__pycache__/', '*.pyc', '.mypy_cache/', '.pytest_cache/', '.ruff_cache/', '.ansible/', 'node_modules/', '*.egg-info/'],
+    _var('trainops_code_sync_default_excludes',
+         ['/experiments/', '.venv/', 'venv/', '__pycache__/', '*.pyc', '.mypy_cache/', '.pytest_cache/', '.ruff_cache/',
+          '.ansible/', 'node_modules/', '*.egg-info/'],
          entries={'code_sync': ('main',)},
          type='list',
          elements='str',
