@@ -86,7 +86,8 @@ def test_the_module_options_are_generated_between_the_markers_only(tmp_path, cap
     module.write_text(text.replace(gen_docs.MODULE_END, ''))
     assert gen_docs.stale(str(tmp_path)) == [gen_docs.NCCL_ENV_MODULE]
     assert gen_docs.main([]) == 1
-    assert 'END the knob settings are missing' in capsys.readouterr().out
+    assert 'plugins/modules/nccl_env.py: a line BEGIN ... or END ... of its generated part is missing' \
+        in capsys.readouterr().out
 
 
 def test_entry_points_that_repeat_an_option_share_one_anchor():
@@ -102,3 +103,12 @@ def test_a_declaration_that_contradicts_the_registry_stops_the_generator(monkeyp
     monkeypatch.setattr(gen_docs._declarations, 'problems', lambda: ['trainops_ib_tc is declared twice'])
     with pytest.raises(SystemExit, match='disagree with the knob registry:\ntrainops_ib_tc is declared twice'):
         gen_docs.render_argument_specs('nccl_env')
+
+
+def test_the_sweep_page_lists_every_knob_a_sweep_varies_and_only_those():
+    with open(os.path.join(REPO, gen_docs.SWEEPS_PAGE)) as handle:
+        page = handle.read()
+    table = page[page.index(gen_docs.SWEEPS_BEGIN):page.index(gen_docs.SWEEPS_END)]
+    assert re.findall(r'^\| `([a-z_.A-Z]+)` \|', table, re.M) == [knob.short for knob in _knobs.SWEEP] + [
+        'env.NAME', 'override.KEY']
+    assert '| `channels` | the maximum NCCL/RCCL channels (`NCCL_MAX_NCHANNELS`) |' in table
