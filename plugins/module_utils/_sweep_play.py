@@ -54,13 +54,6 @@ NOT_RESUMING = 'Not resuming the sweep:'
 NOT_STARTING = 'Not starting the sweep:'
 
 
-def _truth(value):
-    """Jinja's ``bool`` filter."""
-    if isinstance(value, str):
-        return value.strip().lower() in ('yes', 'on', '1', 'true', 'y', 't')
-    return bool(value)
-
-
 def _knob(read, defined, short):
     return read(short) if defined(short) else read(KNOBS[short])
 
@@ -96,7 +89,7 @@ def sweep_of(read, defined):
         except (KeyError, TypeError):
             raise SweepError('%s: not a sweep record (no grid)' % os.path.join(sweep_dir, SWEEP_FILE))
     return dict(name=name, sweep_dir=sweep_dir, record=record, grid=grid, workload=workload,
-                stop_on_failure=_truth(_knob(read, defined, 'stop_on_failure')))
+                stop_on_failure=_knobs._truth(_knob(read, defined, 'stop_on_failure')))
 
 
 def allreduce_vars(read, defined):
