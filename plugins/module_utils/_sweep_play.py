@@ -191,9 +191,8 @@ def plan_lines(path, resumed, settings_recorded, record_points, workload, nodes)
         lines.append('  sweep.json had no launch settings (an older sweep): the remaining points run with the settings '
                      'given now, recorded in sweep.json from here on')
     for point in record_points:
-        done = point.get('outcome') == SUCCEEDED
-        lines.append('  point %d/%d %s%s' % (point['index'], len(record_points), point['label'],
-                                            ': succeeded earlier, skipped' if done else ''))
+        done = ': succeeded earlier, skipped' if point.get('outcome') == SUCCEEDED else ''
+        lines.append('  point %d/%d %s%s' % (point['index'], len(record_points), point['label'], done))
     return lines
 
 
