@@ -6,7 +6,7 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """Parameter sweeps: the grid, its validation, the sweep directory's ``sweep.json`` (logic behind
-``trainops.multinode.sweep`` and the filters ``sweep_grid``, ``sweep_problems`` and ``sweep_apply``).
+``trainops.multinode.sweep`` and ``trainops.multinode.sweep_step``).
 
 A sweep is a mapping of knob to a list of values, in the order given; its grid is their cartesian product, the
 first knob varying slowest. Knobs: those module_utils/_knobs.py declares sweepable (``channels``, ``min_channels``,
@@ -218,9 +218,9 @@ def plan_sweep(root, name, sweep, workload, sweep_dir=None, now=None, settings=N
     """Create ``<root>/sweep_<name>_<timestamp>/sweep.json``, or reopen ``sweep_dir`` to resume it.
 
     A resumed sweep must have the same grid; its points that succeeded are kept (and skipped), the others run
-    again. ``settings`` (node to its launch settings, the filter ``sweep_settings``) are recorded in a new sweep,
+    again. ``settings`` (node to its launch settings, module_utils/_sweep_play.py) are recorded in a new sweep,
     and in a resumed one whose sweep.json has none yet (written before sweeps recorded them); a resume with recorded
-    settings keeps them (the filter ``sweep_settings`` refused any other before any node was touched).
+    settings keeps them (the step ``settings`` of ``sweep_step`` refused any other before any node was touched).
     Returns ``(path, record, resumed)``.
     """
     now = time.time() if now is None else now

@@ -7,7 +7,7 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """A sweep's launch settings: what every point shares besides its swept knobs, recorded in ``sweep.json`` and taken
-again by a resume (logic behind the filter ``sweep_settings``; roles/job/tasks/sweep_settings.yml).
+again by a resume (module_utils/_sweep_play.py, the action ``sweep_step``).
 
 :data:`SETTINGS` are the launch knobs that decide what a point runs (config, overrides, env, script and its arguments,
 nproc, the NCCL/RCCL knobs, the launcher, profiling, ...); :data:`OPERATIONAL` the knobs a resume may change freely

@@ -79,8 +79,8 @@ options:
     type: dict
   settings:
     description:
-      - With O(state=planned), each node's launch settings (node to mapping; the filter
-        C(trainops.multinode.sweep_settings) gives them, C(trainops_secret_env) as names only), recorded in
+      - With O(state=planned), each node's launch settings (node to mapping; the action
+        M(trainops.multinode.sweep_step) gives them, C(trainops_secret_env) as names only), recorded in
         C(sweep.json) as C(settings) (the values every node shares), C(node_settings) (the others, per node) and
         C(settings_id) (a digest; each point records the one it ran with, the results table shows it).
       - A resumed sweep keeps the settings it recorded; one whose C(sweep.json) has none records these.

@@ -2,10 +2,10 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The knob registry (module_utils/_knobs.py) and the places that stay written out: the task files that set the
-short knobs (validate.yml) and a sweep point's knobs (point.yml). The role defaults, the argument specs and the
-nccl_env module's knob options are generated from the registry (hack/gen_docs.py; tests/unit/hack/test_gen_docs.py
-and test__declarations.py)."""
+"""The knob registry (module_utils/_knobs.py) and the places that stay written out: the task file that sets the
+short knobs (validate.yml) and a sweep point's knobs (module_utils/_sweep_play.py). The role defaults, the argument
+specs and the nccl_env module's knob options are generated from the registry (hack/gen_docs.py;
+tests/unit/hack/test_gen_docs.py and test__declarations.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.trainops.multinode.plugins.action import nccl_env as action
-from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep, _sweep_play
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import core, deciders, network
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -39,10 +39,9 @@ def test_validate_yml_sets_the_role_variable_of_every_short_knob():
     assert set(k for k in keys if k.startswith('trainops_')) == set(knob.var for knob in _knobs.SHORT)
 
 
-def test_point_yml_sets_the_role_variable_of_every_key_a_point_changes():
-    keys = _set_fact_keys('roles', 'job', 'tasks', 'point.yml')
-    expected = set(_knobs.BY_KEY[key].var for key in _sweep.POINT_KEYS)
-    assert set(k for k in keys if k.startswith('trainops_')) == expected
+def test_a_point_sets_the_role_variable_of_every_key_a_point_changes():
+    assert [key for key, var in _sweep_play.POINT_VARS] == list(_sweep.POINT_KEYS)
+    assert all(_knobs.BY_KEY[key].var == var for key, var in _sweep_play.POINT_VARS)
 
 
 def test_sweep_knobs_and_settings_come_from_the_registry():

@@ -11,10 +11,7 @@ import os
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.trainops.multinode.plugins.module_utils import _sweep, _sweep_results
-from ansible_collections.trainops.multinode.plugins.filter import sweep_points as sweep_filter
 
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
@@ -100,11 +97,6 @@ def test_a_missing_config_and_a_knob_given_twice(params):
 def test_a_problem_of_the_base_parameters_is_not_repeated_per_point(params):
     params['master_port'] = 80  # validate.yml reports it once, for the launch
     assert _sweep.sweep_problems(params, {'channels': [28, 42]}) == []
-
-
-def test_the_filter_refuses_a_non_mapping():
-    with pytest.raises(AnsibleFilterError):
-        sweep_filter.sweep_points(['x'], {'channels': [1]})
 
 
 def test_plan_record_finish_and_resume(tmp_path):

@@ -9,16 +9,12 @@ import json
 import os
 
 import pytest
-import yaml
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.trainops.multinode.plugins.filter import sweep_settings as settings_filter
-from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep, _sweep_results, _sweep_settings
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep, _sweep_play, _sweep_results, _sweep_settings
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep_settings import SETTINGS, settings, variables
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-DEFAULTS = settings_filter.role_defaults()
+DEFAULTS = _sweep_play.role_defaults(os.path.join(ROOT, 'roles'))
 SECRET_VALUE = 'hf_do_not_write_me'
 
 
@@ -63,12 +59,16 @@ def test_settings_and_operational_knobs_cover_every_launch_knob_once():
         'gpu_ids',)) <= set(SETTINGS)
 
 
-def test_sweep_settings_yml_sets_the_role_variable_of_every_setting_but_the_secrets():
-    tasks = yaml.safe_load(open(os.path.join(ROOT, 'roles', 'job', 'tasks', 'sweep_settings.yml')))
-    block = [t for t in tasks if 'block' in t][0]['block']
-    keys = set(block[0]['ansible.builtin.set_fact'])
-    assert keys == set(variables()) - {'trainops_secret_env'}
-    assert block[1]['no_log'] is True and set(block[1]['ansible.builtin.set_fact']) == {'trainops_secret_env'}
+def test_a_resume_sets_the_role_variable_of_every_setting_its_secrets_from_the_environment(tmp_path):
+    # what sweep.yml sets before the launch is validated (module_utils/_sweep_play.py, host_plan)
+    path = first_record(tmp_path)[0]
+    node = dict(DEFAULTS, sweep_dir=path, __trainops_allreduce_args=[])
+    plan = _sweep_play.host_plan(node.__getitem__, node.__contains__, DEFAULTS, 'node0', {'HF_TOKEN': 'from-env'})
+    assert plan['problems'] == [] and plan['recorded'] is True
+    # every setting's role variable but the swept knob's; the secrets' values from the controller's environment
+    assert set(plan['vars']) == set(variables()) - {'trainops_threads'}
+    assert plan['vars']['trainops_secret_env'] == {'HF_TOKEN': 'from-env'}
+    assert plan['vars']['trainops_overrides'] == ['training.max_steps=16'] and plan['settings']['secret_env'] == ['HF_TOKEN']
 
 
 def test_a_new_sweep_records_every_setting_secrets_by_name_only(tmp_path):
@@ -209,12 +209,9 @@ def test_each_point_records_its_settings_id_and_the_results_show_a_mix(tmp_path)
     assert 'settings' not in _sweep_results.render_table(columns, rows)[0].split()
 
 
-def test_the_filter_gives_the_variables_and_refuses_a_wrong_input():
-    assert settings_filter.sweep_settings('variables') == variables()
+def test_the_variables_and_a_wrong_number_of_values():
     assert variables()[:3] == ['trainops_script', 'trainops_config', 'trainops_overrides']
-    with pytest.raises(AnsibleFilterError, match='the list of the settings'):
-        settings_filter.sweep_settings('x')
-    with pytest.raises(AnsibleFilterError, match='values for'):
-        settings_filter.sweep_settings([1, 2])
-    result = settings_filter.sweep_settings(values(), node='node0')
+    with pytest.raises(ValueError, match='values for'):
+        settings([1, 2])
+    result = settings(values(), defaults=DEFAULTS, node='node0')
     assert result['problems'] == [] and result['settings']['config'] == 'config/default.yaml'
