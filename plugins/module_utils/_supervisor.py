@@ -24,7 +24,8 @@ so that ``srun --kill-on-bad-exit`` sees a failed node. It
 - then terminates and reaps whatever is left of the process tree,
 - writes exit.json {exit_code, signal, ended_at, signals, checkpoint_signals} and exits (``signals``: the
   signals the supervisor itself received, e.g. a SIGTERM from slurmstepd; ``checkpoint_signals``: when it
-  received the run's checkpoint signal).
+  received the run's checkpoint signal). ``exit_code`` and ``signal`` are torchrun's, or the dead rank's when the
+  node's watcher ended torchrun because a rank died (:data:`RANK_FAILURE_FILE`, :func:`rank_end`).
 
 The checkpoint signal (job.json's env ``TRAINOPS_CHECKPOINT_SIGNAL``: ``USR1`` or ``USR2``, docs/slurm.md) is
 the one Slurm sends before a time limit (``--signal=USR1@90``) to every process of a step or job, the
@@ -312,12 +313,83 @@ def output_dir(job, run_dir):
     return out_dir if isinstance(out_dir, str) and out_dir else os.path.join(run_dir, 'outputs')
 
 
-def write_exit(path, exit_code, signame=None, error=None, signals=(), checkpoint_signals=()):
-    """exit.json: how torchrun ended (or why it never ran), the signals the supervisor received, and when it
-    received the checkpoint signal (``[{signal, at, at_epoch}]``)."""
+RANK_FAILURE_FILE = 'rank_failure.json'
+"""The node's watcher's record of the rank whose death torchrun logged (module_utils/_node_watch.py), written in the
+run directory before the watcher ends the run's process tree: ``{exitcode, local_rank, pid, seen_at_epoch}``
+(``exitcode`` as torchrun logs it: negative for a signal)."""
+RANK_FAILURE_MAX_BYTES = 4096
+"""The most bytes of that record read (the job's user can write it)."""
+MAX_WHOLE = 2 ** 31
+"""The largest pid or local rank the record may name."""
+
+
+def _whole(value, low, high):
+    """``value`` when it is an int (not a bool) within ``[low, high]``, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
+
+
+def rank_failure_record(data):
+    """The rank failure of a record's parsed JSON ``data``, its fields checked: ``{exitcode, local_rank, pid,
+    seen_at_epoch}`` (``exitcode`` not 0, from -255 to 255; ``seen_at_epoch`` a number or None), None when ``data`` is
+    not one."""
+    if not isinstance(data, dict):
+        return None
+    found = {'exitcode': _whole(data.get('exitcode'), -255, 255), 'local_rank': _whole(data.get('local_rank'), 0, MAX_WHOLE),
+             'pid': _whole(data.get('pid'), 1, MAX_WHOLE)}
+    if None in found.values() or found['exitcode'] == 0:
+        return None
+    seen = data.get('seen_at_epoch')
+    found['seen_at_epoch'] = float(seen) if isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 <= seen < 1e11 else None
+    return found
+
+
+def read_rank_failure(path):
+    """:func:`rank_failure_record` of the file ``path`` (at most RANK_FAILURE_MAX_BYTES, never through a symlink), None
+    when there is none or it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_NONBLOCK', 0))
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, RANK_FAILURE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > RANK_FAILURE_MAX_BYTES:
+        return None
+    try:
+        return rank_failure_record(json.loads(data.decode('utf-8')))
+    except ValueError:
+        return None
+
+
+def rank_end(exit_code, signame, failure):
+    """The dead rank's end that exit.json says instead of torchrun's (``exit_code``, ``signame``): ``(exit_code,
+    signal name)`` from the node's watcher's record (``failure``, :func:`rank_failure_record`; 128 + the signal's
+    number and its name for a rank killed by a signal), since the watcher ended torchrun for that death and its
+    SIGTERM or SIGKILL is not the cause. None when there is no record, or torchrun exited 0."""
+    if failure is None or (exit_code == 0 and not signame):
+        return None
+    code = failure['exitcode']
+    if code < 0:
+        return 128 - code, signal_name(-code)
+    return code, None
+
+
+def write_exit(path, exit_code, signame=None, error=None, signals=(), checkpoint_signals=(), failure=None):
+    """exit.json: how the run ended (or why it never ran), the signals the supervisor received, and when it
+    received the checkpoint signal (``[{signal, at, at_epoch}]``). With the watcher's record of a rank's death
+    (``failure``) and a torchrun that did not exit 0, ``exit_code`` and ``signal`` are the rank's (:func:`rank_end`),
+    the record is kept as ``rank_failure`` and torchrun's own end as ``torchrun`` (``{exit_code, signal}``)."""
     ended = time.time()
-    record = {'exit_code': exit_code, 'signal': signame, 'ended_at': iso(ended), 'ended_at_epoch': ended,
+    rank = rank_end(exit_code, signame, failure)
+    code, name = rank or (exit_code, signame)
+    record = {'exit_code': code, 'signal': name, 'ended_at': iso(ended), 'ended_at_epoch': ended,
               'signals': [signal_name(sig) for sig in signals], 'checkpoint_signals': list(checkpoint_signals)}
+    if rank is not None:
+        record['rank_failure'] = failure
+        record['torchrun'] = {'exit_code': exit_code, 'signal': signame}
     if error is not None:
         record['error'] = error
     write_json_atomic(path, record)
@@ -489,7 +561,14 @@ class Supervisor(object):
         exit_code, signame = (EXIT_UNKNOWN, None) if status is None else decode_status(status)
         log('torchrun ended: exit_code=%s signal=%s' % (exit_code, signame))
         cleanup(self.system, self.grace)
-        write_exit(self.exit_path, exit_code, signame, signals=self.signals, checkpoint_signals=self.checkpoint_signals)
+        # the watcher ended torchrun because a rank died: exit.json says the rank's death (rank_end)
+        failure = read_rank_failure(os.path.join(self.run_dir, RANK_FAILURE_FILE))
+        rank = rank_end(exit_code, signame, failure)
+        if rank is not None:
+            log('the node\'s watcher ended torchrun after local rank %d (pid %d) failed (exitcode %d): exit.json says '
+                'the rank\'s end' % (failure['local_rank'], failure['pid'], failure['exitcode']))
+        write_exit(self.exit_path, exit_code, signame, signals=self.signals, checkpoint_signals=self.checkpoint_signals,
+                   failure=failure)
         log('exit.json written')
         if not foreground:
             return 0
@@ -497,7 +576,7 @@ class Supervisor(object):
             # a Slurm step's task stopped on request (stop.json): stay until the step's scancel ends the task, so
             # that Slurm accounts the step CANCELLED, not FAILED by this exit code (at most step_linger seconds)
             self.system.sleep(float(self.job.get('step_linger', 0)))
-        return exit_code
+        return (rank or (exit_code, signame))[0]
 
 
 def main(argv):
