@@ -20,9 +20,9 @@ query (module_utils/_torchrun.py, shipped next to it).
 Fail fast on its own node: a run whose torchrun logged a rank's death (with no restarts left) and has not ended
 FAILED_GRACE seconds later has its process tree ended (SIGTERM, SIGKILL after FAILED_STOP_TIMEOUT): torchrun's own
 shutdown may wait many seconds for a store over a network that is gone. The death is recorded first in the run
-directory (``rank_failure.json``, _supervisor.RANK_FAILURE_FILE), so that exit.json, and the outcome judged from it,
-says the rank's exit code or signal, not the signal the watcher sent; no stop record is written: the run failed on
-its own.
+directory (``rank_failure.json``, _supervisor.RANK_FAILURE_FILE): exit.json, and the outcome judged from it, says the
+rank's exit code or signal (as it does when torchrun ends by itself, from its line in node.log), not the signal the
+watcher sent. No stop record is written: the run failed on its own.
 
 It reads commands on stdin, one JSON object a line: ``{"cmd": "stop", "reason": "peer", "detail": "...",
 "dump_stacks": false, "stop_timeout": 15}`` stops the run as ``torchrun state=stopped`` does (the stop record names
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import sys
 import time
@@ -64,11 +63,9 @@ MAX_COMMAND = 8192
 """The most bytes of one command line read from stdin."""
 STOP_REASONS = ('peer',)
 """The stop reasons a command may give (the hub stops a node only because of another node)."""
-RANK_FAILURE = re.compile(rb'\] failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of (?:binary|fn)')
-"""The line torchrun's agent logs as soon as it sees a rank fail (torch/distributed/elastic/multiprocessing/api.py),
-long before torchrun ends: its shutdown may wait seconds for a store that the lost network no longer reaches."""
 SCAN_BYTES = 65536
-"""The most of node.log's new bytes looked through for that line at one poll (its end)."""
+"""The most of node.log's new bytes looked through at one poll (its end) for the line torchrun logs when a rank fails
+(_supervisor.RANK_FAILURE_LINE)."""
 FAILED_GRACE = 0.3
 """Seconds torchrun gets to end by itself after that line (with no restarts left; it copies the rank's last lines
 to node.log meanwhile) before the watcher ends the run's process tree."""
@@ -122,16 +119,6 @@ def parse_command(line):
         return None
     return {'cmd': 'stop', 'reason': data['reason'], 'detail': detail[:1000], 'dump_stacks': data.get('dump_stacks', False),
             'stop_timeout': timeout}
-
-
-def rank_failure(data):
-    """``{exitcode, local_rank, pid}`` of the last rank failure torchrun logged in ``data`` (bytes), or None."""
-    found = None
-    for match in RANK_FAILURE.finditer(data):
-        found = match
-    if found is None:
-        return None
-    return {'exitcode': int(found.group(1)), 'local_rank': int(found.group(2)), 'pid': int(found.group(3))}
 
 
 def restarts_left(job):
@@ -269,7 +256,7 @@ class Watcher(object):
                 data = handle.read(size - start)
         except OSError:
             return False
-        found = rank_failure(data)
+        found = self.torchrun._supervisor.logged_rank_failure(data)
         if found is None or restarts_left(self.job):
             return False
         self.failure = {'rank': found, 'seen': self.clock(), 'ended': False}

@@ -97,6 +97,27 @@ def test_rank_failure_record_checks_its_fields(data, expected):
     assert sup.rank_failure_record(data) == expected
 
 
+FAILED_LINE = (b'E1128 08:13:54.908000 14911 /x/torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) '
+               b'local_rank: 1 (pid: 16770) of binary: /v/bin/python\n')
+
+
+def test_logged_rank_failure_is_torchruns_last_line():
+    assert sup.logged_rank_failure(b'[rank 0] step=1\n' + FAILED_LINE) == {'exitcode': -9, 'local_rank': 1, 'pid': 16770,
+                                                                            'seen_at_epoch': None}
+    again = FAILED_LINE.replace(b'-9', b'1').replace(b'16770', b'16800')
+    assert sup.logged_rank_failure(FAILED_LINE + again)['pid'] == 16800
+    assert sup.logged_rank_failure(b'[rank 0] failed (exitcode: 1) is what my script says\n') is None
+    assert sup.logged_rank_failure(FAILED_LINE.replace(b'-9', b'-999')) is None
+
+
+def test_read_logged_rank_failure_reads_the_logs_end(tmp_path):
+    path = tmp_path / 'node.log'
+    assert sup.read_logged_rank_failure(str(path)) is None
+    path.write_bytes(FAILED_LINE + b'x' * 100)
+    assert sup.read_logged_rank_failure(str(path))['exitcode'] == -9
+    assert sup.read_logged_rank_failure(str(path), max_bytes=100) is None
+
+
 def test_read_rank_failure_is_bounded_and_never_follows_a_link(tmp_path):
     path = tmp_path / sup.RANK_FAILURE_FILE
     assert sup.read_rank_failure(str(path)) is None
@@ -142,7 +163,15 @@ def test_program_says_the_rank_death_the_watcher_recorded_before_ending_torchrun
     exit_rec = wait_for(run_dir / 'exit.json')
     assert (exit_rec['exit_code'], exit_rec['signal']) == (1, None)
     assert exit_rec['torchrun'] == {'exit_code': 137, 'signal': 'SIGKILL'} and exit_rec['rank_failure']['pid'] == 4242
-    assert 'after local rank 0 (pid 4242) failed (exitcode 1)' in (run_dir / 'supervisor.log').read_text()
+    assert 'local rank 0 (pid 4242) failed (exitcode 1)' in (run_dir / 'supervisor.log').read_text()
+
+
+def test_program_says_the_rank_death_torchrun_logged_when_it_ends_by_itself(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import sys; sys.stderr.buffer.write(sys.argv[1].encode()); sys.exit(1)',
+                               FAILED_LINE.decode()])
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert (exit_rec['exit_code'], exit_rec['signal']) == (128 + signal.SIGKILL, 'SIGKILL')
+    assert exit_rec['torchrun'] == {'exit_code': 1, 'signal': None} and exit_rec['rank_failure']['pid'] == 16770
 
 
 @pytest.mark.parametrize('value, expected', [
