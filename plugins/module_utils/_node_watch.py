@@ -17,6 +17,13 @@ logged, as ``rank_failure``), and a heartbeat line every HEARTBEAT seconds when 
 only stats a few files and ``/proc/<supervisor pid>`` every POLL seconds; a change is answered by the module's own
 query (module_utils/_torchrun.py, shipped next to it).
 
+Fail fast on its own node: a run whose torchrun logged a rank's death (with no restarts left) and has not ended
+FAILED_GRACE seconds later has its process tree ended (SIGTERM, SIGKILL after FAILED_STOP_TIMEOUT): torchrun's own
+shutdown may wait many seconds for a store over a network that is gone. The death is recorded first in the run
+directory (``rank_failure.json``, _supervisor.RANK_FAILURE_FILE): exit.json, and the outcome judged from it, says the
+rank's exit code or signal (as it does when torchrun ends by itself, from its line in node.log), not the signal the
+watcher sent. No stop record is written: the run failed on its own.
+
 It reads commands on stdin, one JSON object a line: ``{"cmd": "stop", "reason": "peer", "detail": "...",
 "dump_stacks": false, "stop_timeout": 15}`` stops the run as ``torchrun state=stopped`` does (the stop record names
 the reason and detail). On end of file (the hub or its SSH connection went away) it exits; the job keeps running.
@@ -32,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import sys
 import time
@@ -57,11 +63,21 @@ MAX_COMMAND = 8192
 """The most bytes of one command line read from stdin."""
 STOP_REASONS = ('peer',)
 """The stop reasons a command may give (the hub stops a node only because of another node)."""
-RANK_FAILURE = re.compile(rb'\] failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of (?:binary|fn)')
-"""The line torchrun's agent logs as soon as it sees a rank fail (torch/distributed/elastic/multiprocessing/api.py),
-long before torchrun ends: its shutdown may wait seconds for a store that the lost network no longer reaches."""
 SCAN_BYTES = 65536
-"""The most of node.log's new bytes looked through for that line at one poll (its end)."""
+"""The most of node.log's new bytes looked through at one poll (its end) for the line torchrun logs when a rank fails
+(_supervisor.RANK_FAILURE_LINE)."""
+FAILED_GRACE = 0.3
+"""Seconds torchrun gets to end by itself after that line (with no restarts left; it copies the rank's last lines
+to node.log meanwhile) before the watcher ends the run's process tree."""
+FAILED_STOP_TIMEOUT = 0.5
+"""Seconds between the SIGTERM and the SIGKILL of that end (torchrun blocked in a store call acts on no SIGTERM)."""
+
+
+def end_due(failure, now, grace=FAILED_GRACE):
+    """Whether the watcher ends its run's process tree now: a rank's death that torchrun logged (``failure``: ``{rank,
+    seen, ended}``, ``seen`` on the watcher's clock) was seen at least ``grace`` seconds before ``now`` and the tree was
+    not ended for it yet (the run still goes on: the caller looks only while it does)."""
+    return failure is not None and not failure.get('ended') and now - failure['seen'] >= grace
 
 
 def status_line(kind, now, **fields):
@@ -103,16 +119,6 @@ def parse_command(line):
         return None
     return {'cmd': 'stop', 'reason': data['reason'], 'detail': detail[:1000], 'dump_stacks': data.get('dump_stacks', False),
             'stop_timeout': timeout}
-
-
-def rank_failure(data):
-    """``{exitcode, local_rank, pid}`` of the last rank failure torchrun logged in ``data`` (bytes), or None."""
-    found = None
-    for match in RANK_FAILURE.finditer(data):
-        found = match
-    if found is None:
-        return None
-    return {'exitcode': int(found.group(1)), 'local_rank': int(found.group(2)), 'pid': int(found.group(3))}
 
 
 def restarts_left(job):
@@ -200,7 +206,7 @@ class Watcher(object):
         self.supervisor_pid = None
         self.job = {}
         self.log_offset = None
-        self.failure = None          # the rank failure torchrun logged, and when it was seen
+        self.failure = None          # the rank failure torchrun logged, when it was seen, whether the tree was ended
 
     def say(self, kind, status=False, **fields):
         self.out.write(status_line(kind, self.wall(), **fields) + '\n')
@@ -250,11 +256,24 @@ class Watcher(object):
                 data = handle.read(size - start)
         except OSError:
             return False
-        found = rank_failure(data)
+        found = self.torchrun._supervisor.logged_rank_failure(data)
         if found is None or restarts_left(self.job):
             return False
-        self.failure = {'rank': found, 'seen': self.clock()}
+        self.failure = {'rank': found, 'seen': self.clock(), 'ended': False}
         return True
+
+    def end_failed(self):
+        """torchrun logged a rank's death and has not ended FAILED_GRACE seconds later (:func:`end_due`): record the
+        death and end the run's process tree (_torchrun.TorchrunNode.end_failed; no stop record)."""
+        if not end_due(self.failure, self.clock()):
+            return
+        self.failure['ended'] = True
+        try:
+            stopped = self.node.end_failed(self.run_id, self.failure['rank'], stop_timeout=FAILED_STOP_TIMEOUT)
+        except self.torchrun.TorchrunError as exc:
+            self.say('stop_failed', msg=str(exc)[:4000])
+            return
+        self.say('ended_failed', stopped_pids=stopped, rank_failure=self.failure['rank'])
 
     def run(self):
         """Watch until the run ends or stdin closes; the exit status."""
@@ -283,6 +302,8 @@ class Watcher(object):
                 going = self.query()
             elif what == 'heartbeat':
                 self.say('heartbeat')
+            if going:
+                self.end_failed()
         return 0
 
 

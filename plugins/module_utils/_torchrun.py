@@ -24,6 +24,7 @@ share a file; directories 0700, files 0600)::
                                            and what its launcher has it record (a Slurm step's, see _launchers)
     <state_dir>/runs/<run_id>/node.log     torchrun stdout + stderr (workers inherit it)
     <state_dir>/runs/<run_id>/exit.json    written by the supervisor once torchrun and its tree are gone
+    <state_dir>/runs/<run_id>/rank_failure.json  the rank's death the node's watcher ended torchrun for (_node_watch)
 
 Secret variables (``secret_env``) reach the supervisor, and through it every rank, in the environment
 of the process that starts it (for a container, ``docker exec -e NAME`` takes the value from there):
@@ -135,6 +136,16 @@ def read_json(path):
     to the controller)."""
     data, _refused = _node_files.read_json_object(path)
     return data
+
+
+def _torchrun_end(record):
+    """exit.json's ``torchrun`` (``{exit_code, signal}``: torchrun's own end, when exit.json says a rank's) with its
+    fields checked, None when there is none."""
+    if not isinstance(record, dict):
+        return None
+    code, name = record.get('exit_code'), record.get('signal')
+    return {'exit_code': code if isinstance(code, int) and not isinstance(code, bool) else None,
+            'signal': name[:32] if isinstance(name, str) else None}
 
 
 def file_size(path):
@@ -391,6 +402,9 @@ class TorchrunNode(object):
             'signal': exit_rec.get('signal'),
             # the signals the supervisor itself received (a SIGTERM from slurmstepd, from a stop)
             'supervisor_signals': exit_rec.get('signals') or [],
+            # the rank's death the node's watcher ended torchrun for, and torchrun's own end then (exit.json)
+            'rank_failure': _supervisor.rank_failure_record(exit_rec.get('rank_failure')),
+            'torchrun_end': _torchrun_end(exit_rec.get('torchrun')),
             'launcher': _launchers.launcher_view(spec, pids),
             # whose run it is: the owner of its run directory (lstat), which the job cannot forge
             'owner_uid': state.get('owner_uid'),
@@ -636,6 +650,24 @@ class TorchrunNode(object):
                 state = self.state(run_id)
             return self._result(state, True, log_lines, stopped_pids=stopped, killed_pids=killed, warnings=warnings,
                                 checkpoint_signal=checkpoint, stacks=stacks)
+
+    def end_failed(self, run_id, failure, stop_timeout=1):
+        """End the process tree of a run whose torchrun logged a rank's death (``failure``: ``{exitcode, local_rank, pid}``,
+        _node_watch.rank_failure) and has not ended by itself (_node_watch.py): the death recorded first in the run
+        directory (_supervisor.RANK_FAILURE_FILE, so that exit.json says it and not the signal that ended torchrun),
+        then as a stop does (SIGTERM, SIGKILL after ``stop_timeout``), but with no stop record: the run failed on its
+        own. The stopped pids (empty when the run no longer runs)."""
+        validate_run_id(run_id)
+        record = _supervisor.rank_failure_record(dict(failure or {}, seen_at_epoch=time.time()))
+        if record is None:
+            raise TorchrunError('Not a rank failure: %r' % (failure,))
+        with self._lock(False):
+            state = self.state(run_id)
+            if not self.is_active(state):
+                return []
+            write_json_atomic(os.path.join(state['paths']['run_dir'], _supervisor.RANK_FAILURE_FILE), record)
+            stopped, dummy, dummy = self._terminate(state, stop_timeout, False)
+            return stopped
 
     def dump_stacks(self, run_id=None):
         """Every rank's Python stack into the run's output directory (_stacks.py), the run left running: ``{ranks,

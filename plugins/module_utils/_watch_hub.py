@@ -72,7 +72,7 @@ def status_path(sync_dir, name):
 def parse_line(raw):
     """A watcher's line as a dict with a known ``kind``, or None (too long, not JSON, not an object)."""
     data = json_object(raw, MAX_LINE)
-    if data is None or data.get('kind') not in ('status', 'heartbeat', 'stopped', 'stop_failed', 'refused', 'error'):
+    if data is None or data.get('kind') not in ('status', 'heartbeat', 'stopped', 'ended_failed', 'stop_failed', 'refused', 'error'):
         return None
     if data['kind'] == 'status' and not (isinstance(data.get('result'), dict) and isinstance(data['result'].get('job'), dict)):
         return None

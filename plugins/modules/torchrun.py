@@ -405,13 +405,31 @@ job:
       type: float
       sample: 1735736400.25
     exit_code:
-      description: Exit code of torchrun; 128 + signal number when it was killed by a signal; V(null) while running.
+      description:
+        - Exit code of torchrun; 128 + signal number when it was killed by a signal; V(null) while running.
+        - When torchrun ended badly after a rank had died (RV(job.rank_failure)), the dead rank's exit code instead (128 +
+          signal number for a rank killed by a signal), whether torchrun ended by itself or the node's watcher ended it.
       type: int
       sample: 0
     signal:
-      description: Name of the signal that ended torchrun, V(null) if it exited normally.
+      description:
+        - Name of the signal that ended torchrun, V(null) if it exited normally; the dead rank's signal (or V(null))
+          when torchrun ended badly after a rank had died.
       type: str
       sample: SIGTERM
+    rank_failure:
+      description:
+        - The rank's death that torchrun logged before it ended badly (C(exitcode) negative for a signal, C(local_rank),
+          C(pid); C(seen_at_epoch) when the node's watcher saw it and ended torchrun); V(null) when there was none, or
+          while running.
+      type: dict
+      sample: {exitcode: -9, local_rank: 0, pid: 16770, seen_at_epoch: 1764318834.9}
+    torchrun_end:
+      description:
+        - How torchrun itself ended (C(exit_code), C(signal)) when RV(job.exit_code) and RV(job.signal) are the dead
+          rank's (RV(job.rank_failure)); else V(null).
+      type: dict
+      sample: {exit_code: 143, signal: null}
     supervisor_signals:
       description:
         - The signals the supervisor itself received (C(exit.json)), for example V(SIGTERM) from a stop or from

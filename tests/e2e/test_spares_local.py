@@ -127,7 +127,7 @@ def _launch_and_kill_twice(lab, node):
 
 def test_the_master_lost_twice_moves_node_rank_0_to_the_spare_with_the_checkpoint_of_node1(lab):
     attempts, manifests = _launch_and_kill_twice(lab, 'node0')
-    # (the killed rank's torchrun ends with exit code 1)
+    # (the killed rank: signal SIGKILL, from torchrun's line in node.log or the watcher's record)
     cause = attempts[1]['failure'][0][1]
     assert attempts[1]['reason'].endswith(': node0 failed twice the same way (%s): replaced by node2 as node rank 0'
                                           % cause), attempts[1]

@@ -147,17 +147,21 @@ def lines_until(proc, want, timeout):
     raise AssertionError('not seen within %s s: %s' % (timeout, seen))
 
 
-def test_rank_failure_is_torchruns_line_and_restarts_are_left_alone():
-    line = (b'E1128 08:13:54.908000 14911 /x/torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) '
-            b'local_rank: 1 (pid: 16770) of binary: /v/bin/python\n')
-    assert nw.rank_failure(b'[rank 0] step=1\n' + line) == {'exitcode': -9, 'local_rank': 1, 'pid': 16770}
-    assert nw.rank_failure(b'[rank 0] failed (exitcode: 1) is what my script says\n') is None
+def test_restarts_left():
     assert not nw.restarts_left({'argv': ['python', '-m', 'torch.distributed.run', '--max-restarts', '0', 'train.py']})
     assert nw.restarts_left({'argv': ['torchrun', '--max-restarts', '3', 'train.py']})
     assert not nw.restarts_left({'argv': 'not a list'}) and not nw.restarts_left({})
 
 
-def test_the_watcher_says_the_run_at_once_and_its_end_within_a_second(run):
+def test_end_due_after_the_grace_once():
+    assert not nw.end_due(None, 10.0)
+    failure = {'rank': {'exitcode': -9, 'local_rank': 0, 'pid': 5}, 'seen': 10.0, 'ended': False}
+    assert not nw.end_due(failure, 10.0 + nw.FAILED_GRACE / 2)
+    assert nw.end_due(failure, 10.0 + nw.FAILED_GRACE)
+    assert not nw.end_due(dict(failure, ended=True), 20.0)
+
+
+def test_the_watcher_says_the_run_at_once_and_ends_a_failed_run_that_hangs(run):
     run_dir, job = run
     assert sorted(os.listdir(os.path.join(run_dir, nw.LIB_DIR, *nw.PACKAGE.split('.')))) == sorted(
         [name + '.py' for name in nw.WATCH_LIBS] + ['__init__.py'])
@@ -176,13 +180,16 @@ def test_the_watcher_says_the_run_at_once_and_its_end_within_a_second(run):
         assert time.monotonic() - killed < 1.5, seen
         assert seen[-1]['result']['rank_failure']['exitcode'] == -9
         assert seen[-1]['result']['job']['status'] == 'running'
-        # torchrun ends by itself (its shutdown here takes 30 s): the watcher leaves it alone, no stop record
-        time.sleep(1.5)
-        assert os.path.exists('/proc/%d' % job['pid'])
-        os.kill(job['pid'], signal.SIGTERM)
+        # torchrun's shutdown hangs (30 s here): the watcher records the rank's death and ends the run's tree after
+        # FAILED_GRACE; exit.json says the rank's SIGKILL, not the SIGTERM that ended torchrun, and no stop record
         seen = lines_until(proc, lambda line: line and line['kind'] == 'status'
                            and line['result']['job']['status'] == 'exited', 10)
-        assert seen[-1]['result']['job']['stop'] is None
+        assert time.monotonic() - killed < 3.0, seen
+        assert 'ended_failed' in [line['kind'] for line in seen], seen
+        ended = seen[-1]['result']['job']
+        assert (ended['exit_code'], ended['signal'], ended['stop']) == (128 + signal.SIGKILL, 'SIGKILL', None), ended
+        assert ended['rank_failure']['exitcode'] == -9 and ended['torchrun_end'] == {'exit_code': 143, 'signal': None}
+        assert not os.path.exists('/proc/%d' % job['pid'])
         # the run ended and was said: the watcher ends
         assert proc.wait(timeout=5) == 0
     finally:

@@ -82,6 +82,98 @@ def test_write_exit_records_the_checkpoint_signals(tmp_path):
     assert json.loads(open(path).read())['checkpoint_signals'] == received
 
 
+@pytest.mark.parametrize('data, expected', [
+    ({'exitcode': -9, 'local_rank': 1, 'pid': 77, 'seen_at_epoch': 5.5},
+     {'exitcode': -9, 'local_rank': 1, 'pid': 77, 'seen_at_epoch': 5.5}),
+    ({'exitcode': 1, 'local_rank': 0, 'pid': 77}, {'exitcode': 1, 'local_rank': 0, 'pid': 77, 'seen_at_epoch': None}),
+    ({'exitcode': 1, 'local_rank': 0, 'pid': 77, 'seen_at_epoch': 'now'},
+     {'exitcode': 1, 'local_rank': 0, 'pid': 77, 'seen_at_epoch': None}),
+    # a rank that exited 0 did not fail; fields of the wrong type or out of bounds are no record
+    ({'exitcode': 0, 'local_rank': 0, 'pid': 77}, None), ({'exitcode': True, 'local_rank': 0, 'pid': 77}, None),
+    ({'exitcode': -300, 'local_rank': 0, 'pid': 77}, None), ({'exitcode': 1, 'local_rank': -1, 'pid': 77}, None),
+    ({'exitcode': 1, 'local_rank': 0, 'pid': 0}, None), ({'exitcode': '1', 'local_rank': 0, 'pid': 77}, None),
+    ({'exitcode': 1, 'local_rank': 0}, None), ([1, 0, 77], None), (None, None)])
+def test_rank_failure_record_checks_its_fields(data, expected):
+    assert sup.rank_failure_record(data) == expected
+
+
+FAILED_LINE = (b'E1128 08:13:54.908000 14911 /x/torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) '
+               b'local_rank: 1 (pid: 16770) of binary: /v/bin/python\n')
+
+
+def test_logged_rank_failure_is_torchruns_last_line():
+    assert sup.logged_rank_failure(b'[rank 0] step=1\n' + FAILED_LINE) == {'exitcode': -9, 'local_rank': 1, 'pid': 16770,
+                                                                            'seen_at_epoch': None}
+    again = FAILED_LINE.replace(b'-9', b'1').replace(b'16770', b'16800')
+    assert sup.logged_rank_failure(FAILED_LINE + again)['pid'] == 16800
+    assert sup.logged_rank_failure(b'[rank 0] failed (exitcode: 1) is what my script says\n') is None
+    assert sup.logged_rank_failure(FAILED_LINE.replace(b'-9', b'-999')) is None
+
+
+def test_read_logged_rank_failure_reads_the_logs_end(tmp_path):
+    path = tmp_path / 'node.log'
+    assert sup.read_logged_rank_failure(str(path)) is None
+    path.write_bytes(FAILED_LINE + b'x' * 100)
+    assert sup.read_logged_rank_failure(str(path))['exitcode'] == -9
+    assert sup.read_logged_rank_failure(str(path), max_bytes=100) is None
+
+
+def test_read_rank_failure_is_bounded_and_never_follows_a_link(tmp_path):
+    path = tmp_path / sup.RANK_FAILURE_FILE
+    assert sup.read_rank_failure(str(path)) is None
+    path.write_text(json.dumps({'exitcode': -9, 'local_rank': 0, 'pid': 12}))
+    assert sup.read_rank_failure(str(path))['exitcode'] == -9
+    link = tmp_path / 'link.json'
+    link.symlink_to(path)
+    assert sup.read_rank_failure(str(link)) is None
+    path.write_text(json.dumps({'exitcode': -9, 'local_rank': 0, 'pid': 12, 'pad': 'x' * sup.RANK_FAILURE_MAX_BYTES}))
+    assert sup.read_rank_failure(str(path)) is None
+    path.write_text('{"exitcode": -9, ')
+    assert sup.read_rank_failure(str(path)) is None
+
+
+@pytest.mark.parametrize('exit_code, signame, failure, expected', [
+    # the watcher ended torchrun (SIGTERM, SIGKILL) after a rank's death: the rank's end, not the watcher's signal
+    (143, 'SIGTERM', {'exitcode': -9}, (137, 'SIGKILL')),
+    (137, 'SIGKILL', {'exitcode': 1}, (1, None)),
+    (1, None, {'exitcode': 3}, (3, None)),
+    # no record, or torchrun exited 0: torchrun's own end
+    (143, 'SIGTERM', None, None), (0, None, {'exitcode': -9}, None)])
+def test_rank_end_prefers_the_watchers_record_of_the_rank_death(exit_code, signame, failure, expected):
+    assert sup.rank_end(exit_code, signame, failure) == expected
+
+
+def test_write_exit_says_the_rank_death_and_keeps_torchruns_own_end(tmp_path):
+    path = str(tmp_path / 'exit.json')
+    failure = {'exitcode': -9, 'local_rank': 1, 'pid': 77, 'seen_at_epoch': 5.5}
+    sup.write_exit(path, 143, 'SIGTERM', failure=failure)
+    record = json.loads(open(path).read())
+    assert (record['exit_code'], record['signal']) == (137, 'SIGKILL')
+    assert record['rank_failure'] == failure and record['torchrun'] == {'exit_code': 143, 'signal': 'SIGTERM'}
+    sup.write_exit(path, 0, failure=failure)
+    record = json.loads(open(path).read())
+    assert record['exit_code'] == 0 and 'rank_failure' not in record and 'torchrun' not in record
+
+
+def test_program_says_the_rank_death_the_watcher_recorded_before_ending_torchrun(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import time; time.sleep(300)'])
+    pids = wait_for(run_dir / 'pids.json')
+    (run_dir / sup.RANK_FAILURE_FILE).write_text(json.dumps({'exitcode': 1, 'local_rank': 0, 'pid': 4242}))
+    os.killpg(pids['pgid'], signal.SIGKILL)
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert (exit_rec['exit_code'], exit_rec['signal']) == (1, None)
+    assert exit_rec['torchrun'] == {'exit_code': 137, 'signal': 'SIGKILL'} and exit_rec['rank_failure']['pid'] == 4242
+    assert 'local rank 0 (pid 4242) failed (exitcode 1)' in (run_dir / 'supervisor.log').read_text()
+
+
+def test_program_says_the_rank_death_torchrun_logged_when_it_ends_by_itself(tmp_path):
+    run_dir = start(tmp_path, [sys.executable, '-c', 'import sys; sys.stderr.buffer.write(sys.argv[1].encode()); sys.exit(1)',
+                               FAILED_LINE.decode()])
+    exit_rec = wait_for(run_dir / 'exit.json')
+    assert (exit_rec['exit_code'], exit_rec['signal']) == (128 + signal.SIGKILL, 'SIGKILL')
+    assert exit_rec['torchrun'] == {'exit_code': 1, 'signal': None} and exit_rec['rank_failure']['pid'] == 16770
+
+
 @pytest.mark.parametrize('value, expected', [
     ('USR1', signal.SIGUSR1), ('SIGUSR2', signal.SIGUSR2), (' usr1 ', signal.SIGUSR1), (None, None), ('', None),
     # a signal that stops a run, or that the kernel or the supervisor's wait needs, is never a checkpoint signal
