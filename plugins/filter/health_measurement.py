@@ -12,7 +12,8 @@ version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - Used by the role C(trainops.multinode.job) (tasks health_measure.yml); its input may change with it.
+  - The rule the role C(trainops.multinode.job) applies to each measurement of its health check (through
+    P(trainops.multinode.health_search#filter), which reads the manifest itself); its input may change with it.
   - The measurement is ok when the manifest's outcome is V(succeeded), the results were read and no element was wrong;
     its bus bandwidth is the results' C(avg_busbw_gbps), its time the last size's C(time_us).
   - The results are the C(outputs/<node>/allreduce.json) of the node of rank 0 in the run's experiment directory, which

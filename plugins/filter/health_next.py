@@ -75,7 +75,7 @@ _value:
       description: The number of the step (1 for all nodes).
       type: int
     max_steps:
-      description: An upper bound of the steps for these nodes (the length of the playbook's loop).
+      description: An upper bound of the steps for these nodes.
       type: int
 """
 

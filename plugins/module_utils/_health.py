@@ -17,6 +17,7 @@ Three parts, each a pure function the plugins call:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -538,3 +539,88 @@ def measurement(nodes, manifest, results, experiment_dir=None, refused=()):
         outcome = manifest.get('outcome') if isinstance(manifest, dict) else 'no manifest'
         entry['error'] = '%s%s' % (outcome, (': %s' % detail) if detail else '')
     return entry
+
+
+# ------------------------------------------------------------------------------------------------
+# the check's course (roles/job/tasks/health_steps.yml, health_step.yml): its settings, its search's state, each
+# measurement read from the run's experiment directory, health.json
+# ------------------------------------------------------------------------------------------------
+
+def _null(value):
+    return value is None or (isinstance(value, str) and value.strip() in ('', 'None', 'null'))
+
+
+def _real(value):
+    """A finite number from a knob's value (a string from the command line too); ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return number
+
+
+def settings(min_busbw=None, slow_ratio=0.5, all_pairs_max=8, timeout=60):
+    """``dict(min_busbw, slow_ratio, all_pairs_max, timeout)`` from the knobs (``trainops_health_*``, strings from the
+    command line too); one message naming every knob and its range when one is out of range."""
+    try:
+        found = dict(min_busbw=None if _null(min_busbw) else _real(min_busbw), slow_ratio=_real(slow_ratio),
+                     all_pairs_max=int(_real(all_pairs_max)), timeout=int(_real(timeout)))
+        fine = ((found['min_busbw'] is None or found['min_busbw'] > 0) and 0 < found['slow_ratio'] < 1
+                and found['all_pairs_max'] >= 2 and found['timeout'] >= 10)
+    except (TypeError, ValueError, OverflowError):
+        fine = False
+    if not fine:
+        raise HealthError(
+            'Not checking: trainops_health_min_busbw=%s (GB/s above 0, or null), trainops_health_slow_ratio=%s (between 0 '
+            'and 1), trainops_health_all_pairs_max=%s (2 or more), trainops_health_timeout=%s (10 s or more): fix the one '
+            'that is out of range.' % (min_busbw, slow_ratio, all_pairs_max, timeout))
+    return found
+
+
+def search_start(nodes, master, config):
+    """The state of a check of ``nodes`` (rank order; ``master``: the job's master, whose address the inventory gives)
+    with ``config`` (:func:`settings`): nothing measured, nothing being measured, the loop's steps (one more than
+    the search can measure: the last one adds the last measurement)."""
+    _check_config(nodes, config['min_busbw'], config['slow_ratio'], config['all_pairs_max'])
+    return dict(nodes=list(nodes), master=master, settings=dict(config), measured=[], next=None, measuring=False,
+                steps=list(range(1, max_steps(len(nodes), config['all_pairs_max']) + 2)))
+
+
+def search_advance(state, measured=None):
+    """The state after the group being measured (``measured``: its :func:`measurement`, or None when no group was
+    being measured) with the next group to measure: ``next`` is :func:`next_step`'s answer, ``measuring`` whether a
+    group is to be measured now, ``name`` its experiment's name."""
+    state = dict(state, measured=list(state['measured']))
+    if state['measuring'] and measured is not None:
+        state['measured'].append(measured)
+    config = state['settings']
+    state['next'] = next_step(state['nodes'], state['measured'], config['min_busbw'], config['slow_ratio'],
+                              config['all_pairs_max'])
+    state['measuring'] = not state['next']['done']
+    state['name'] = ('step%02d_%dnodes' % (state['next']['step'], len(state['next']['group']))
+                     if state['measuring'] else None)
+    return state
+
+
+def finish(state, node_facts):
+    """The report (:func:`report`) of the check whose search is ``state`` (its last step added the last measurement),
+    and the search's final answer."""
+    config = state['settings']
+    search = next_step(state['nodes'], state['measured'], config['min_busbw'], config['slow_ratio'],
+                       config['all_pairs_max'])
+    return report(state['nodes'], node_facts, state['measured'], search, config['min_busbw'],
+                  config['slow_ratio']), search
+
+
+def write_report(path, result, search):
+    """Write ``health.json`` (the report and the search's answer) in the directory ``path`` (created when missing);
+    returns its path. Raises OSError."""
+    path = os.path.abspath(path)
+    target = os.path.join(path, 'health.json')
+    os.makedirs(path, exist_ok=True)
+    with open(target + '.tmp', 'w') as handle:
+        json.dump(dict(result, search=search), handle, indent=2, sort_keys=True)
+        handle.write('\n')
+    os.replace(target + '.tmp', target)
+    return target

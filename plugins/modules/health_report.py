@@ -98,12 +98,9 @@ file:
   type: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.trainops.multinode.plugins.module_utils._health import HealthError, next_step, report
+from ansible_collections.trainops.multinode.plugins.module_utils._health import HealthError, next_step, report, write_report
 
 
 def main():
@@ -126,16 +123,10 @@ def main():
         module.fail_json(msg=str(exc))
     result = report(params['nodes'], params['node_facts'], params['measured'], search, params['min_busbw'],
                     params['slow_ratio'])
-    path = os.path.abspath(params['path'])
-    target = os.path.join(path, 'health.json')
     try:
-        os.makedirs(path, exist_ok=True)
-        with open(target + '.tmp', 'w') as handle:
-            json.dump(dict(result, search=search), handle, indent=2, sort_keys=True)
-            handle.write('\n')
-        os.replace(target + '.tmp', target)
+        target = write_report(params['path'], result, search)
     except OSError as exc:
-        module.fail_json(msg='cannot write %s: %s' % (target, exc))
+        module.fail_json(msg='cannot write health.json in %s: %s' % (params['path'], exc))
     module.exit_json(changed=True, verdict=result['verdict'], healthy=result['healthy'], suspects=result['suspects'],
                      lines=result['lines'], file=target)
 
