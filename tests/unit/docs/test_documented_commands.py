@@ -378,12 +378,15 @@ def _tasks(node):
 
 
 def published():
-    """What the roles and playbooks publish (``set_stats`` data, facts they set): results a doc may name."""
+    """What the roles, playbooks and actions publish (``set_stats`` data, facts they set): results a doc may name."""
     names = set()
     for path in _files(('roles/*/tasks/*.yml', 'playbooks/*.yml')):
         for task in _tasks(yaml.safe_load(_read(path))):
             names.update((task.get('ansible.builtin.set_stats') or {}).get('data') or {})
             names.update(task.get('ansible.builtin.set_fact') or {})
+    # an action that publishes its result itself (ansible_stats=dict(... data=dict(trainops_x=...)))
+    for path in _files(('plugins/action/*.py',)):
+        names.update(re.findall(r"ansible_stats[\]']*\s*=\s*dict\([^)]*?data\s*=\s*dict\((trainops_[a-z0-9_]+)=", _read(path), re.S))
     return names
 
 
