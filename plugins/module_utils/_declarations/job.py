@@ -11,6 +11,7 @@ once."""
 
 from __future__ import annotations
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 from ansible_collections.trainops.multinode.plugins.module_utils._declarations.base import _var
 
 VARIABLES = (
@@ -200,7 +201,7 @@ VARIABLES = (
               ('A node on the local connection gets a copy made without rsync, which implements C(--exclude), '
                'C(--include), C(--delete), C(--delete-excluded), C(--checksum) and C(--compress); another option '
                'needs rsync on the controller.'),)),
-    _var('trainops_launcher', 'ssh',
+    _var('trainops_launcher', _launchers.DEFAULT,
          doc=('How torchrun starts on the nodes. V(ssh) - a detached supervisor on every node, over SSH. V(srun) - '
               'one Slurm step of the current allocation (C(SLURM_JOB_ID), or C(trainops_slurm_job_id) of the slurm '
               'inventory), one task per node in allocation order, C(--kill-on-bad-exit=1); stop cancels the step. '

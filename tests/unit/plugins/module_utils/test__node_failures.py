@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+import yaml
+
 from ansible_collections.trainops.multinode.plugins.module_utils import _experiment, _node_failures, _retries
 
 INVENTORY = ['/inv/hosts.yml']
@@ -112,7 +114,7 @@ def test_the_docs_show_the_file_where_the_launch_keeps_it():
     with open(os.path.join(root, 'docs', 'failures.md')) as handle:
         page = handle.read()
     with open(os.path.join(root, 'roles', 'job', 'defaults', 'main.yml')) as handle:
-        defaults = handle.read()
-    assert "trainops_experiments_dir: \"{{ 'experiments' | ansible.builtin.realpath }}\"" in defaults
+        defaults = yaml.safe_load(handle)
+    assert defaults['trainops_experiments_dir'] == "{{ 'experiments' | ansible.builtin.realpath }}"
     for command in ('cat experiments/%s', 'rm experiments/%s'):
         assert '    ' + command % _node_failures.FILE_NAME + '\n' in page
