@@ -43,12 +43,12 @@ def failures_plan(gate, attempt, order, order_of):
     the job that failed too often leaves the attempt, a spare takes its node rank (``replaced``), a spare that failed
     too often is a spare no more; unchanged when the gate left nothing out. ``attempt``: the attempt as it is;
     ``order``: the nodes' order as it is; ``order_of(nodes)``: the order of a node set (filter node_order)."""
-    changed = bool(gate.get('excluded') or gate.get('unfit_spares'))
-    if changed:
+    differs = bool(gate.get('excluded') or gate.get('unfit_spares'))
+    if differs:
         attempt = dict(attempt, spares=list(gate.get('spares') or []),
                        replaced=list(attempt.get('replaced') or []) + list(gate.get('replaced') or []))
         order = order_of(gate['nodes'])
-    return dict(step=FAILURES, retry=False, changed=changed, attempt=attempt, order=order,
+    return dict(step=FAILURES, retry=False, differs=differs, changed=False, attempt=attempt, order=order,
                 leave=list(gate.get('excluded') or []) + list(gate.get('unfit_spares') or []),
                 reach=bool(gate.get('excluded')), wait_label='', lines=list(gate.get('lines') or []),
                 stop=gate.get('stop') or None)
@@ -69,7 +69,7 @@ def retry_plan(report, attempt, order, order_of, run_id, experiment_dir, retries
                      replaced=list(retry.get('replaced') or []))
     if retry.get('nodes') is not None:
         order = order_of(list(retry['nodes']))
-    return dict(step=RETRY, retry=True, changed=True, attempt=following, order=order, leave=list(retry.get('excluded') or []),
+    return dict(step=RETRY, retry=True, differs=True, changed=False, attempt=following, order=order, leave=list(retry.get('excluded') or []),
                 reach=True, wait_label='attempt %d/%d' % (number, int(retries) + 1), lines=[], stop=None)
 
 

@@ -70,9 +70,9 @@ retry:
   description: Whether it is a retry's next attempt.
   returned: state=planned
   type: bool
-changed:
-  description: Whether the node set or the attempt changed.
-  returned: always
+differs:
+  description: Whether the attempt or its node set differs from the one before.
+  returned: state=planned
   type: bool
 attempt:
   description: The attempt (C(number), C(first), C(previous), C(previous_dir), C(rows), C(resume_from), C(spares),

@@ -42,7 +42,7 @@ def test_the_failures_gate_reads_the_experiments_directory_s_file_and_says_what_
         'node0': {'failures': 2, 'last': []}}}}))
     plugin, task_vars = action({'state': 'planned'}, trainops_experiments_dir=str(tmp_path))
     plan = plugin.run(task_vars=task_vars)
-    assert not plan['retry'] and plan['changed'] and plan['leave'] == ['node0'] and plan['reach']
+    assert not plan['retry'] and plan['differs'] and plan['leave'] == ['node0'] and plan['reach']
     assert plan['order']['nodes'] == ['spare0', 'node1'] and plan['order']['master'] == 'spare0'
     assert plan['attempt']['spares'] == [] and plan['attempt']['replaced'][0]['by'] == 'spare0'
     assert plugin._display.display.call_count == len(plan['lines']) > 0

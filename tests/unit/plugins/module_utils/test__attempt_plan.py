@@ -38,7 +38,7 @@ def test_the_next_attempt_resumes_this_one_on_the_retry_s_node_set():
                                'rows': report['attempts'], 'resume_from': 'run_a', 'spares': ['spare1'],
                                'replaced': report['retry']['replaced']}
     assert plan['order']['nodes'] == ['spare0', 'node1'] and plan['leave'] == ['node0']
-    assert (plan['retry'], plan['changed'], plan['reach'], plan['wait_label'], plan['stop']) == (True, True, True, 'attempt 2/3', None)
+    assert (plan['retry'], plan['differs'], plan['reach'], plan['wait_label'], plan['stop']) == (True, True, True, 'attempt 2/3', None)
     # on the same nodes: the order as it is, the spares as they were
     same = ap.retry_plan({'attempts': [], 'retry': {'decision': 'retry'}}, FIRST, ORDER, order_of, 'run_a', '/e/run_a', 1)
     assert same['order'] is ORDER and same['attempt']['spares'] == ['spare0', 'spare1'] and same['leave'] == []
@@ -52,14 +52,14 @@ def test_the_failures_gate_leaves_out_a_node_and_an_unfit_spare_or_changes_nothi
     plan = ap.failures_plan(gate, FIRST, ORDER, order_of)
     assert plan['attempt'] == dict(FIRST, spares=[], replaced=gate['replaced'])
     assert plan['order']['nodes'] == ['spare1', 'node1'] and plan['leave'] == ['node0', 'spare0']
-    assert (plan['retry'], plan['changed'], plan['reach'], plan['lines'], plan['wait_label']) == (
+    assert (plan['retry'], plan['differs'], plan['reach'], plan['lines'], plan['wait_label']) == (
         False, True, True, ['node0 left out'], '')
     spare_only = ap.failures_plan(dict(gate, nodes=['node0', 'node1'], excluded=[], replaced=[], spares=['spare1']),
                                   FIRST, ORDER, order_of)
-    assert spare_only['changed'] and not spare_only['reach'] and spare_only['leave'] == ['spare0']
+    assert spare_only['differs'] and not spare_only['reach'] and spare_only['leave'] == ['spare0']
     nothing = ap.failures_plan({'nodes': ['node0', 'node1'], 'spares': FIRST['spares'], 'excluded': [], 'unfit_spares': [],
                                 'replaced': [], 'lines': [], 'stop': None}, FIRST, ORDER, order_of)
-    assert not nothing['changed'] and nothing['attempt'] is FIRST and nothing['order'] is ORDER and nothing['leave'] == []
+    assert not nothing['differs'] and nothing['attempt'] is FIRST and nothing['order'] is ORDER and nothing['leave'] == []
     stopped = ap.failures_plan(dict(gate, stop='node0 failed 3 times'), FIRST, ORDER, order_of)
     assert stopped['stop'] == 'node0 failed 3 times'
 
