@@ -112,8 +112,8 @@ class ActionModule(RoleStepAction):
         resume, sent = self._plan(), self._sent()
         local = _resume_plan.controller_copy(self.var('__trainops_experiment_dir'), resume['source'])
         if self._task.check_mode:
-            return self._module(state='received', src=local, output_dir=str(self.var('__trainops_output_dir')),
-                                checksum=sent.get('checksum'))
+            # nothing was carried or fetched to send (the module copies nothing in check mode)
+            return dict(changed=True, dest='%s/checkpoint.pt' % str(self.var('__trainops_output_dir')).rstrip('/'))
         if not self._connection._shell.tmpdir:
             self._make_tmp_path()
         remote = self._connection._shell.join_path(self._connection._shell.tmpdir, 'checkpoint.pt')
