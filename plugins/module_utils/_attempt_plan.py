@@ -84,8 +84,8 @@ def reach_problem(number, nodes, master_host, master_addr, play_hosts, problems)
         lines.append('could not be reached: %s' % ', '.join(lost))
     if not lines:
         return None
-    return 'Not starting attempt %s on %s (master %s at %s): %s' % (number, ', '.join(nodes), master_host, master_addr,
-                                                                     '; '.join(lines))
+    return 'Not starting attempt %s on %s (master %s at %s): %s' % (
+        number, ', '.join(nodes), master_host, master_addr, '; '.join(lines))
 
 
 def _count(value):
