@@ -65,26 +65,8 @@ def dir_share_lines(root_shares, workspace_shares):
         _filter_input.mapping('dir_share_lines', workspace_shares, 'workspace_shares'))
 
 
-def resume_nodes(nodes, hostvars, run_id, source=None):
-    source = _filter_input.mapping('resume_nodes', source, 'source', optional=True)
-    return _launch_dirs.resume_nodes(_nodes('resume_nodes', nodes), hostvars, run_id, source)
-
-
-def resume_source(nodes, hostvars, recorded=None, per_node=None):
-    return _launch_dirs.resume_source(_nodes('resume_source', nodes), hostvars, recorded, per_node)
-
-
-def resume_copies(nodes, hostvars):
-    return _launch_dirs.resume_copies(_nodes('resume_copies', nodes), hostvars)
-
-
 def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded, per_node)
-
-
-def resumed_env(manifest):
-    manifest = _filter_input.mapping('resumed_env', manifest, kind="the resumed run's manifest", optional=True)
-    return _launch_dirs.resumed_env(None if manifest is None else dict(manifest))
 
 
 def spare_pool(nodes, spare_group, groups, min_nodes=0, play_hosts=None, launcher=_launchers.DEFAULT):
@@ -100,11 +82,6 @@ def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
                                 min_nodes, str(spare_group or ''))
 
 
-def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes=0, spare_group=''):
-    return _retries.failures_gate(str(experiments_dir), inventory, int(limit or 0), _nodes('failures_gate', nodes, 'nodes'),
-                                  _nodes('failures_gate', spares or [], 'spares'), min_nodes, str(spare_group or ''))
-
-
 class FilterModule(object):
     def filters(self):
         return {
@@ -117,11 +94,6 @@ class FilterModule(object):
             'dir_shares': dir_shares,
             'dir_share_lines': dir_share_lines,
             'resume_checkpoint': resume_checkpoint,
-            'resume_copies': resume_copies,
-            'resume_nodes': resume_nodes,
-            'resume_source': resume_source,
-            'resumed_env': resumed_env,
             'spare_pool': spare_pool,
             'health_gate': health_gate,
-            'failures_gate': failures_gate,
         }

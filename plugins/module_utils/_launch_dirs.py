@@ -92,16 +92,16 @@ def share_lines(root_shares, workspace_shares):
 
 
 def resume_nodes(nodes, hostvars, run_id, source=None):
-    """Which of ``nodes`` have the run ``run_id`` (fact ``__trainops_resume_has_run``) and its checkpoint
-    (``__trainops_resume_has_checkpoint``), in order: ``with_run``, ``with_checkpoint``, ``without_run``,
-    ``without_checkpoint`` (they get a copy from ``source``, resume.yml), and ``msg``, what the launch says it
-    resumes. ``source``: :func:`resume_source`'s choice (its ``node`` and ``why``); without it, the first of
-    ``with_checkpoint``."""
-    def having(fact):
-        return [node for node in nodes if host_vars(hostvars, node).get(fact)]
+    """Which of ``nodes`` have the run ``run_id`` and its checkpoint, from what each found
+    (``__trainops_resume_found``, module checkpoint_carry: ``run``, ``checkpoint.isreg``), in order: ``with_run``,
+    ``with_checkpoint``, ``without_run``, ``without_checkpoint`` (they get a copy from ``source``, resume.yml), and
+    ``msg``, what the launch says it resumes. ``source``: :func:`resume_source`'s choice (its ``node`` and ``why``);
+    without it, the first of ``with_checkpoint``."""
+    def having(*keys):
+        return [node for node in nodes if dig(host_vars(hostvars, node), '__trainops_resume_found', *keys)]
 
-    with_run = having('__trainops_resume_has_run')
-    with_checkpoint = having('__trainops_resume_has_checkpoint')
+    with_run = having('run')
+    with_checkpoint = having('checkpoint', 'isreg')
     without_run = [node for node in nodes if node not in with_run]
     without_checkpoint = [node for node in nodes if node not in with_checkpoint]
     msg = 'Resuming run %s: its checkpoint is on %s%s.' % (
@@ -208,7 +208,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     """The checkpoint a launch resumed, for its manifest's ``resumed_from``: ``run_id``; the node it was taken from,
     the newest (:func:`resume_source`: ``node``, ``by``, ``why``), with what resume.yml registered there
     (``__trainops_resume_found``, module checkpoint_carry: its ``checkpoint``) ``path``, ``size`` and ``mtime``, and
-    ``sha256`` where the checkpoint was read for one (it was copied to another node: ``__trainops_resume_carried``);
+    ``sha256`` where the checkpoint was read for one (it was copied to another node: ``__trainops_resume.carried``);
     ``global_step`` (and ``epoch``) from that node's own ``checkpoint.json`` in ``per_node`` (the resumed run's
     manifest's ``checkpoints``), else from ``recorded``, the resumed run's manifest's ``checkpoint`` (rank 0's
     ``checkpoint.json``), where it names the same file (the same node, or the same path below the run's directory:
@@ -223,7 +223,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     source = host_vars(hostvars, found['node'])
     stat = dig(source, '__trainops_resume_found', 'checkpoint')
     found.update(path=stat.get('path'), size=stat.get('size'), mtime=stat.get('mtime'),
-                 sha256=dig(source, '__trainops_resume_carried', 'checksum') or stat.get('checksum'))
+                 sha256=dig(source, '__trainops_resume', 'carried', 'checksum') or stat.get('checksum'))
     found['copied_via'] = resume_copies(nodes, hostvars)['copied_via']
     found['copied_to'] = [node for node in nodes if node in found['copied_via']]
     own = (per_node or {}).get(found['node']) if isinstance(per_node, dict) else None
@@ -240,7 +240,7 @@ def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
 def resume_copies(nodes, hostvars):
     """How the nodes of ``nodes`` that lacked the checkpoint got it (resume.yml): ``copied_via`` ``{node: 'node'}``
     for a copy from the source node over the nodes' SSH (``__trainops_resume_pulled.pulled``), ``'controller'`` for
-    one through the controller, checked on arrival (``__trainops_resume_copied.stat.isreg``); ``not_pulled``, the
+    one through the controller, checked on arrival (``__trainops_resume_copied.checksum``); ``not_pulled``, the
     nodes whose copy over SSH failed (the controller carries it to them: ``__trainops_resume_pulled.error``), in
     order; ``msg``, a line naming them and why (``''`` when none)."""
     copied_via = {}
@@ -251,7 +251,7 @@ def resume_copies(nodes, hostvars):
         pulled = dig(facts, '__trainops_resume_pulled', 'pulled')
         if pulled is True:
             copied_via[node] = 'node'
-        elif dig(facts, '__trainops_resume_copied', 'stat', 'isreg'):
+        elif dig(facts, '__trainops_resume_copied', 'checksum'):
             copied_via[node] = 'controller'
         if pulled is False:
             not_pulled.append(node)

@@ -13,7 +13,7 @@ times each node of an inventory failed, of any kind, remembered across launches 
 Each attempt's collect adds its failed nodes (the verdict's cause, and the nodes it could not reach) to the file
 (:func:`add`, from module_utils/_experiment.py); a node with ``trainops_exclude_after`` failures or more is judged
 bad by the retries (module_utils/_retries.py) and is left out of the first attempt of a later launch of the same
-inventory (:func:`gate`; roles/job/tasks/failures_gate.yml). The file is the user's; what it holds is checked:
+inventory (:func:`gate`; roles/job/tasks/next_attempt.yml). The file is the user's; what it holds is checked:
 counts are whole numbers, names strings, and the file is read within bounds.
 """
 

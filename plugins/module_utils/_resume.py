@@ -25,7 +25,8 @@ link anywhere in it, the run's own directory included. So:
   for its sha256 (``digest``), once;
 * a node without the checkpoint gets it with ``pull`` from the node that has it, over the nodes' own SSH (the ssh_mesh role's
   keys, host keys checked), into a temporary file of the new run's output directory (created without following a
-  link, ``0600``), its sha256 checked as it arrives, then renamed into place.
+  link, ``0600``), its sha256 checked as it arrives, then renamed into place; or with ``receive`` from a file the
+  controller put in the node's temporary directory (the copy through the controller), checked the same way.
 """
 
 from __future__ import annotations
@@ -342,3 +343,34 @@ def pull(command, output_dir, checksum, size=None):
         return got, offset
     got, offset = _into_place(output_dir, write)
     return {'dest': os.path.join(output_dir, CHECKPOINT), 'checksum': got, 'size': offset}
+
+
+def receive(src, output_dir, checksum, size=None):
+    """Copy ``src`` (a file the controller transferred into the task's temporary directory: the checkpoint on its way
+    through the controller) into ``output_dir``/checkpoint.pt through a temporary file (created as :func:`carry` does,
+    renamed into place), its sha256 computed as it is copied, and remove ``src``. ResumeError when ``src`` is a link or
+    no regular file, or what arrived has another sha256 than ``checksum`` or another size than ``size``. Returns
+    ``{'dest', 'checksum', 'size'}``."""
+    output_dir = os.path.normpath(output_dir)
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ResumeError('%s cannot be read (%s): the checkpoint did not arrive' % (src, exc.strerror)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ResumeError('%s is not a regular file: the checkpoint did not arrive' % src)
+        os.set_blocking(fd, True)
+
+        def write(dst):
+            got_size = os.fstat(fd).st_size
+            _copy_fd(fd, dst, got_size)
+            got = _sha256(dst)
+            if got != checksum or (size is not None and got_size != size):
+                raise ResumeError('the checkpoint that arrived (sha256 %s, %d bytes) is not the one sent (sha256 %s%s): '
+                                  'not resumed' % (got, got_size, checksum, ', %d bytes' % size if size is not None else ''))
+            return got, got_size
+        got, got_size = _into_place(output_dir, write)
+    finally:
+        os.close(fd)
+    os.unlink(src)
+    return {'dest': os.path.join(output_dir, CHECKPOINT), 'checksum': got, 'size': got_size}

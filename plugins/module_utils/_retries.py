@@ -231,7 +231,7 @@ def health_gate(report, nodes, spares=(), min_nodes=0, spare_group=''):
 def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes=0, spare_group=''):
     """The first attempt's node set after the nodes that failed too often in earlier launches of the same inventory
     (``trainops_exclude_after`` = ``limit``; module_utils/_node_failures.py, the file in ``experiments_dir``;
-    roles/job/tasks/failures_gate.yml): such a node of the job is left out (:func:`replace`: an unused spare takes
+    roles/job/tasks/next_attempt.yml): such a node of the job is left out (:func:`replace`: an unused spare takes
     its node rank, or the job goes on with the nodes left where ``min_nodes`` allows); such a spare is a spare no
     more. Returns :func:`replace`'s dict with ``unfit_spares``, ``problems`` (what of the file was not read) and
     ``file``."""
@@ -249,7 +249,7 @@ def failures_gate(experiments_dir, inventory, limit, nodes, spares=(), min_nodes
 
 
 def _gate_lines(plan):
-    """What the gate says (roles/job/tasks/failures_gate.yml shows it): the file's problems, the nodes left out and
+    """What the gate says (the action next_attempt shows it): the file's problems, the nodes left out and
     where the attempt runs, the spares that are spares no more; ``[]`` when it changed nothing."""
     lines = list(plan['problems'])
     if plan['excluded']:

@@ -13,8 +13,8 @@ version_added: 0.2.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - Used by the role C(trainops.multinode.job) to resume a run (roles/job/tasks/resume.yml); its interface may change
-    with it.
+  - Used by the role C(trainops.multinode.job) to resume a run (roles/job/tasks/resume.yml, through the action
+    M(trainops.multinode.resume)); its interface may change with it.
   - O(state=inspected) says whether the node has the run's directory O(run_dir) and its C(outputs/checkpoint.pt),
     with the checkpoint's size, mtime, age and identity, and its sha256 with O(digest).
   - O(state=carried) copies that checkpoint into O(output_dir) as C(checkpoint.pt) (mode C(0600)); a reflink where the
@@ -25,6 +25,9 @@ description:
     O(output_dir) as C(checkpoint.pt) (mode C(0600), through a temporary file; O(output_dir) is created C(0700) and
     never followed when it is a link). What arrives must have the sha256 O(checksum). When SSH fails the module does
     not fail; it returns RV(pulled) false and RV(error), and the checkpoint can be carried another way.
+  - O(state=received) moves a file the controller put on the node, O(src), into O(output_dir) as C(checkpoint.pt)
+    (mode C(0600), through a temporary file, as O(state=pulled) does); what arrives must have the sha256 O(checksum).
+    O(src) is removed.
   - Nothing below the run's directory (the run's directory itself included) is followed when it is a symbolic link;
     the module refuses, naming it. Each of the run's directory, its C(outputs) and the checkpoint must belong to the
     user the module runs as (the checkpoint is loaded with pickle, which runs code), else it refuses, naming the
@@ -45,14 +48,15 @@ options:
     type: path
   state:
     description:
-      - V(inspected) looks, V(carried) copies the checkpoint, V(pulled) gets it from another node.
+      - V(inspected) looks, V(carried) copies the checkpoint, V(pulled) gets it from another node, V(received) takes
+        the copy the controller sent.
     type: str
-    choices: [inspected, carried, pulled]
+    choices: [inspected, carried, pulled, received]
     default: inspected
   output_dir:
     description:
-      - The new run's output directory, created (C(0700)) when missing. Required with O(state=carried) and
-        O(state=pulled).
+      - The new run's output directory, created (C(0700)) when missing. Required with O(state=carried),
+        O(state=pulled) and O(state=received).
     type: path
   digest:
     description:
@@ -68,7 +72,7 @@ options:
   checksum:
     description:
       - With O(state=carried), the sha256 that O(state=inspected) reported; a copy that differs is removed and the
-        module fails. Required with O(state=pulled), where what arrives must have it.
+        module fails. Required with O(state=pulled) and O(state=received), where what arrives must have it.
     type: str
   source:
     description:
@@ -81,8 +85,13 @@ options:
     type: str
   size:
     description:
-      - The checkpoint's size in bytes; with O(state=pulled), what arrives must have it.
+      - The checkpoint's size in bytes; with O(state=pulled) and O(state=received), what arrives must have it.
     type: int
+  src:
+    description:
+      - With O(state=received), the file on the node that holds the copy the controller sent (in the task's temporary
+        directory). Required with O(state=received).
+    type: path
 seealso:
   - module: trainops.multinode.torchrun
 """
@@ -144,11 +153,11 @@ checkpoint:
       type: str
 dest:
   description: The copy's path.
-  returned: state=carried or state=pulled
+  returned: state=carried, state=pulled or state=received
   type: str
 checksum:
   description: The copy's sha256 (V(null) with O(state=carried) without O(digest) or O(checksum)).
-  returned: state=carried or state=pulled, not in check mode
+  returned: state=carried, state=pulled or state=received, not in check mode
   type: str
 method:
   description: How it was copied, V(reflink), V(copy_file_range) or V(copy).
@@ -172,6 +181,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._resume import 
     carry,
     inspect,
     pull,
+    receive,
     ssh_command,
 )
 
@@ -180,7 +190,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             run_dir=dict(type='path'),
-            state=dict(type='str', choices=['inspected', 'carried', 'pulled'], default='inspected'),
+            state=dict(type='str', choices=['inspected', 'carried', 'pulled', 'received'], default='inspected'),
             output_dir=dict(type='path'),
             digest=dict(type='bool', default=True),
             expect=dict(type='str'),
@@ -188,11 +198,13 @@ def main():
             source=dict(type='str'),
             source_path=dict(type='str'),
             size=dict(type='int'),
+            src=dict(type='path'),
         ),
         required_if=[('state', 'inspected', ('run_dir',)),
                      ('state', 'carried', ('run_dir', 'output_dir')),
                      ('state', 'carried', ('checksum', 'expect'), True),
-                     ('state', 'pulled', ('output_dir', 'checksum', 'source', 'source_path'))],
+                     ('state', 'pulled', ('output_dir', 'checksum', 'source', 'source_path')),
+                     ('state', 'received', ('output_dir', 'checksum', 'src'))],
         supports_check_mode=True,
     )
     params = module.params
@@ -208,6 +220,8 @@ def main():
             except PullError as exc:
                 module.exit_json(changed=False, pulled=False, error=str(exc))
             module.exit_json(changed=True, pulled=True, **got)
+        if params['state'] == 'received':
+            module.exit_json(changed=True, **receive(params['src'], params['output_dir'], params['checksum'], params['size']))
         module.exit_json(changed=True, **carry(params['run_dir'], params['output_dir'], params['checksum'],
                                                expect=params['expect'], digest=params['digest']))
     except (ResumeError, OSError) as exc:

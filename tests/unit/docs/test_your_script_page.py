@@ -30,7 +30,7 @@ ROLE = os.path.join(ROOT, 'roles', 'job')
 NAME = re.compile(r'TRAINOPS_[A-Z0-9_]+')
 ROLE_VAR = re.compile(r'\b(__trainops_[a-z0-9_]+)')
 RANK_ENV_PYTHON = [os.path.join(ROOT, 'plugins', 'module_utils', name)
-                   for name in ('_torchrun.py', '_supervisor.py', '_launchers.py', '_srun.py', '_launch_dirs.py')]
+                   for name in ('_torchrun.py', '_supervisor.py', '_launchers.py', '_srun.py', '_launch_dirs.py', '_resume_plan.py')]
 RANK_ENV_PYTHON.append(os.path.join(ROLE, 'files', 'profile_rank.py'))
 NCCL_ENV_PYTHON = [os.path.join(ROOT, 'plugins', 'action', 'nccl_env.py')] + sorted(
     glob.glob(os.path.join(ROOT, 'plugins', 'module_utils', '_nccl_env', '*.py')))

@@ -1,9 +1,10 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The launch's filters of its directories across nodes (roles/job/tasks/shares.yml, resume.yml): their rules, their
-argument checks, and the same results as the Jinja they replaced (kept below as the task files had it, rendered with
-ansible's Templar), as the task files now call them."""
+"""The launch's filters of its directories across nodes (roles/job/tasks/shares.yml) and the plan of a resume
+(resume.yml, the action trainops.multinode.resume: module_utils/_resume_plan.py): their rules, their argument checks,
+and the same results as the Jinja they replaced (kept below as the task files had it, rendered with ansible's
+Templar), as the task files now call them."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_share_lines,
     dir_shares,
     resume_checkpoint,
-    resume_nodes,
-    resumed_env,
 )
 from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
+from ansible_collections.trainops.multinode.plugins.module_utils import _resume_plan
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_dirs import resume_nodes, resumed_env
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 
@@ -112,8 +113,10 @@ def test_the_filters_give_what_the_old_jinja_gave(seed):
         'lines', __trainops_root_shares=shares['root'], __trainops_workspace_shares=shares['workspace'])
 
     for node in nodes:
+        # the facts the old Jinja read, and what the node found (module checkpoint_carry), which the plan reads
         hostvars[node].update(__trainops_resume_has_run=rng.random() > 0.3,
                               __trainops_resume_has_checkpoint=rng.random() > 0.6)
+        hostvars[node]['__trainops_resume_found'] = found(hostvars[node])
     play_hosts = [node for node in nodes if rng.random() > 0.2]
     run_id = 'multinode_tiny_20260101_00000%d' % (seed % 10)
     resumed = resume_nodes(play_hosts, hostvars, run_id)
@@ -150,9 +153,16 @@ def test_nodes_under_one_root_share_it_and_one_host_name_shares_a_state_director
     assert dir_share_lines({'groups': []}, {'groups': []}) == []
 
 
+def found(facts):
+    """What checkpoint_carry found on a node, from the facts resume.yml used to note (has_run, has_checkpoint)."""
+    return {'run': bool(facts.get('__trainops_resume_has_run')),
+            'checkpoint': {'isreg': bool(facts.get('__trainops_resume_has_checkpoint')), 'path': '/s/runs/r/outputs/checkpoint.pt'}}
+
+
 def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
-    hostvars = {'a': {'__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
-                'b': {'__trainops_resume_has_run': True}, 'c': {}}
+    hostvars = dict((node, {'__trainops_resume_found': found(facts)}) for node, facts in (
+        ('a', {'__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True}),
+        ('b', {'__trainops_resume_has_run': True}), ('c', {})))
     assert resume_nodes(['a', 'b', 'c'], hostvars, 'r1') == {
         'with_run': ['a', 'b'], 'with_checkpoint': ['a'], 'without_run': ['c'], 'without_checkpoint': ['b', 'c'],
         'msg': 'Resuming run r1: its checkpoint is on a; not on c, which did not take part in it. b, c get(s) a copy '
@@ -168,7 +178,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
     (lambda: dir_shares(['node0'], {}), 'node node0 has no preflight result'),
     (lambda: dir_share_lines([], {}), 'the input .* must be a mapping'),
     (lambda: dir_share_lines({}, None), 'workspace_shares must be a mapping'),
-    (lambda: resume_nodes({'a': 1}, {}, 'r'), 'resume_nodes: the input must be the list of node names, not dict'),
 ])
 def test_argument_checks(call, match):
     with pytest.raises(AnsibleFilterError, match=match):
@@ -207,16 +216,19 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
         render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={}, ansible_play_hosts=nodes)
 
     for node in nodes:
-        hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
-    find = task('resume.yml', 'Find the nodes that have the run and its checkpoint')
-    check = task('resume.yml', 'Fail unless a node has the run, and say what it resumes')
-    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, trainops_resume_run_id='r1')
-    variables['__trainops_resume'] = render(find['ansible.builtin.set_fact']['__trainops_resume'], **variables)
-    assert render('{{ %s }}' % check['ansible.builtin.assert']['that'], **variables) is True
-    assert render(check['ansible.builtin.assert']['success_msg'], **variables) == old(
+        hostvars[node]['__trainops_resume_found'] = found({'__trainops_resume_has_run': node != 'node2',
+                                                           '__trainops_resume_has_checkpoint': node == 'node0'})
+    # the resume's plan (the action trainops.multinode.resume, step carry), as resume.yml runs it
+    resume = _resume_plan.plan(nodes, hostvars, 'r1')
+    assert len(resume['with_run']) > 0
+    assert resume['msg'] == old(
         'resume_msg', trainops_resume_from='r1', __trainops_with_checkpoint=['node0'],
         __trainops_without_run=['node2']) + ' node1, node2 get(s) a copy from node0.'
-    assert variables['__trainops_resume']['without_checkpoint'] == ['node1', 'node2']
+    assert resume['without_checkpoint'] == ['node1', 'node2']
+    assert _resume_plan.no_run_message('r1', nodes, '/s/runs/r1') == (
+        'trainops_resume_from=r1: no node has that run (looked on node0, node1, node2 in <state dir>/runs/r1, e.g. '
+        '/s/runs/r1). Give the run id of an earlier launch on these nodes (its experiment directory\'s name), or leave '
+        'trainops_resume_from out to start from scratch.')
 
 
 def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_the_resumed_run():
@@ -239,12 +251,12 @@ def test_the_checkpoint_a_launch_resumed_is_the_first_node_s_with_its_step_from_
 
 def test_a_checkpoint_copied_to_a_spare_names_the_node_it_came_from_and_that_node_s_own_step():
     """Every node writes the checkpoint (files/workspace/train.py); a spare that replaced the master has none and gets
-    a copy from the first node that has it (resume.yml registers __trainops_resume_copied)."""
+    a copy from the first node that has it (resume.yml registers __trainops_resume_copied: the module's received copy)."""
     def found(path=None):
         stat = {'isreg': True, 'path': path, 'checksum': 'cd' * 32, 'size': 10, 'mtime': 2.0} if path \
             else {'isreg': False, 'path': '/spare/runs/r1/outputs/checkpoint.pt'}
         return {'__trainops_resume_found': {'run': bool(path), 'checkpoint': stat}}
-    hostvars = {'spare': dict(found(), __trainops_resume_copied={'stat': {'isreg': True, 'checksum': 'cd' * 32}}),
+    hostvars = {'spare': dict(found(), __trainops_resume_copied={'dest': '/spare/o/checkpoint.pt', 'checksum': 'cd' * 32}),
                 'node1': found('/n1/runs/r1/outputs/checkpoint.pt')}
     rank_zero = {'global_step': 12, 'epoch': 0, 'node': 'node0', 'path': '/n0/runs/r1/outputs/checkpoint.pt'}
     got = resume_checkpoint(['spare', 'node1'], hostvars, 'r1', rank_zero, {'node1': {'global_step': 8, 'epoch': 0}})
@@ -272,60 +284,30 @@ def test_resumed_env_tells_the_ranks_the_resumed_run_s_world_size_from_its_manif
     assert resumed_env(manifest) == expected
 
 
-def test_resumed_env_refuses_what_is_no_manifest():
-    with pytest.raises(AnsibleFilterError, match='resumed_env'):
-        resumed_env(['world_size', 4])
-
-
-def block_task(file_name, block_name, task_name=None):
-    """A block of a task file (and one task of it, by name)."""
-    block = task(file_name, block_name)
-    if task_name is None:
-        return block
-    for item in block['block']:
-        if item['name'] == task_name:
-            return item
-        for inner in item.get('block', []):
-            if inner['name'] == task_name:
-                return inner
-    raise KeyError(task_name)
-
-
-def test_resume_yml_sends_the_newest_checkpoint_by_ssh_or_the_controller_and_reads_only_the_source_s(collection_finder):
-    """resume.yml as written: the source is the newest node (resume_source), only its copy is read for a sha256 and
-    only when a node lacks the checkpoint; with trainops_ssh_mesh only the nodes the SSH copy missed go through the
-    controller."""
+def test_the_resume_sends_the_newest_checkpoint_by_ssh_or_the_controller_and_reads_only_the_source_s():
+    """The resume's plan (resume.yml, module_utils/_resume_plan.py): the source is the newest node (resume_source),
+    only its copy is read for a sha256 and only when a node lacks the checkpoint; with trainops_ssh_mesh only the nodes
+    the SSH copy missed go through the controller."""
     stat = {'isreg': True, 'size': 5, 'mtime': 1.0, 'identity': '1:2:5:3:4'}
     hostvars = {
-        'node0': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/a/runs/r1/outputs/checkpoint.pt', age=40.0)},
-                  '__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
-        'node1': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/b/runs/r1/outputs/checkpoint.pt', age=1.0)},
-                  '__trainops_resume_has_run': True, '__trainops_resume_has_checkpoint': True},
+        'node0': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/a/runs/r1/outputs/checkpoint.pt', age=40.0)}},
+        'node1': {'__trainops_resume_found': {'run': True, 'checkpoint': dict(stat, path='/b/runs/r1/outputs/checkpoint.pt', age=1.0)}},
         'spare': {'__trainops_resume_found': {'run': False, 'checkpoint': {'isreg': False, 'path': '/s'}}}}
     nodes = ['node0', 'node1', 'spare']
-    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, trainops_resume_run_id='r1',
-                     __trainops_resume_recorded={'checkpoints': {'node0': {'global_step': 8}, 'node1': {'global_step': 4}}})
-    choose = task('resume.yml', 'Choose the newest checkpoint across the nodes')
-    variables['__trainops_resume_source'] = render(choose['ansible.builtin.set_fact']['__trainops_resume_source'], **variables)
-    assert variables['__trainops_resume_source']['node'] == 'node0'      # step 8 over node1's younger file at step 4
-    find = task('resume.yml', 'Find the nodes that have the run and its checkpoint')
-    variables['__trainops_resume'] = render(find['ansible.builtin.set_fact']['__trainops_resume'], **variables)
-    assert variables['__trainops_resume']['msg'].endswith(' spare get(s) a copy from node0.')
-    carry = block_task('resume.yml', 'Carry the checkpoint into the new run\'s output directory',
-                       'Copy the earlier run\'s checkpoint into it (a reflink where the file system has one)')
-    digest = carry['trainops.multinode.checkpoint_carry']['digest']
-    assert [render(digest, inventory_hostname=node, **variables) for node in nodes] == [True, False, False]
-    alone = dict(variables, __trainops_resume=dict(variables['__trainops_resume'], without_checkpoint=[]))
-    assert render(digest, inventory_hostname='node0', **alone) is False
+    recorded = {'checkpoints': {'node0': {'global_step': 8}, 'node1': {'global_step': 4}}}
+    resume = _resume_plan.plan(nodes, hostvars, 'r1', recorded)
+    assert resume['source'] == 'node0'      # step 8 over node1's younger file at step 4
+    assert resume['msg'].endswith(' spare get(s) a copy from node0.')
 
-    copy = task('resume.yml', 'Copy the checkpoint to the nodes without it, from the node with the newest')
-    via = copy['vars']['__trainops_resume_via_controller']
-    assert render(via, trainops_ssh_mesh=False, **variables) == ['spare']
+    def digest(node, plan):
+        return _resume_plan.for_node(plan, node, hostvars[node]['__trainops_resume_found'], '/r', '/o')['digest']
+    assert [digest(node, resume) for node in nodes] == [True, False, False]
+    alone = dict(resume, receivers=[])
+    assert digest('node0', alone) is False
+
+    assert _resume_plan.via_controller(resume, hostvars)[0] == ['spare']
+    meshed = _resume_plan.plan(nodes, hostvars, 'r1', recorded, ssh_mesh=True)
     hostvars['spare']['__trainops_resume_pulled'] = {'pulled': True}
-    copies = render(block_task('resume.yml', copy['name'], 'Note which nodes got it over SSH')['ansible.builtin.set_fact'][
-        '__trainops_resume_copies'], **variables)
-    assert render(via, trainops_ssh_mesh=True, __trainops_resume_copies=copies, **variables) == []
+    assert _resume_plan.via_controller(meshed, hostvars)[0] == []
     hostvars['spare']['__trainops_resume_pulled'] = {'pulled': False, 'error': 'ssh exited 255'}
-    copies = render(block_task('resume.yml', copy['name'], 'Note which nodes got it over SSH')['ansible.builtin.set_fact'][
-        '__trainops_resume_copies'], **variables)
-    assert render(via, trainops_ssh_mesh=True, __trainops_resume_copies=copies, **variables) == ['spare']
+    assert _resume_plan.via_controller(meshed, hostvars)[0] == ['spare']

@@ -26,16 +26,8 @@ from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
 
 def test_registered():
     assert sorted(FilterModule().filters()) == [
-        'dir_share_lines', 'dir_shares', 'failures_gate', 'health_gate', 'host_facts', 'node_problems',
-        'node_records', 'not_started', 'reach_table', 'resume_checkpoint', 'resume_copies', 'resume_nodes', 'resume_source',
-        'resumed_env', 'spare_pool', 'step_nodes']
-
-
-def test_failures_gate_checks_its_node_lists_and_reads_the_experiments_directory(tmp_path):
-    gate = FilterModule().filters()['failures_gate']
-    assert gate(str(tmp_path), ['/inv'], 2, ['n0', 'n1'])['nodes'] == ['n0', 'n1']
-    with pytest.raises(AnsibleFilterError, match='failures_gate'):
-        gate(str(tmp_path), ['/inv'], 2, 'n0')
+        'dir_share_lines', 'dir_shares', 'health_gate', 'host_facts', 'node_problems',
+        'node_records', 'not_started', 'reach_table', 'resume_checkpoint', 'spare_pool', 'step_nodes']
 
 
 def test_argument_checks():

@@ -212,3 +212,29 @@ def test_the_ssh_command_checks_host_keys_and_quotes_the_path():
     for bad in ('-oProxyCommand=x', 'a b', ''):
         with pytest.raises(rs.ResumeError, match='no node name or address'):
             rs.ssh_command(bad, '/x')
+
+
+def test_receive_moves_the_controller_s_copy_into_place_checks_its_sha256_and_removes_it(tmp_path):
+    sent = tmp_path / 'tmp' / 'checkpoint.pt'
+    sent.parent.mkdir()
+    sent.write_bytes(b'state' * 1000)
+    checksum = hashlib.sha256(b'state' * 1000).hexdigest()
+    out = tmp_path / 'new' / 'outputs'
+    got = rs.receive(str(sent), str(out), checksum, 5000)
+    assert got == {'dest': str(out / 'checkpoint.pt'), 'checksum': checksum, 'size': 5000}
+    assert (out / 'checkpoint.pt').read_bytes() == b'state' * 1000 and not sent.exists()
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o700 and stat.S_IMODE(os.stat(out / 'checkpoint.pt').st_mode) == 0o600
+
+
+def test_receive_refuses_another_checksum_or_a_link_and_leaves_nothing(tmp_path):
+    sent = tmp_path / 'checkpoint.pt'
+    sent.write_bytes(b'abc')
+    out = tmp_path / 'outputs'
+    with pytest.raises(rs.ResumeError, match='is not the one sent'):
+        rs.receive(str(sent), str(out), 'ff' * 32)
+    assert os.listdir(out) == []
+    link = tmp_path / 'link.pt'
+    link.symlink_to(sent)
+    with pytest.raises(rs.ResumeError, match='cannot be read'):
+        rs.receive(str(link), str(out), hashlib.sha256(b'abc').hexdigest())
+    assert os.listdir(out) == [] and sent.exists()

@@ -101,10 +101,7 @@ def test_only_nodes_with_the_checkpoint_count(found, expected):
 
 
 def hostvars_of(found, **more):
-    hostvars = dict((node, {'__trainops_resume_found': {'run': True, 'checkpoint': stat},
-                            '__trainops_resume_has_run': True,
-                            '__trainops_resume_has_checkpoint': bool(stat.get('isreg'))})
-                    for node, stat in found.items())
+    hostvars = dict((node, {'__trainops_resume_found': {'run': True, 'checkpoint': stat}}) for node, stat in found.items())
     for node, facts in more.items():
         hostvars.setdefault(node, {}).update(facts)
     return hostvars
@@ -114,10 +111,10 @@ def test_the_manifest_says_which_node_why_and_how_the_copies_went():
     found = {'node0': ckpt('node0', age=30.0), 'node1': ckpt('node1', age=2.0),
              'spare': {'isreg': False, 'path': '/spare/state/runs/r1/outputs/checkpoint.pt'},
              'late': {'isreg': False, 'path': '/late/state/runs/r1/outputs/checkpoint.pt'}}
-    hostvars = hostvars_of(found, node1={'__trainops_resume_carried': {'checksum': 'ef' * 32}},
+    hostvars = hostvars_of(found, node1={'__trainops_resume': {'carried': {'checksum': 'ef' * 32}}},
                            spare={'__trainops_resume_pulled': {'pulled': True}},
                            late={'__trainops_resume_pulled': {'pulled': False, 'error': 'ssh exited 255: Permission denied'},
-                                 '__trainops_resume_copied': {'stat': {'isreg': True}}})
+                                 '__trainops_resume_copied': {'checksum': 'ef' * 32}})
     nodes = ['node0', 'node1', 'spare', 'late']
     got = resume_checkpoint(nodes, hostvars, 'r1', None, {'node1': {'global_step': 16, 'epoch': 1}})
     assert (got['node'], got['by'], got['sha256'], got['global_step'], got['epoch']) == ('node1', 'global_step',
