@@ -33,7 +33,15 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
   (_retries.spare_pool); :attr:`Launcher.inventory_gpu_ids`: whether the ranks use the Slurm job's GPUs the inventory
   names for the node (roles/job: preflight.yml, vars/main.yml, filter launcher_capability).
 
-Generic code names no launcher (tests/unit/test_layout.py): it asks these methods and attributes.
+- its lifecycle, which roles/job's generic tasks (start.yml, undo.yml) run through the launcher action
+  (plugins/action/launcher.py, module_utils/_launcher_steps.py): :attr:`Launcher.controller_module` (the module the
+  controller runs for the launcher's own steps), :meth:`Launcher.start_args`, :meth:`Launcher.start_wait`,
+  :meth:`Launcher.start_failure`, :meth:`Launcher.start_record` (start); :meth:`Launcher.undoes`,
+  :meth:`Launcher.undo_node`, :meth:`Launcher.undo_args`, :attr:`Launcher.undo_stops_after`,
+  :meth:`Launcher.undo_facts` (undo of a failed launch).
+
+Generic code names no launcher (tests/unit/plugins/module_utils/test__launchers.py scans plugins/ and roles/): it
+asks these methods and attributes.
 """
 
 from __future__ import annotations
@@ -97,6 +105,57 @@ class Launcher(object):
     # the node (trainops_slurm_gpu_ids, as the preflight saw them); False when the launcher's Slurm step gets them
     inventory_gpu_ids = True
 
+    # --- its lifecycle (module_utils/_launcher_steps.py runs these for roles/job's start.yml and undo.yml) ---
+
+    # the module the controller runs for the launcher's own steps (None: the nodes' torchrun module does everything)
+    controller_module = None
+    # why the job does not run on a node that left the play during the start
+    unreachable_why = 'could not be reached during the start'
+    # True when the undo stops the nodes' runs by their pids once the controller's own undo ran (undo_args)
+    undo_stops_after = False
+
+    def start_args(self, ctx):
+        """The :attr:`controller_module`'s arguments that start the job once every node's run is written (None: the
+        nodes' own start started it). ``ctx``: the launch (_launcher_steps.Context)."""
+        return None
+
+    def start_wait(self, start):
+        """Seconds each node waits for the launcher to run its supervisor after the controller's start ``start``
+        (0: the node's own start ran it)."""
+        return 0
+
+    def start_failure(self, start, not_running):
+        """The launch's failure when the job does not run on the nodes ``not_running`` (``{node: why}``)."""
+        return 'The job did not start on %s.' % (', '.join(not_running), )
+
+    def start_record(self, start):
+        """What the manifest keeps of the launcher's start (its ``launcher``)."""
+        return {'name': self.name}
+
+    def undoes(self, started, not_started):
+        """Whether the undo of a failed launch has anything to stop: ``started`` (the nodes' start ran) and
+        ``not_started`` (``{node: why}`` from the start's check)."""
+        return bool(not_started)
+
+    def undo_node(self, not_started):
+        """The torchrun module's ``stopped`` arguments of the node's first undo step (besides the run's)."""
+        return dict(stop_reason='undo', stop_detail='the job did not start on %s' % (', '.join(not_started), ))
+
+    def undo_args(self, ctx, start):
+        """The :attr:`controller_module`'s arguments that undo the launcher's own start (None: nothing to undo)."""
+        return None
+
+    def undo_facts(self, ctx, not_started, away, undone):
+        """The facts launch_failed.yml reads (``__trainops_undo_error``, ``__trainops_launch_cause``,
+        ``__trainops_undo_note``), from the start's ``not_started`` ({node: why}), the nodes still ``away`` (could
+        not be reached by the undo) and the controller's undo result ``undone`` (None without one)."""
+        note = ''
+        if away:
+            note = (' (not on %s, which cannot be reached: a torchrun that started there gives up after '
+                    'trainops_rdzv_timeout=%s s)' % (', '.join(away), ctx.var('trainops_rdzv_timeout')))
+        return {'__trainops_undo_error': 'The job did not start on %s; it was stopped on every other node%s. %s' % (
+            ', '.join(not_started), note, ' '.join('%s: %s' % item for item in not_started.items()))}
+
     CAPABILITIES = ('deferred_start', 'peer_failure_ends_node', 'requested_gpus_only', 'supports_spares',
                     'inventory_gpu_ids')
     """The yes-or-no capabilities roles/job asks by name (filter launcher_capability)."""
@@ -127,8 +186,36 @@ class Srun(Launcher):
     no_spares_why = 'a Slurm step runs on its allocation'
     inventory_gpu_ids = False
 
+    controller_module = 'trainops.multinode.srun_step'
+    unreachable_why = 'could not be reached'
+    undo_stops_after = True
+
     def problems(self, params, integer_rule):
         return _srun.launch_problems(params, integer_rule)
+
+    def start_args(self, ctx):
+        return _srun.start_args(ctx)
+
+    def start_wait(self, start):
+        return max(int(start.get('start_timeout') or 0), 60)
+
+    def start_failure(self, start, not_running):
+        return _srun.start_failure(start, not_running)
+
+    def start_record(self, start):
+        return _srun.start_record(start)
+
+    def undoes(self, started, not_started):
+        return started
+
+    def undo_node(self, not_started):
+        return dict(signal=False, stop_reason='undo', stop_detail=_srun.UNDO_DETAIL)
+
+    def undo_args(self, ctx, start):
+        return _srun.undo_args(ctx, start)
+
+    def undo_facts(self, ctx, not_started, away, undone):
+        return _srun.undo_facts(ctx, undone)
 
     def spec_fields(self, environ, secret_names):
         return _srun.spec_fields(environ, secret_names)

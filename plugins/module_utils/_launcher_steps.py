@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, trainops maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The launcher's lifecycle as roles/job runs it (tasks start.yml and undo.yml, through the launcher action,
+plugins/action/launcher.py): one generic flow over the run's launcher (module_utils/_launchers.py), which never
+names one. Controller-side only.
+
+The start, all nodes or none:
+
+1. ``node_start`` (every node): the torchrun module writes the node's run, and starts it unless the launcher starts
+   its supervisor itself (:attr:`_launchers.Launcher.deferred_start`: then ``state=prepared``) -- :func:`node_start`;
+2. ``start`` (the controller, once): the nodes where the start failed or that left the play fail the launch before
+   the launcher starts anything (:func:`start_failures`); then the launcher's own start, if it has one
+   (:meth:`_launchers.Launcher.start_args`);
+3. ``node_started`` (every node): a node waits until the launcher runs its supervisor
+   (:meth:`_launchers.Launcher.start_wait` seconds; nothing to wait for when the node's start ran it);
+4. ``started`` (the controller, once): the nodes where the launcher did not run it fail the launch
+   (:meth:`_launchers.Launcher.start_failure`); else the manifest's launcher record.
+
+The undo of a failed launch (launch_failed.yml): ``node_undo`` (every node, and delegated to the nodes that left the
+play), ``undo`` (the controller: the launcher's own undo, and the messages), ``node_undo_after`` (every node, for a
+launcher that stops the nodes' runs by their pids once its own undo ran).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_records, _launchers, _outcomes
+
+TRUE = ('1', 'true', 'yes', 'on', 'y', 't')
+STARTED = '__trainops_started'
+"""The node's registered start (node_start, then node_started)."""
+LAUNCH = '__trainops_launch'
+"""The controller's registered start (``start``): the nodes where the job did not start, the launcher's own start."""
+AWAY = '__trainops_undo_away'
+"""The registered undo of the nodes that left the play (undo.yml's delegated ``node_undo``)."""
+
+
+def boolean(value):
+    """Ansible's ``| bool`` of a role variable (``-e replace=true`` is a string)."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in TRUE
+
+
+class Context(object):
+    """What a step reads of the play: ``var(name)`` a role variable of this host, templated (KeyError when it is not
+    defined); ``node_var(node, name)`` a variable of another host (None when it has none); the launch's nodes and the
+    hosts still in the play; ``failed_msg``: the message of the failure that got the play into the rescue."""
+
+    def __init__(self, var, node_var, nodes, play_hosts, failed_msg=''):
+        self.var = var
+        self.node_var = node_var
+        self.nodes = list(nodes or [])
+        self.play_hosts = list(play_hosts or [])
+        self.failed_msg = failed_msg or ''
+
+    def get(self, name, default=None):
+        try:
+            return self.var(name)
+        except KeyError:
+            return default
+
+    @property
+    def run_id(self):
+        return self.var('__trainops_run_id')
+
+    def launcher(self):
+        """The launch's launcher (trainops_launcher; validate.yml refused an unknown one before any node)."""
+        return _launchers.get(self.get('trainops_launcher')) or _launchers.LAUNCHERS[_launchers.DEFAULT]
+
+
+def run_args(ctx, node=None):
+    """The torchrun module's arguments that name this node's run (``node``: another node's, for a delegated undo)."""
+    if node is None:
+        return dict(state_dir=ctx.var('__trainops_abs_state_dir'), node_id=ctx.var('trainops_node_id'),
+                    run_id=ctx.run_id)
+    preflight = ctx.node_var(node, '__trainops_preflight') or {}
+    return dict(state_dir=(preflight.get('paths') or {}).get('state_root'),
+                node_id=ctx.node_var(node, 'trainops_node_id') or '', run_id=ctx.run_id)
+
+
+def node_start(ctx):
+    """The torchrun module's arguments that write (and, unless its launcher defers it, start) the node's run."""
+    launcher = ctx.launcher()
+    args = dict(run_args(ctx), state='prepared' if launcher.deferred_start else 'started', launcher=launcher.name)
+    for option, name in (('nnodes', '__trainops_nnodes'), ('nproc_per_node', 'trainops_nproc_per_node'),
+                         ('node_rank', '__trainops_rank'), ('master_port', 'trainops_master_port'),
+                         ('rdzv_timeout', 'trainops_rdzv_timeout'), ('max_restarts', 'trainops_max_restarts'),
+                         ('stop_timeout', 'trainops_stop_timeout')):
+        args[option] = int(ctx.var(name))
+    for option, name in (('master_addr', '__trainops_master_addr'), ('rdzv_backend', 'trainops_rdzv_backend'),
+                         ('entrypoint', '__trainops_entrypoint'), ('entrypoint_args', '__trainops_entry_args'),
+                         ('python', 'trainops_python'), ('command_prefix', 'trainops_command_prefix'),
+                         ('container_engine', 'trainops_container_engine'), ('chdir', 'trainops_workspace_dir'),
+                         ('env', '__trainops_env'), ('secret_env', 'trainops_secret_env')):
+        args[option] = ctx.var(name)
+    args['module'] = boolean(ctx.var('__trainops_module')) and not boolean(ctx.var('__trainops_profiled'))
+    args['replace'] = boolean(ctx.var('trainops_replace'))
+    if ctx.get('trainops_torchrun'):
+        args['torchrun'] = ctx.var('trainops_torchrun')
+    # (a launcher that defers the start with runtime=container is refused before any node is touched: validate.yml)
+    if ctx.var('trainops_runtime') == 'container':
+        args['container'] = (ctx.get('trainops_container') or {}).get('name') or ctx.var('trainops_container_name')
+    return args
+
+
+def _failed(result):
+    return isinstance(result, dict) and bool(result.get('failed') or result.get('unreachable'))
+
+
+def start_failures(ctx, launcher):
+    """``{node: why}`` for the nodes (in the launch's order) where the node's start failed or that left the play: the
+    launch fails before the launcher's own start, on every node (the rescue undoes what did start)."""
+    play_hosts = set(ctx.play_hosts)
+    why = {}
+    for node in ctx.nodes:
+        result = ctx.node_var(node, STARTED)
+        if node not in play_hosts:
+            why[node] = launcher.unreachable_why
+        elif not isinstance(result, dict) or _failed(result):
+            why[node] = str((result or {}).get('msg') or 'unknown error')
+    return why
+
+
+def not_running(ctx, launcher):
+    """``{node: why}`` for the nodes where the launcher did not run the node's supervisor: one that left the play, or
+    whose run is still prepared (or unknown: its query failed) -- the same rule as filter not_started."""
+    play_hosts = set(ctx.play_hosts)
+    why = {}
+    for node in ctx.nodes:
+        if node not in play_hosts:
+            why[node] = launcher.unreachable_why
+            continue
+        result = ctx.node_var(node, STARTED) or {}
+        job = result.get('job') if isinstance(result.get('job'), dict) else {}
+        if (job.get('status') or _outcomes.STATUS_PREPARED) == _outcomes.STATUS_PREPARED:
+            why[node] = _launch_records.truncate(result.get('msg') or 'not started', 200)
+    return why
+
+
+def still_prepared(result):
+    """Whether a node's query answers a run its launcher has not started yet (the wait goes on)."""
+    job = (result or {}).get('job') if isinstance((result or {}).get('job'), dict) else {}
+    return job.get('status') == _outcomes.STATUS_PREPARED
+
+
+def undo_plan(ctx):
+    """``(launcher, not_started, whether there is anything to undo)`` of a failed launch."""
+    launcher = ctx.launcher()
+    launch = ctx.get(LAUNCH) or {}
+    not_started = dict(launch.get('not_started') or {}) if isinstance(launch, dict) else {}
+    return launcher, not_started, launcher.undoes(ctx.get(STARTED) is not None, not_started)
+
+
+def undo_node(ctx, not_started, launcher, node=None, after=False):
+    """The torchrun module's arguments of a node's undo (``after``: the stop by pids once the launcher's own undo
+    ran)."""
+    args = dict(run_args(ctx, node), state='stopped', stop_timeout=int(ctx.var('trainops_stop_timeout')))
+    args.update(launcher.undo_node(not_started))
+    if after:
+        args.pop('signal', None)
+    return args
+
+
+def still_away(ctx):
+    """The nodes the delegated undo could still not reach."""
+    away = ctx.get(AWAY) or {}
+    return [item.get('item') for item in (away.get('results') or []) if isinstance(item, dict) and item.get('unreachable')]
