@@ -10,6 +10,7 @@ the node, the controller's steps the launcher's own module (its ``controller_mod
 
 from __future__ import annotations
 
+import os
 import time
 
 from ansible.plugins.action import ActionBase
@@ -17,13 +18,14 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.trainops.multinode.plugins.module_utils import _launcher_steps as steps
 
 TORCHRUN = 'trainops.multinode.torchrun'
-PARTS = ('node_start', 'start', 'node_started', 'started', 'node_undo', 'undo', 'node_undo_after')
+PARTS = ('node_start', 'start', 'node_started', 'started', 'node_undo', 'undo', 'node_undo_after', 'node_query', 'run',
+         'node_stop', 'stop', 'node_stopped', 'stopped', 'end')
 INTERNAL = ('invocation', 'changed', 'failed', 'skipped', 'attempts')
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(('part', 'node'))
+    _VALID_ARGS = frozenset(('part', 'node', 'control'))
     _supports_check_mode = True
     _supports_async = False
 
@@ -36,8 +38,9 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, msg='launcher: part must be one of %s, not %r' % (', '.join(PARTS), part))
         failed = task_vars.get('ansible_failed_result')
         ctx = steps.Context(lambda name: self._var(task_vars, name), lambda node, name: self._node_var(task_vars, node, name),
-                            self._var(task_vars, '__trainops_nodes'), task_vars.get('ansible_play_hosts'),
-                            failed.get('msg') if isinstance(failed, dict) else '')
+                            task_vars.get('__trainops_nodes') and self._var(task_vars, '__trainops_nodes'),
+                            task_vars.get('ansible_play_hosts'), failed.get('msg') if isinstance(failed, dict) else '',
+                            os.environ.get('USER'))
         result.update(getattr(self, '_' + part)(ctx, task_vars))
         return result
 
@@ -116,3 +119,89 @@ class ActionModule(ActionBase):
         undone = self._module(launcher.controller_module, args, task_vars) if args is not None else None
         facts = launcher.undo_facts(ctx, not_started, steps.still_away(ctx), undone)
         return dict(changed=bool(undone and undone.get('changed')), undone=undone, ansible_facts=facts)
+
+    # --- a run's stop and status (stop.yml, status.yml), its end (collect.yml) -------------------------------
+
+    def _node_query(self, ctx, task_vars):
+        return self._module(TORCHRUN, steps.node_query(ctx, self._task.args.get('control')), task_vars)
+
+    def _run(self, ctx, task_vars):
+        control = self._task.args.get('control')
+        hosts = list(task_vars.get('ansible_play_hosts_all') or [])
+        run, problem = steps.find_run(ctx, hosts, control)
+        if problem:
+            return dict(run, failed=True, msg=problem)
+        if control != 'status':
+            return run
+        launcher = run['launcher']
+        chosen = steps.launcher_of(launcher)
+        stats = {'trainops_status': run['jobs']}
+        lines = steps.status_lines(ctx, run)
+        if launcher['own_tasks']:
+            args = chosen.status_args(launcher)
+            answer = self._module(chosen.controller_module, args, task_vars) if args else None
+            more, launcher_stats = chosen.status_report(launcher, answer)
+            lines += more
+            stats.update(launcher_stats)
+        for line in lines:
+            self._display.display(line)
+        return dict(run, lines=lines, ansible_stats={'data': stats, 'per_host': False, 'aggregate': False})
+
+    def _node_stop(self, ctx, task_vars):
+        run = ctx.get(steps.RUN) or {}
+        launcher = steps.launcher_of(run['launcher'])
+        return self._module(TORCHRUN, launcher.stop_node(ctx, run['launcher'], steps.user_stop(ctx, run)), task_vars)
+
+    def _stop(self, ctx, task_vars):
+        run = ctx.get(steps.RUN) or {}
+        launcher = steps.launcher_of(run['launcher'])
+        args = launcher.stop_args(ctx, run['launcher'])
+        if args is None:
+            return dict(skipped=True, msg='the launcher has no stop of its own for this run')
+        return self._module(launcher.controller_module, args, task_vars)
+
+    def _node_stopped(self, ctx, task_vars):
+        run = ctx.get(steps.RUN) or {}
+        launcher = steps.launcher_of(run['launcher'])
+        if run['launcher'].get('refused') is not None:
+            return dict(skipped=True, msg='the node stopped its run by its verified pids (the launcher was refused)')
+        if steps.stop_refused(run, ctx.get(steps.LAUNCHER_STOP)):
+            # the launcher's stop did not go through: the node's own torchrun is stopped by its verified pids
+            return self._module(TORCHRUN, steps.user_stop(ctx, run), task_vars)
+        wait = launcher.stop_wait(ctx, run['launcher'])
+        if not wait:
+            return dict(skipped=True, msg='nothing to wait for')
+        query = dict(state='query', state_dir=ctx.var('__trainops_state_dir'), node_id=ctx.var('trainops_node_id'),
+                     run_id=run['run_id'], log_lines=0)
+        for attempt in range(1, wait + 2):
+            answer = self._module(TORCHRUN, query, task_vars)
+            if not steps.still_running(answer):
+                return answer
+            if attempt <= wait:
+                time.sleep(1)
+        return dict(answer, failed=True, attempts=wait + 1, msg='the run still runs %d s after its stop' % wait)
+
+    def _stopped(self, ctx, task_vars):
+        run = ctx.get(steps.RUN) or {}
+        launcher = steps.launcher_of(run['launcher'])
+        refused = steps.stop_refused(run, ctx.get(steps.LAUNCHER_STOP))
+        result = dict(changed=False, refused=refused)
+        args = None if refused else launcher.stopped_args(ctx, run['launcher'])
+        if args is not None:
+            ended = self._module(launcher.controller_module, args, task_vars)
+            if ended.get('failed'):
+                return dict(ended, refused=refused)
+            result.update(changed=bool(ended.get('changed')), ended=ended)
+        result['lines'] = steps.stopped_lines(ctx, run, list(task_vars.get('ansible_play_hosts_all') or []))
+        return result
+
+    def _end(self, ctx, task_vars):
+        nodes = [node for node in self._var(task_vars, 'trainops_collect_nodes') if node in ctx.play_hosts]
+        record = steps.run_launcher_of(ctx, nodes)
+        launcher = steps.launcher_of(record)
+        args = launcher.end_args(record) if record['own_tasks'] else None
+        answer = self._module(launcher.controller_module, args, task_vars) if args else None
+        if answer is not None and answer.get('failed'):
+            return answer
+        return dict(changed=False, ansible_facts={'__trainops_launcher': record,
+                                                  '__trainops_launcher_end': launcher.end_answer(record, answer)})

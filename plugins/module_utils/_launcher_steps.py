@@ -25,11 +25,18 @@ The start, all nodes or none:
 The undo of a failed launch (launch_failed.yml): ``node_undo`` (every node, and delegated to the nodes that left the
 play), ``undo`` (the controller: the launcher's own undo, and the messages), ``node_undo_after`` (every node, for a
 launcher that stops the nodes' runs by their pids once its own undo ran).
+
+A run's stop and status (stop.yml, status.yml) and its end (collect.yml): ``node_query`` (every host: the torchrun
+module's query), ``run`` (the controller: the run, its nodes and its launcher -- :func:`find_run` --, and for status
+where it stands -- :func:`status_lines`), then for a stop ``node_stop``, ``stop``, ``node_stopped`` and ``stopped``
+(:meth:`_launchers.Launcher.stop_node` and the rest); ``end`` asks the launcher how the job ended.
 """
 
 from __future__ import annotations
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_records, _launchers, _outcomes
+import os
+
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_records, _launchers, _node_files, _outcomes
 
 TRUE = ('1', 'true', 'yes', 'on', 'y', 't')
 STARTED = '__trainops_started'
@@ -38,6 +45,21 @@ LAUNCH = '__trainops_launch'
 """The controller's registered start (``start``): the nodes where the job did not start, the launcher's own start."""
 AWAY = '__trainops_undo_away'
 """The registered undo of the nodes that left the play (undo.yml's delegated ``node_undo``)."""
+QUERIED = '__trainops_queried'
+"""Every host's registered query (stop.yml, status.yml: ``node_query``)."""
+RUN = '__trainops_run'
+"""The registered run (``run``): its id, nodes, node ranks, launcher record, whether it is collected."""
+STOPPED = '__trainops_stopped'
+"""The node's registered stop (``node_stop``)."""
+LAUNCHER_STOP = '__trainops_launcher_stop'
+"""The registered launcher's own stop (``stop``)."""
+STOP_LEFT = '__trainops_stop_left'
+"""The node's registered end of the launcher's stop (``node_stopped``)."""
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+"""The most of a manifest.json the controller reads to find a run's nodes and outcome."""
+TABLE = '%-12s %4s  %-8s %5s  %-8s  %s'
+MISSING = ("Nothing stopped or collected: run %s runs on %s (its nodes: %s), not a host of this play. Give the spare "
+           "nodes' group the launch was given: -e trainops_spare_nodes=<group>.")
 
 
 def boolean(value):
@@ -50,12 +72,13 @@ class Context(object):
     defined); ``node_var(node, name)`` a variable of another host (None when it has none); the launch's nodes and the
     hosts still in the play; ``failed_msg``: the message of the failure that got the play into the rescue."""
 
-    def __init__(self, var, node_var, nodes, play_hosts, failed_msg=''):
+    def __init__(self, var, node_var, nodes, play_hosts, failed_msg='', user='?'):
         self.var = var
         self.node_var = node_var
         self.nodes = list(nodes or [])
         self.play_hosts = list(play_hosts or [])
         self.failed_msg = failed_msg or ''
+        self.user = user or '?'
 
     def get(self, name, default=None):
         try:
@@ -169,3 +192,136 @@ def still_away(ctx):
     """The nodes the delegated undo could still not reach."""
     away = ctx.get(AWAY) or {}
     return [item.get('item') for item in (away.get('results') or []) if isinstance(item, dict) and item.get('unreachable')]
+
+
+# --- a run's stop, status and end ------------------------------------------------------------------------------
+
+def selected_run(ctx):
+    """The run asked for: ``-e run_id=...``, else trainops_run_id; '' for the latest."""
+    selected = ctx.get('run_id', None)
+    return str(ctx.get('trainops_run_id', '') if selected is None else selected)
+
+
+def node_query(ctx, control):
+    """The torchrun module's query of the node's run (the one asked for, else its latest)."""
+    args = dict(state='query', state_dir=ctx.var('__trainops_state_dir'), node_id=ctx.var('trainops_node_id'),
+                log_lines=int(ctx.var('trainops_log_lines')) if control == 'status' else 0)
+    if selected_run(ctx):
+        args['run_id'] = selected_run(ctx)
+    return args
+
+
+def read_manifest(experiments_dir, run_id):
+    """The controller's manifest of the run (within bounds, no symbolic link followed), or None."""
+    if not (experiments_dir and run_id):
+        return None
+    manifest, _refused = _node_files.read_json_object(os.path.join(experiments_dir, run_id, 'manifest.json'),
+                                                      max_bytes=MAX_MANIFEST_BYTES)
+    return manifest
+
+
+def job_of(result):
+    job = (result or {}).get('job') if isinstance(result, dict) else None
+    return job if isinstance(job, dict) else {}
+
+
+def find_run(ctx, hosts, control):
+    """The run stop.yml and status.yml act on, its nodes (filter run_nodes' rule: _launch_records.run_nodes), its
+    launcher (_launchers.run_launcher) and whether it is collected now: ``(run, problem)``."""
+    jobs = dict((host, job_of(ctx.node_var(host, QUERIED))) for host in hosts)
+    run_id = _launch_records.chosen_run(jobs, selected_run(ctx))
+    experiments_dir = ctx.var('trainops_experiments_dir')
+    manifest = read_manifest(experiments_dir, run_id)
+    run = _launch_records.run_nodes(jobs, hosts, run_id, manifest)
+    if run['missing']:
+        return run, MISSING % (run['run_id'], ', '.join(run['missing']), ', '.join(run['nodes']))
+    run['jobs'] = dict((node, jobs.get(node, {})) for node in run['nodes'])
+    run['launcher'] = _launchers.run_launcher([run['jobs'][node] for node in run['nodes']])
+    path = os.path.join(experiments_dir, run_id or '', 'manifest.json')
+    collect = bool(run_id) and boolean(ctx.get('collect', True)) and os.path.isfile(path)
+    if control == 'status':
+        states = [run['jobs'][node].get('status') for node in run['nodes']]
+        ended = not any(_outcomes.run_status_is(state, _outcomes.STATUS_RUNNING) for state in states)
+        some = any(not _outcomes.run_status_is(state, _outcomes.STATUS_ABSENT) for state in states)
+        # collected once: a finished job's manifest keeps its outcome and finished_at (recollect=true redoes it); a
+        # launch whose wait was interrupted (Ctrl-C) is collected here, with its real end (module_utils/_outcomes.py)
+        again = boolean(ctx.get('recollect', False)) or not _outcomes.outcome_collected(
+            (manifest or {}).get('outcome') or _outcomes.RUNNING)
+        collect = collect and ended and some and again
+    run['collect'] = collect
+    limit = ctx.get('trainops_stop_time_limit', '')
+    # the batch job's time limit, as its batch script said (launcher=ssh under sbatch: _sbatch.batch_time_limit)
+    run['batch_end'] = {'batch': limit} if limit else {}
+    return run, None
+
+
+def status_lines(ctx, run):
+    """The job on every node of the run: a table, a line per node with its last log line."""
+    lines = [TABLE % ('node', 'rank', 'status', 'exit', 'pid', 'run: last log line')]
+    for node in run['nodes']:
+        job = run['jobs'][node]
+        tail = [line for line in ((ctx.node_var(node, QUERIED) or {}).get('log_tail') or []) if line]
+        last = _launch_records.truncate(tail[-1], 100) if tail else ''
+        lines.append(TABLE % (node, run['ranks'][node], job.get('status', '?'),
+                              job.get('exit_code') if job.get('exit_code') is not None else '-', job.get('pid') or '-',
+                              '%s: %s' % (job.get('run_id', '-'), last)))
+    return lines
+
+
+def user_stop(ctx, run):
+    """The torchrun module's stop by the run's verified pids, as stop.yml asks for it: under sbatch near the job's time
+    limit (the batch script, trainops_stop_time_limit), the checkpoint signal first, then the stop, reason timeout
+    (docs/slurm.md, "Checkpoint signal and time limits"); else the user's stop."""
+    near_limit = bool(ctx.get('trainops_stop_time_limit', ''))
+    return dict(state='stopped', state_dir=ctx.var('__trainops_state_dir'), node_id=ctx.var('trainops_node_id'),
+                run_id=run['run_id'], stop_timeout=int(ctx.var('trainops_stop_timeout')),
+                checkpoint_seconds=int(ctx.var('trainops_stop_checkpoint_seconds')),
+                stop_reason='timeout' if near_limit else 'user',
+                stop_detail='playbooks/stop.yml %s on the controller' % (
+                    'of the batch script near the time limit' if near_limit else 'from ' + ctx.user))
+
+
+def stop_refused(run, launcher_stop):
+    """Why the stop did not go through the launcher ('' when it did, or the launcher has no part): a refused record,
+    or the launcher's own stop failed. The nodes' own torchrun is stopped by its verified pids all the same."""
+    record = run.get('launcher') or {}
+    if record.get('refused') is not None:
+        return record['refused']
+    if isinstance(launcher_stop, dict) and launcher_stop.get('failed'):
+        return launcher_stop.get('msg') or 'the step could not be signalled'
+    return ''
+
+
+def stopped_lines(ctx, run, play_hosts):
+    """What was stopped on each node of the run (the pids of its node's stop, or of the stop that followed the
+    launcher's)."""
+    if not run.get('run_id'):
+        return ['No run to stop on %s' % ', '.join(play_hosts)]
+    lines = []
+    for node in run['nodes']:
+        pids = []
+        for name in (STOPPED, STOP_LEFT):
+            result = ctx.node_var(node, name)
+            if isinstance(result, dict) and result.get('stopped_pids'):
+                pids = result['stopped_pids']
+        lines.append('%s: stopped pids %s' % (node, list(pids)))
+    return lines
+
+
+def launcher_of(record):
+    """The launcher of a run's record (_launchers.run_launcher's ``name``)."""
+    return _launchers.get((record or {}).get('name')) or _launchers.LAUNCHERS[_launchers.DEFAULT]
+
+
+def still_running(result):
+    """Whether a node's query still answers a running run (the wait for the launcher's stop goes on)."""
+    return _outcomes.run_status_is(job_of(result).get('status'), _outcomes.STATUS_RUNNING)
+
+
+FINAL = '__trainops_final'
+"""Every node's registered final query in collect.yml."""
+
+
+def run_launcher_of(ctx, nodes):
+    """The run's launcher record from the nodes' final queries in collect.yml (``nodes``: those in the play)."""
+    return _launchers.run_launcher([job_of(ctx.node_var(node, FINAL)) for node in nodes])

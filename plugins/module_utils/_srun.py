@@ -809,3 +809,47 @@ def undo_facts(ctx, undone):
     else:
         note = ''
     return {'__trainops_launch_cause': ctx.failed_msg, '__trainops_undo_note': note}
+
+
+def step_args(record, state):
+    """srun_step's arguments for the run's step (``record``: _launchers.run_launcher's) with ``state`` (query,
+    signalled, cancelled); None when the record names no step or is refused (nothing goes through Slurm)."""
+    if record.get('refused') is not None or not record.get('step'):
+        return None
+    return dict(state=state, job_id=record['job_id'], step_id=record['step_id'], run_id=record['run_id'],
+                owner_uid=record['owner_uid'])
+
+
+def stop_node(ctx, record, stop):
+    """A node's stop of a run its step runs: the stop is recorded (why, by whom) without a signal; the step's tasks get
+    SIGTERM through Slurm (scancel), and their supervisors stop torchrun. A refused record (not the run's step, or
+    contradicting records): the node's own stop by the run's verified pids."""
+    if not step_args(record, 'signalled'):
+        return stop
+    return dict(stop, signal=False, stop_reason='user', checkpoint_seconds=0,
+                stop_detail='playbooks/stop.yml from %s on the controller (scancel %s)' % (ctx.user, record['step']))
+
+
+def status_report(record, answer):
+    """``(lines, stats)`` of the step's state as Slurm has it (squeue while it runs, sacct afterwards); a step that is
+    not the run's is shown refused, not its state."""
+    answer = answer or {}
+    refused = record.get('refused') or answer.get('refused')
+    step = answer.get('step') or {}
+    if refused:
+        line = 'Slurm step not shown: %s' % (refused, )
+    else:
+        line = 'Slurm step %s (%s): %s%s (from %s)' % (
+            record.get('step'), record.get('step_name'), step.get('state'),
+            (' exit %s' % step['exit_code']) if step.get('exit_code') else '', step.get('source') or '?')
+    stats = dict(answer.get('step') or {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None},
+                 job_id=record.get('job_id'), step_id=record.get('step_id'), refused=refused or None)
+    return [line], {'trainops_slurm_step': stats}
+
+
+def end_answer(record, answer):
+    """How Slurm ended the step and its job (sacct), for the experiment's judgment: a step that is not the run's, or
+    nodes' records that contradict each other, answer ``refused`` and never judge the run."""
+    answer = answer or {}
+    return {'job_id': record.get('job_id'), 'step_id': record.get('step_id'), 'step': answer.get('step') or {},
+            'job': answer.get('job') or {}, 'refused': record.get('refused') or answer.get('refused')}
