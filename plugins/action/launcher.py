@@ -135,7 +135,7 @@ class ActionModule(ActionBase):
             return run
         launcher = run['launcher']
         chosen = steps.launcher_of(launcher)
-        stats = {'trainops_status': run['jobs']}
+        stats = {steps.PUBLISHED[0]: run['jobs']}
         lines = steps.status_lines(ctx, run)
         if launcher['own_tasks']:
             args = chosen.status_args(launcher)

@@ -58,6 +58,8 @@ STOP_LEFT = '__trainops_stop_left'
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 """The most of a manifest.json the controller reads to find a run's nodes and outcome."""
 TABLE = '%-12s %4s  %-8s %5s  %-8s  %s'
+PUBLISHED = ('trainops_status', )
+"""What status.yml publishes (set_stats data) for every launcher: the run's job on every node."""
 MISSING = ("Nothing stopped or collected: run %s runs on %s (its nodes: %s), not a host of this play. Give the spare "
            "nodes' group the launch was given: -e trainops_spare_nodes=<group>.")
 
@@ -325,3 +327,8 @@ FINAL = '__trainops_final'
 def run_launcher_of(ctx, nodes):
     """The run's launcher record from the nodes' final queries in collect.yml (``nodes``: those in the play)."""
     return _launchers.run_launcher([job_of(ctx.node_var(node, FINAL)) for node in nodes])
+
+
+def published():
+    """Every name the launcher action publishes (set_stats data): status.yml's and each launcher's own."""
+    return PUBLISHED + tuple(name for launcher in _launchers.LAUNCHERS.values() for name in launcher.published)

@@ -186,6 +186,9 @@ class Launcher(object):
         """``(lines, stats)``: what status.yml shows and publishes of the launcher's answer ``answer``."""
         return [], {}
 
+    # the names status_report publishes (set_stats data) for the docs (tests/unit/docs)
+    published = ()
+
     def end_args(self, record):
         """The :attr:`controller_module`'s arguments that ask the launcher how the job ended (None: none)."""
         return None
@@ -225,6 +228,7 @@ class Srun(Launcher):
     inventory_gpu_ids = False
 
     controller_module = 'trainops.multinode.srun_step'
+    published = ('trainops_slurm_step', )
     unreachable_why = 'could not be reached'
     undo_stops_after = True
 

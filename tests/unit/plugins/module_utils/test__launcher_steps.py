@@ -7,6 +7,9 @@ the undo of each launcher, from the role's variables and the nodes' registered r
 
 from __future__ import annotations
 
+import json
+import os
+
 from ansible_collections.trainops.multinode.plugins.module_utils import _launcher_steps as steps
 from ansible_collections.trainops.multinode.plugins.module_utils import _launchers
 
@@ -116,3 +119,102 @@ def test_the_undo_of_a_slurm_step_records_the_stop_cancels_the_step_then_stops_b
     assert failed == ('The undo could not end the step: scancel: no. Check with: squeue --steps --jobs 42, and scancel '
                       'the step trainops-r1 if it is there.')
     assert srun.undo_facts(ctx, [], [], {})['__trainops_undo_note'] == ''
+
+
+# --- a run's stop, status and end ------------------------------------------------------------------------------
+
+def run_context(tmp_path, queried, manifest=None, **extra):
+    experiments = tmp_path / 'experiments'
+    (experiments / 'r1').mkdir(parents=True, exist_ok=True)
+    if manifest is not None:
+        (experiments / 'r1' / 'manifest.json').write_text(json.dumps(manifest))
+    hosts = dict((host, {'__trainops_queried': result}) for host, result in queried.items())
+    return context('ssh', hosts, trainops_experiments_dir=str(experiments), trainops_log_lines='20',
+                   __trainops_state_dir='/n/state', trainops_run_id='', trainops_stop_checkpoint_seconds='0',
+                   **extra)
+
+
+def test_the_run_is_found_from_the_answers_and_its_manifest_read_in_python(tmp_path):
+    queried = {'n0': {'job': {'run_id': 'r1', 'status': 'exited', 'exit_code': 0, 'pid': 5, 'node_rank': 0,
+                              'started_at': '2026-01-01T00:00:00Z', 'launcher': {'name': 'ssh'}},
+                      'log_tail': ['first', 'last line', '']},
+               'n1': {'job': {'run_id': 'r1', 'status': 'running', 'node_rank': 1, 'launcher': {'name': 'ssh'}}}}
+    ctx = run_context(tmp_path, queried, manifest={'outcome': 'running', 'nodes': [{'host': 'n0'}, {'host': 'n1'}]})
+    run, problem = steps.find_run(ctx, ['n0', 'n1'], 'status')
+    assert problem is None and run['run_id'] == 'r1' and run['nodes'] == ['n0', 'n1'] and run['recorded']
+    assert run['launcher']['name'] == 'ssh' and not run['launcher']['own_tasks']
+    assert run['collect'] is False  # n1 still runs
+    assert steps.find_run(ctx, ['n0', 'n1'], 'stop')[0]['collect'] is True
+    lines = steps.status_lines(ctx, run)
+    assert lines[0].split() == ['node', 'rank', 'status', 'exit', 'pid', 'run:', 'last', 'log', 'line']
+    assert lines[1] == 'n0              0  exited       0  5         r1: last line'
+    assert lines[2] == 'n1              1  running      -  -         r1: '
+    # a spare of the run that is not a host of the play: nothing is stopped or collected
+    away = run_context(tmp_path, queried, manifest={'nodes': [{'host': 'n2'}, {'host': 'n1'}]})
+    run, problem = steps.find_run(away, ['n0', 'n1'], 'stop')
+    assert problem == ("Nothing stopped or collected: run r1 runs on n2 (its nodes: n2, n1), not a host of this play. "
+                       "Give the spare nodes' group the launch was given: -e trainops_spare_nodes=<group>.")
+
+
+def test_a_collected_run_is_collected_again_only_when_asked(tmp_path):
+    queried = {'n0': {'job': {'run_id': 'r1', 'status': 'exited'}}, 'n1': {'job': {'run_id': 'r1', 'status': 'exited'}}}
+    done = {'outcome': 'succeeded', 'nodes': [{'host': 'n0'}, {'host': 'n1'}]}
+    assert steps.find_run(run_context(tmp_path, queried, manifest=done), ['n0', 'n1'], 'status')[0]['collect'] is False
+    again = run_context(tmp_path, queried, manifest=done, recollect='true')
+    assert steps.find_run(again, ['n0', 'n1'], 'status')[0]['collect'] is True
+    assert steps.find_run(run_context(tmp_path, queried, collect=False), ['n0', 'n1'], 'stop')[0]['collect'] is False
+    # a manifest that is a link is not followed (read within bounds, as the experiment's files are)
+    experiments = tmp_path / 'experiments'
+    (experiments / 'r1' / 'manifest.json').unlink()
+    (tmp_path / 'elsewhere.json').write_text(json.dumps({'nodes': [{'host': 'n9'}]}))
+    os.symlink(str(tmp_path / 'elsewhere.json'), str(experiments / 'r1' / 'manifest.json'))
+    assert steps.read_manifest(str(experiments), 'r1') is None
+
+
+def test_the_stop_by_pids_and_a_slurm_steps_own_stop(tmp_path):
+    ctx = run_context(tmp_path, {}, trainops_stop_time_limit='')
+    ctx.user = 'alice'
+    run = {'run_id': 'r1', 'nodes': ['n0'], 'launcher': {'name': 'ssh', 'refused': None}}
+    stop = steps.user_stop(ctx, run)
+    assert stop['stop_reason'] == 'user' and stop['stop_detail'] == 'playbooks/stop.yml from alice on the controller'
+    near = steps.user_stop(run_context(tmp_path, {}, trainops_stop_time_limit='2026-01-01T00:00:00'), run)
+    assert near['stop_reason'] == 'timeout' and 'of the batch script near the time limit' in near['stop_detail']
+    srun = _launchers.LAUNCHERS['srun']
+    record = {'name': 'srun', 'run_id': 'r1', 'job_id': '42', 'step_id': '3', 'step': '42.3', 'step_name': 'trainops-r1',
+              'owner_uid': 1001, 'refused': None, 'own_tasks': True}
+    own = srun.stop_node(ctx, record, stop)
+    assert own['signal'] is False and own['stop_detail'] == 'playbooks/stop.yml from alice on the controller (scancel 42.3)'
+    assert srun.stop_args(ctx, record) == {'state': 'signalled', 'job_id': '42', 'step_id': '3', 'run_id': 'r1',
+                                           'owner_uid': 1001}
+    assert srun.stop_wait(ctx, record) == 60 and srun.stopped_args(ctx, record)['state'] == 'cancelled'
+    refused = dict(record, refused='not the run owner\'s step', step=None)
+    assert srun.stop_node(ctx, refused, stop) == stop and srun.stop_args(ctx, refused) is None
+    assert steps.stop_refused({'launcher': refused}, None) == "not the run owner's step"
+    assert steps.stop_refused({'launcher': record}, {'failed': True}) == 'the step could not be signalled'
+    assert steps.stop_refused({'launcher': record}, {'skipped': True}) == ''
+    ssh = _launchers.LAUNCHERS['ssh']
+    assert ssh.stop_node(ctx, run['launcher'], stop) == stop and ssh.stop_args(ctx, {}) is None and not ssh.stop_wait(ctx, {})
+    stopped = run_context(tmp_path, {})
+    stopped.node_var = lambda node, name: {'__trainops_stopped': {'stopped_pids': [7, 8]}}.get(name)
+    assert steps.stopped_lines(stopped, run, ['n0']) == ['n0: stopped pids [7, 8]']
+    assert steps.stopped_lines(stopped, {'run_id': None}, ['n0', 'n1']) == ['No run to stop on n0, n1']
+
+
+def test_a_slurm_steps_status_and_end():
+    srun = _launchers.LAUNCHERS['srun']
+    record = {'name': 'srun', 'run_id': 'r1', 'job_id': '42', 'step_id': '3', 'step': '42.3', 'step_name': 'trainops-r1',
+              'owner_uid': 1001, 'refused': None, 'own_tasks': True}
+    answer = {'step': {'state': 'RUNNING', 'exit_code': None, 'source': 'squeue'}, 'job': {'state': 'RUNNING'}}
+    lines, stats = srun.status_report(record, answer)
+    assert lines == ['Slurm step 42.3 (trainops-r1): RUNNING (from squeue)']
+    assert stats['trainops_slurm_step']['state'] == 'RUNNING' and stats['trainops_slurm_step']['refused'] is None
+    assert set(stats) <= set(steps.published()) and 'trainops_status' in steps.published()
+    refused = dict(record, refused='contradicting records')
+    lines, stats = srun.status_report(refused, None)
+    assert lines == ['Slurm step not shown: contradicting records'] and stats['trainops_slurm_step']['state'] == 'UNKNOWN'
+    assert srun.end_args(record)['end_wait'] == 20 and srun.end_args(refused) is None
+    assert srun.end_answer(record, answer) == {'job_id': '42', 'step_id': '3', 'step': answer['step'],
+                                               'job': answer['job'], 'refused': None}
+    assert srun.end_answer(refused, None)['refused'] == 'contradicting records'
+    ssh = _launchers.LAUNCHERS['ssh']
+    assert ssh.status_args(record) is None and ssh.status_report(record, None) == ([], {}) and ssh.end_args({}) is None
