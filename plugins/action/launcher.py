@@ -59,6 +59,17 @@ class ActionModule(ActionBase):
     def _module(self, name, args, task_vars):
         return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
 
+    def _poll(self, query, seconds, going_on, task_vars):
+        """The torchrun module's ``query`` once a second until ``going_on(answer)`` is false (that answer), at most
+        ``seconds`` + 1 times (then the last answer, failed, with ``attempts``), as a task's until/retries/delay 1."""
+        for attempt in range(1, seconds + 2):
+            answer = self._module(TORCHRUN, query, task_vars)
+            if not going_on(answer):
+                return answer
+            if attempt <= seconds:
+                time.sleep(1)
+        return dict(answer, failed=True, attempts=seconds + 1)
+
     # --- the start ---------------------------------------------------------------------------------------------
 
     def _node_start(self, ctx, task_vars):
@@ -81,14 +92,8 @@ class ActionModule(ActionBase):
         if not wait:
             # the node's own start ran it: its result stays the node's start
             return dict((key, value) for key, value in started.items() if key not in INTERNAL and not key.startswith('_'))
-        query = dict(steps.run_args(ctx), state='query', log_lines=20)
-        for attempt in range(1, wait + 2):
-            answer = self._module(TORCHRUN, query, task_vars)
-            if not steps.still_prepared(answer):
-                return answer
-            if attempt <= wait:
-                time.sleep(1)
-        return dict(answer, failed=True, attempts=wait + 1)
+        # a query that fails (no job) ends the wait: the check that follows names the node
+        return self._poll(dict(steps.run_args(ctx), state='query', log_lines=20), wait, steps.still_prepared, task_vars)
 
     def _started(self, ctx, task_vars):
         launcher = ctx.launcher()
@@ -173,13 +178,8 @@ class ActionModule(ActionBase):
             return dict(skipped=True, msg='nothing to wait for')
         query = dict(state='query', state_dir=ctx.var('__trainops_state_dir'), node_id=ctx.var('trainops_node_id'),
                      run_id=run['run_id'], log_lines=0)
-        for attempt in range(1, wait + 2):
-            answer = self._module(TORCHRUN, query, task_vars)
-            if not steps.still_running(answer):
-                return answer
-            if attempt <= wait:
-                time.sleep(1)
-        return dict(answer, failed=True, attempts=wait + 1, msg='the run still runs %d s after its stop' % wait)
+        answer = self._poll(query, wait, steps.still_running, task_vars)
+        return dict(answer, msg='the run still runs %d s after its stop' % wait) if answer.get('attempts') else answer
 
     def _stopped(self, ctx, task_vars):
         run = ctx.get(steps.RUN) or {}
