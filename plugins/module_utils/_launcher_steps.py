@@ -34,9 +34,11 @@ where it stands -- :func:`status_lines`), then for a stop ``node_stop``, ``stop`
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_records, _launchers, _node_files, _outcomes
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_records, _launchers, _outcomes
 
 TRUE = ('1', 'true', 'yes', 'on', 'y', 't')
 STARTED = '__trainops_started'
@@ -214,12 +216,28 @@ def node_query(ctx, control):
 
 
 def read_manifest(experiments_dir, run_id):
-    """The controller's manifest of the run (within bounds, no symbolic link followed), or None."""
+    """The controller's manifest of the run, or None (none, unreadable, not a JSON object). The experiment module
+    writes it (its numbers and nesting are its own, not a node's): read within a size bound, a regular file only, no
+    symbolic link followed."""
     if not (experiments_dir and run_id):
         return None
-    manifest, _refused = _node_files.read_json_object(os.path.join(experiments_dir, run_id, 'manifest.json'),
-                                                      max_bytes=MAX_MANIFEST_BYTES)
-    return manifest
+    path = os.path.join(experiments_dir, run_id, 'manifest.json')
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_NONBLOCK', 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            return None
+        data = os.read(fd, MAX_MANIFEST_BYTES)
+    finally:
+        os.close(fd)
+    try:
+        manifest = json.loads(data.decode('utf-8'))
+    except (ValueError, RecursionError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
 
 
 def job_of(result):

@@ -218,3 +218,22 @@ def test_a_slurm_steps_status_and_end():
     assert srun.end_answer(refused, None)['refused'] == 'contradicting records'
     ssh = _launchers.LAUNCHERS['ssh']
     assert ssh.status_args(record) is None and ssh.status_report(record, None) == ([], {}) and ssh.end_args({}) is None
+
+
+def test_the_manifest_is_the_controllers_own_its_numbers_and_nesting_are_read_as_written(tmp_path):
+    """A retried run's manifest nests deep and records nanosecond times: both are read (the bounds of node-written
+    files are not the manifest's); a file that is too big, or not a regular file, is not."""
+    deep = {'nodes': [{'host': 'n2'}], 'mtime_ns': 1764329000123456789}
+    inner = deep
+    for _level in range(40):
+        inner['rows'] = [{}]
+        inner = inner['rows'][0]
+    (tmp_path / 'r1').mkdir()
+    (tmp_path / 'r1' / 'manifest.json').write_text(json.dumps(deep))
+    assert steps.read_manifest(str(tmp_path), 'r1')['mtime_ns'] == 1764329000123456789
+    (tmp_path / 'r2').mkdir()
+    (tmp_path / 'r2' / 'manifest.json').mkdir()
+    assert steps.read_manifest(str(tmp_path), 'r2') is None and steps.read_manifest(str(tmp_path), 'r3') is None
+    (tmp_path / 'r4').mkdir()
+    (tmp_path / 'r4' / 'manifest.json').write_text('[1]')
+    assert steps.read_manifest(str(tmp_path), 'r4') is None
