@@ -13,14 +13,14 @@ author:
   - trainops maintainers (@trainops)
 description:
   - The one rule by which C(playbooks/stop.yml) and C(playbooks/status.yml) (roles/job C(stop), C(status), and
-    C(collect)) choose the launcher's own task files (C(stop_<name>.yml), C(status_<name>.yml), C(end_<name>.yml)) for a
-    run, with or without C(run_id). The launchers are plugins/module_utils/_launchers.py.
+    C(collect), through the action M(trainops.multinode.launcher)) find the launcher's own part of a run, with or
+    without C(run_id). The launchers are plugins/module_utils/_launchers.py.
   - The input is every node's C(job) as M(trainops.multinode.torchrun) returns it (C(state=query)), in node order. The
     run is the first node's that has one. It is a Slurm step's when its nodes' C(job.json) says C(launcher=srun); the
     step is the one the nodes' supervisors recorded from inside it (C(pids.json)), so neither C(run_id) nor the
     experiment's manifest is needed.
   - Nodes that recorded the same run in different steps, or whose run directories belong to different users, make the
-    record C(refused) (no step). The launcher's task files then say why and act on nothing through Slurm, and a stop
+    record C(refused) (no step). The launcher's part then says why and acts on nothing through Slurm, and a stop
     still stops the nodes' own torchrun.
 positional: ''
 options:

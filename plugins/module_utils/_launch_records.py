@@ -79,7 +79,7 @@ def not_started(nodes, hostvars, play_hosts, launcher=None):
     """``{node: why}`` for the nodes (in ``nodes``' order) where the job does not run after the start.
 
     A node that left the play (unreachable) does not run it. Otherwise, with a launcher that the module starts the
-    supervisor for (``launcher='ssh'``) a node whose start failed (``__trainops_start_error``, start_ssh.yml's rescue)
+    supervisor for (``launcher='ssh'``) a node whose start failed (``__trainops_start_error``)
     does not, and with one that starts the prepared supervisor itself (_launchers.Launcher.deferred_start,
     ``launcher='srun'``) a node whose supervisor it has not started (its ``__trainops_started`` query still says
     ``prepared``, or has no job: the query failed) does not.

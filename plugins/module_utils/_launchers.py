@@ -22,8 +22,8 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
   file: job.json carries everything it needs, see _supervisor.rank_environment and _supervisor.launcher_record);
 - :meth:`Launcher.view`: what the launcher adds to a run's records (the torchrun module's ``job.launcher``);
 - :meth:`Launcher.run_record`: the run's launcher from every node's records (filter run_launcher), with ``own_tasks``:
-  whether roles/job runs the launcher's own task files for the run (``stop_<name>.yml``, ``status_<name>.yml``,
-  ``end_<name>.yml``) to stop it, query it or ask how it ended;
+  whether the launcher has a part of its own in the run's stop, status and end (the launcher action's steps,
+  module_utils/_launcher_steps.py);
 - :meth:`Launcher.ended_it`, :meth:`Launcher.ended_detail`, :attr:`Launcher.stop_by`,
   :attr:`Launcher.peer_failure_ends_node`: a node's run that the launcher ended because another node failed (the wait
   and the judgment count it as stopped, not failed);
@@ -33,7 +33,18 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
   (_retries.spare_pool); :attr:`Launcher.inventory_gpu_ids`: whether the ranks use the Slurm job's GPUs the inventory
   names for the node (roles/job: preflight.yml, vars/main.yml, filter launcher_capability).
 
-Generic code names no launcher (tests/unit/test_layout.py): it asks these methods and attributes.
+- its lifecycle, which roles/job's generic tasks (start.yml, undo.yml) run through the launcher action
+  (plugins/action/launcher.py, module_utils/_launcher_steps.py): :attr:`Launcher.controller_module` (the module the
+  controller runs for the launcher's own steps), :meth:`Launcher.start_args`, :meth:`Launcher.start_wait`,
+  :meth:`Launcher.start_failure`, :meth:`Launcher.start_record` (start); :meth:`Launcher.undoes`,
+  :meth:`Launcher.undo_node`, :meth:`Launcher.undo_args`, :attr:`Launcher.undo_stops_after`,
+  :meth:`Launcher.undo_facts` (undo of a failed launch); :meth:`Launcher.stop_node`, :meth:`Launcher.stop_args`,
+  :meth:`Launcher.stop_wait`, :meth:`Launcher.stopped_args` (stop.yml), :meth:`Launcher.status_args`,
+  :meth:`Launcher.status_report` (status.yml), :meth:`Launcher.end_args`, :meth:`Launcher.end_answer` (collect.yml),
+  each for the run's record (:meth:`Launcher.run_record`: ``own_tasks`` when it has its own part of the run).
+
+Generic code names no launcher (tests/unit/plugins/module_utils/test__launchers.py scans plugins/ and roles/): it
+asks these methods and attributes.
 """
 
 from __future__ import annotations
@@ -97,6 +108,95 @@ class Launcher(object):
     # the node (trainops_slurm_gpu_ids, as the preflight saw them); False when the launcher's Slurm step gets them
     inventory_gpu_ids = True
 
+    # --- its lifecycle (module_utils/_launcher_steps.py runs these for roles/job's start.yml and undo.yml) ---
+
+    # the module the controller runs for the launcher's own steps (None: the nodes' torchrun module does everything)
+    controller_module = None
+    # why the job does not run on a node that left the play during the start
+    unreachable_why = 'could not be reached during the start'
+    # True when the undo stops the nodes' runs by their pids once the controller's own undo ran (undo_args)
+    undo_stops_after = False
+
+    def start_args(self, ctx):
+        """The :attr:`controller_module`'s arguments that start the job once every node's run is written (None: the
+        nodes' own start started it). ``ctx``: the launch (_launcher_steps.Context)."""
+        return None
+
+    def start_wait(self, start):
+        """Seconds each node waits for the launcher to run its supervisor after the controller's start ``start``
+        (0: the node's own start ran it)."""
+        return 0
+
+    def start_failure(self, start, not_running):
+        """The launch's failure when the job does not run on the nodes ``not_running`` (``{node: why}``)."""
+        return 'The job did not start on %s.' % (', '.join(not_running), )
+
+    def start_record(self, start):
+        """What the manifest keeps of the launcher's start (its ``launcher``)."""
+        return {'name': self.name}
+
+    def undoes(self, started, not_started):
+        """Whether the undo of a failed launch has anything to stop: ``started`` (the nodes' start ran) and
+        ``not_started`` (``{node: why}`` from the start's check)."""
+        return bool(not_started)
+
+    def undo_node(self, not_started):
+        """The torchrun module's ``stopped`` arguments of the node's first undo step (besides the run's)."""
+        return dict(stop_reason='undo', stop_detail='the job did not start on %s' % (', '.join(not_started), ))
+
+    def undo_args(self, ctx, start):
+        """The :attr:`controller_module`'s arguments that undo the launcher's own start (None: nothing to undo)."""
+        return None
+
+    def undo_facts(self, ctx, not_started, away, undone):
+        """The facts launch_failed.yml reads (``__trainops_undo_error``, ``__trainops_launch_cause``,
+        ``__trainops_undo_note``), from the start's ``not_started`` ({node: why}), the nodes still ``away`` (could
+        not be reached by the undo) and the controller's undo result ``undone`` (None without one)."""
+        note = ''
+        if away:
+            note = (' (not on %s, which cannot be reached: a torchrun that started there gives up after '
+                    'trainops_rdzv_timeout=%s s)' % (', '.join(away), ctx.var('trainops_rdzv_timeout')))
+        return {'__trainops_undo_error': 'The job did not start on %s; it was stopped on every other node%s. %s' % (
+            ', '.join(not_started), note, ' '.join('%s: %s' % item for item in not_started.items()))}
+
+    # --- the run's stop, status and end (stop.yml, status.yml, collect.yml) for its record ``record`` (run_record) ---
+
+    def stop_node(self, ctx, record, stop):
+        """The torchrun module's ``stopped`` arguments of the node's stop (``stop``: the stop by pids that stop.yml
+        asks for, with its reason and detail)."""
+        return stop
+
+    def stop_args(self, ctx, record):
+        """The :attr:`controller_module`'s arguments of the launcher's own stop (None: none)."""
+        return None
+
+    def stop_wait(self, ctx, record):
+        """Seconds a node waits for the launcher's stop to end its run (0: the node's stop ended it)."""
+        return 0
+
+    def stopped_args(self, ctx, record):
+        """The :attr:`controller_module`'s arguments that end the launcher's part once the run ended (None: none)."""
+        return None
+
+    def status_args(self, record):
+        """The :attr:`controller_module`'s arguments that ask the launcher where the run stands (None: none)."""
+        return None
+
+    def status_report(self, record, answer):
+        """``(lines, stats)``: what status.yml shows and publishes of the launcher's answer ``answer``."""
+        return [], {}
+
+    # the names status_report publishes (set_stats data) for the docs (tests/unit/docs)
+    published = ()
+
+    def end_args(self, record):
+        """The :attr:`controller_module`'s arguments that ask the launcher how the job ended (None: none)."""
+        return None
+
+    def end_answer(self, record, answer):
+        """What the experiment's judgment gets of the launcher's ``answer`` (collect.yml's ``slurm``)."""
+        return {}
+
     CAPABILITIES = ('deferred_start', 'peer_failure_ends_node', 'requested_gpus_only', 'supports_spares',
                     'inventory_gpu_ids')
     """The yes-or-no capabilities roles/job asks by name (filter launcher_capability)."""
@@ -127,8 +227,63 @@ class Srun(Launcher):
     no_spares_why = 'a Slurm step runs on its allocation'
     inventory_gpu_ids = False
 
+    controller_module = 'trainops.multinode.srun_step'
+    published = ('trainops_slurm_step', )
+    unreachable_why = 'could not be reached'
+    undo_stops_after = True
+
     def problems(self, params, integer_rule):
         return _srun.launch_problems(params, integer_rule)
+
+    def start_args(self, ctx):
+        return _srun.start_args(ctx)
+
+    def start_wait(self, start):
+        return max(int(start.get('start_timeout') or 0), 60)
+
+    def start_failure(self, start, not_running):
+        return _srun.start_failure(start, not_running)
+
+    def start_record(self, start):
+        return _srun.start_record(start)
+
+    def undoes(self, started, not_started):
+        return started
+
+    def undo_node(self, not_started):
+        return dict(signal=False, stop_reason='undo', stop_detail=_srun.UNDO_DETAIL)
+
+    def undo_args(self, ctx, start):
+        return _srun.undo_args(ctx, start)
+
+    def undo_facts(self, ctx, not_started, away, undone):
+        return _srun.undo_facts(ctx, undone)
+
+    def stop_node(self, ctx, record, stop):
+        return _srun.stop_node(ctx, record, stop)
+
+    def stop_args(self, ctx, record):
+        return _srun.step_args(record, 'signalled')
+
+    def stop_wait(self, ctx, record):
+        return int(ctx.var('trainops_stop_timeout')) + 30 if _srun.step_args(record, 'query') else 0
+
+    def stopped_args(self, ctx, record):
+        return _srun.step_args(record, 'cancelled')
+
+    def status_args(self, record):
+        return _srun.step_args(record, 'query')
+
+    def status_report(self, record, answer):
+        return _srun.status_report(record, answer)
+
+    def end_args(self, record):
+        args = _srun.step_args(record, 'query')
+        # a step squeue still lists is ending (its tasks exit, srun reports): sacct has its final state seconds later
+        return dict(args, end_wait=20) if args else None
+
+    def end_answer(self, record, answer):
+        return _srun.end_answer(record, answer)
 
     def spec_fields(self, environ, secret_names):
         return _srun.spec_fields(environ, secret_names)
@@ -223,8 +378,8 @@ def launcher_view(spec, pids):
 
 def run_launcher(jobs):
     """What launched a run, from its nodes' own records (``jobs``: each node's ``job`` as the torchrun module's query
-    returns it, in node order): the one rule by which ``stop``, ``status`` and ``collect`` choose the launcher's own
-    task files. The run is the first node's that has one; its launcher is the first that its nodes name other than
+    returns it, in node order): the one rule by which ``stop``, ``status`` and ``collect`` find the launcher's own
+    part of the run (module_utils/_launcher_steps.py). The run is the first node's that has one; its launcher is the first that its nodes name other than
     the default one. Returns :meth:`Launcher.run_record` (``refused``: why its records are not acted on)."""
     jobs = [job for job in (jobs or []) if isinstance(job, dict) and job.get('run_id')]
     run_id = jobs[0]['run_id'] if jobs else None

@@ -744,3 +744,112 @@ def start_step(params, slurm=None, spawn=spawn_srun, spawn_timer=spawn_checkpoin
             'argv': argv[:-3] + ['/bin/sh', '-c', '<task script>', argv[-1]], 'task_script': argv[-2],
             'output': output, 'start_timeout': start_timeout,
             'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), 'checkpoint_timer': timer}
+
+
+# --- the launcher's lifecycle (module_utils/_launchers.Srun, run by module_utils/_launcher_steps.py) ---------------
+
+UNDO_DETAIL = 'the launch failed before the Slurm step ran on every node'
+"""The stop record's detail of a launch undone before its step ran on every node."""
+
+
+def start_args(ctx):
+    """srun_step's ``state=started`` arguments: one step of the allocation runs every node's prepared supervisor, one
+    task per node in the launch's order; the Slurm node name is the inventory name (the slurm inventory's), unless
+    trainops_slurm_node_name says otherwise. The checkpoint signal goes N s before the step's time limit, through
+    Slurm (srun --signal does not apply to a step)."""
+    started = [ctx.node_var(node, '__trainops_started') or {} for node in ctx.nodes]
+    nodes = [dict(result.get('step_command') or {}, name=ctx.node_var(node, 'trainops_slurm_node_name') or node, rank=rank)
+             for rank, (node, result) in enumerate(zip(ctx.nodes, started))]
+    args = dict(job_id=ctx.var('__trainops_slurm_job_id'), run_id=ctx.run_id,
+                nodes=nodes, wait_seconds=int(ctx.var('trainops_srun_wait')),
+                srun_args=ctx.var('trainops_srun_args'), start_timeout=int(ctx.var('trainops_srun_start_timeout')),
+                output='%s/srun.log' % ctx.var('__trainops_experiment_dir'), secret_env=ctx.var('trainops_secret_env'),
+                checkpoint_seconds=int(ctx.var('trainops_checkpoint_signal_seconds')))
+    if ctx.get('trainops_checkpoint_signal'):
+        args['checkpoint_signal'] = ctx.var('trainops_checkpoint_signal')
+    return args
+
+
+def start_failure(start, not_running):
+    """The launch's failure when the step did not start the supervisor on the nodes ``not_running`` ({node: why})."""
+    return ("Slurm step %s.%s (%s) did not start the supervisor on %s within %d s (%s). srun's output: %s" % (
+        start.get('job_id'), start.get('step_id'), start.get('step_name'), ', '.join(not_running),
+        max(int(start.get('start_timeout') or 0), 60), '; '.join('%s: %s' % item for item in not_running.items()),
+        start.get('output')))
+
+
+def start_record(start):
+    """The manifest's ``launcher`` of a Slurm step's launch (srun_step's ``state=started`` result ``start``)."""
+    return {'name': 'srun', 'job_id': start.get('job_id'), 'step_id': start.get('step_id'),
+            'step': '%s.%s' % (start.get('job_id'), start.get('step_id')), 'step_name': start.get('step_name'),
+            'srun_pid': start.get('pid'), 'srun_output': start.get('output'), 'start_timeout': start.get('start_timeout'),
+            'argv': start.get('argv'), 'checkpoint_timer': start.get('checkpoint_timer')}
+
+
+def undo_args(ctx, start):
+    """srun_step's ``state=cancelled`` arguments of an undone launch: the step's srun client is ended (by its recorded
+    pid, only when /proc shows that client) and a step of the run's name is cancelled, whether or not the launch learnt
+    its id."""
+    args = dict(state='cancelled', job_id=ctx.var('__trainops_slurm_job_id'), run_id=ctx.run_id)
+    if (start or {}).get('pid') is not None:
+        args['srun_pid'] = start['pid']
+    return args
+
+
+def undo_facts(ctx, undone):
+    """What the undo says for the launch's failure: the cause (a failed run_once task gives its message to the first
+    node only: every node names it) and what the undo of the step did (``undone``: srun_step's result)."""
+    job_id, run_id = ctx.var('__trainops_slurm_job_id'), ctx.run_id
+    undone = undone or {}
+    if undone.get('failed'):
+        note = ('The undo could not end the step: %s. Check with: squeue --steps --jobs %s, and scancel the step '
+                'trainops-%s if it is there.' % (undone.get('msg') or 'unknown error', job_id, run_id))
+    elif (undone.get('abandoned') or {}).get('cancelled'):
+        note = 'Undone: Slurm step %s.%s cancelled.' % (job_id, undone.get('step_id'))
+    else:
+        note = ''
+    return {'__trainops_launch_cause': ctx.failed_msg, '__trainops_undo_note': note}
+
+
+def step_args(record, state):
+    """srun_step's arguments for the run's step (``record``: _launchers.run_launcher's) with ``state`` (query,
+    signalled, cancelled); None when the record names no step or is refused (nothing goes through Slurm)."""
+    if record.get('refused') is not None or not record.get('step'):
+        return None
+    return dict(state=state, job_id=record['job_id'], step_id=record['step_id'], run_id=record['run_id'],
+                owner_uid=record['owner_uid'])
+
+
+def stop_node(ctx, record, stop):
+    """A node's stop of a run its step runs: the stop is recorded (why, by whom) without a signal; the step's tasks get
+    SIGTERM through Slurm (scancel), and their supervisors stop torchrun. A refused record (not the run's step, or
+    contradicting records): the node's own stop by the run's verified pids."""
+    if not step_args(record, 'signalled'):
+        return stop
+    return dict(stop, signal=False, stop_reason='user', checkpoint_seconds=0,
+                stop_detail='playbooks/stop.yml from %s on the controller (scancel %s)' % (ctx.user, record['step']))
+
+
+def status_report(record, answer):
+    """``(lines, stats)`` of the step's state as Slurm has it (squeue while it runs, sacct afterwards); a step that is
+    not the run's is shown refused, not its state."""
+    answer = answer or {}
+    refused = record.get('refused') or answer.get('refused')
+    step = answer.get('step') or {}
+    if refused:
+        line = 'Slurm step not shown: %s' % (refused, )
+    else:
+        line = 'Slurm step %s (%s): %s%s (from %s)' % (
+            record.get('step'), record.get('step_name'), step.get('state'),
+            (' exit %s' % step['exit_code']) if step.get('exit_code') else '', step.get('source') or '?')
+    stats = dict(answer.get('step') or {'state': 'UNKNOWN', 'exit_code': None, 'name': None, 'source': None},
+                 job_id=record.get('job_id'), step_id=record.get('step_id'), refused=refused or None)
+    return [line], {'trainops_slurm_step': stats}
+
+
+def end_answer(record, answer):
+    """How Slurm ended the step and its job (sacct), for the experiment's judgment: a step that is not the run's, or
+    nodes' records that contradict each other, answer ``refused`` and never judge the run."""
+    answer = answer or {}
+    return {'job_id': record.get('job_id'), 'step_id': record.get('step_id'), 'step': answer.get('step') or {},
+            'job': answer.get('job') or {}, 'refused': record.get('refused') or answer.get('refused')}

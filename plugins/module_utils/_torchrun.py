@@ -635,7 +635,7 @@ class TorchrunNode(object):
                 checkpoint = self._checkpoint_first(state, checkpoint_seconds)
             record_stop(state['paths']['stop'], reason, detail, check_mode=check_mode)
             if not signal_tree:
-                # a run whose launcher signals it (a Slurm step's scancel, stop_srun.yml)
+                # a run whose launcher signals it (a Slurm step's scancel, the srun launcher's stop)
                 return self._result(state, not check_mode and reason is not None, log_lines, stopped_pids=[],
                                     killed_pids=[])
             try:

@@ -35,7 +35,7 @@ import yaml
 from ansible.cli.playbook import PlaybookCLI
 from ansible.parsing.splitter import parse_kv
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _knobs
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _launcher_steps
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
@@ -378,8 +378,9 @@ def _tasks(node):
 
 
 def published():
-    """What the roles, playbooks and actions publish (``set_stats`` data, facts they set): results a doc may name."""
-    names = set()
+    """What the roles, playbooks and actions publish (``set_stats`` data, facts they set, what the launcher action
+    publishes for them): results a doc may name."""
+    names = set(_launcher_steps.published())
     for path in _files(('roles/*/tasks/*.yml', 'playbooks/*.yml')):
         for task in _tasks(yaml.safe_load(_read(path))):
             names.update((task.get('ansible.builtin.set_stats') or {}).get('data') or {})

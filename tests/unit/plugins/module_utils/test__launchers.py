@@ -33,9 +33,6 @@ OTHER_MEANINGS = {
 }
 """Python where ``ssh`` names something other than a launcher."""
 
-OWN_TASKS = ('start_', 'stop_', 'status_', 'end_', 'undo_')
-"""The launcher's own task files in roles/job/tasks (``<step>_<launcher>.yml``, included by the launcher's name)."""
-
 CONNECTION = re.compile(r"""ansible_connection\s*\|\s*default\((['"])ssh\1\)""")
 """``ssh`` as Ansible's connection, not a launcher."""
 
@@ -50,19 +47,14 @@ def generic_python():
                 yield path
 
 
-def launcher_tasks(name):
-    """Whether roles/job/tasks file ``name`` is a launcher's own (start_ssh.yml, stop_srun.yml, ...)."""
-    stem = name.rsplit('.', 1)[0]
-    return any(stem == step + launcher for step in OWN_TASKS for launcher in _launchers.NAMES)
-
-
 def generic_yaml():
-    """Every YAML file of roles/ and playbooks/ that is not a launcher's own task file."""
+    """Every YAML file of roles/ and playbooks/: no launcher has task files of its own (roles/job's generic tasks run its
+    steps through the launcher action, module_utils/_launcher_steps.py)."""
     for top in ('roles', 'playbooks'):
         for base, dirs, files in os.walk(os.path.join(ROOT, top)):
             dirs.sort()
             for name in sorted(files):
-                if name.endswith(('.yml', '.yaml', '.j2')) and not launcher_tasks(name):
+                if name.endswith(('.yml', '.yaml', '.j2')):
                     yield os.path.relpath(os.path.join(base, name), ROOT)
 
 
@@ -246,12 +238,13 @@ def test_the_scans_find_a_launcher_named():
     assert yaml_naming_launchers('x.yml', "  gpu_ids: \"{{ ids if trainops_launcher == 'ssh' else [] }}\"") == ["x.yml:1 'ssh'"]
     assert yaml_naming_launchers('x.yml', "  x: \"{{ ansible_connection | default('ssh') }}\"") == []
     assert yaml_naming_launchers('x.yml', "# launcher == 'srun' in a comment") == []
-    assert launcher_tasks('stop_srun.yml') and launcher_tasks('start_ssh.yml') and not launcher_tasks('status.yml')
+    assert not any(name.startswith(('start_', 'stop_', 'status_', 'end_', 'undo_'))
+                   for name in os.listdir(os.path.join(ROOT, 'roles', 'job', 'tasks'))), 'a launcher has task files'
 
 
 def test_the_generic_code_names_no_launcher():
     """Generic code asks the run's launcher (module_utils/_launchers.py) and never names one: every Python file of
-    plugins/ but the launchers' definitions, every YAML file of roles/ and playbooks/ but the launchers' own tasks."""
+    plugins/ but the launchers' definitions, every YAML file of roles/ and playbooks/."""
     named = []
     for path in generic_python():
         with open(os.path.join(ROOT, path), encoding='utf-8') as handle:
