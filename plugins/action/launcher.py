@@ -53,7 +53,7 @@ class ActionModule(ActionBase):
     def _node_var(task_vars, node, name):
         try:
             return task_vars['hostvars'][node][name]
-        except Exception:  # pylint: disable=broad-except -- a host without the variable (undefined, not a host)
+        except Exception:  # pylint: disable=broad-except; a host without the variable (undefined, not a host)
             return None
 
     def _module(self, name, args, task_vars):

@@ -28,7 +28,7 @@ VARIABLES = (
                       'C(trainops_master=true), or the first, is node rank 0.'),
               'nccl_env': ('Inventory group of the nodes; the one with C(trainops_master=true), or the first, is '
                            'the master.'),
-              'ssh_mesh': 'Inventory group whose hosts form the mesh. The play must run on all of them.',}),
+              'ssh_mesh': 'Inventory group whose hosts form the mesh. The play must run on all of them.'}),
     _var('trainops_master', entries={'job': ('main',)}, type='bool',
          doc=('A host variable. V(true) makes this node the master (node rank 0, the rendezvous host); at most one '
               'node of the nodes group may be marked. Unset on every node, the first node of the group is the '
@@ -41,45 +41,45 @@ VARIABLES = (
     _var('trainops_channels', None,
          option=dict(doc=(('C(NCCL_MAX_NCHANNELS), at most what the library honours. NCCL, MAXCHANNELS (32 before '
                           '2.25, 64 since). RCCL, MAXCHANNELS (32 in 2.18.3, 64 in 2.18.6, 128 from 2.20.5) on '
-                          'gfx942 and gfx950, 32 on other GPUs, the compute units of a CPX-mode partition (RCCL '
-                          '2.21 and later), and 64 when O(nnodes) is more than 1.'),
-                         ('A larger value is an error naming that limit (the library would clamp it silently), and '
+                           'gfx942 and gfx950, 32 on other GPUs, the compute units of a CPX-mode partition (RCCL '
+                           '2.21 and later), and 64 when O(nnodes) is more than 1.'),
+                          ('A larger value is an error naming that limit (the library would clamp it silently), and '
                           'so is a value above 32 when the library version is unknown and the limit depends on it. '
-                          'Not set when not given (the library decides).'),)),
+                           'Not set when not given (the library decides).'),)),
          doc={'job': ('Maximum NCCL/RCCL channels (NCCL_MAX_NCHANNELS); null (the default) leaves it to the '
                       "library. Each node checks it against its library's MAXCHANNELS (NCCL 32 before 2.25, else "
                       '64; RCCL 128 on gfx942/gfx950). Short knob C(channels).'),
               'nccl_env': ("C(NCCL_MAX_NCHANNELS), at most the library's MAXCHANNELS (NCCL 32 before 2.25, else "
-                           '64; RCCL 128 on gfx942/gfx950); null leaves it to the library.'),}),
+                           '64; RCCL 128 on gfx942/gfx950); null leaves it to the library.')}),
     _var('trainops_min_channels', None,
          option=dict(doc=('C(NCCL_MIN_NCHANNELS), at most O(channels) and within the limits of O(channels). Not set '
-                         'when not given.')),
+                          'when not given.')),
          doc={'job': ('Minimum channels (NCCL_MIN_NCHANNELS), 1 to C(trainops_channels); unset lets NCCL choose. '
                       'Short knob C(min_channels).'),
-              'nccl_env': 'C(NCCL_MIN_NCHANNELS); null lets the library choose.',}),
+              'nccl_env': 'C(NCCL_MIN_NCHANNELS); null lets the library choose.'}),
     _var('trainops_threads', None,
          option=dict(doc=(('Threads per block. NVIDIA, C(NCCL_NTHREADS) (a multiple of 32 from 64 to 512). RCCL '
                           'before 2.28, C(NCCL_NTHREADS) from 4 x the warp size to 256 (only 256 on MI300X, '
-                          'gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK), a multiple of the warp size '
-                          'from 3 warps to 256 (V(192) or V(256) on gfx942; RCCL rounds and clamps any other '
-                          'value); a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides).'),
-                         ("Not set when not given (the library's own value). A value the library would not take as "
+                           'gfx942). RCCL 2.28 and later, C(RCCL_THREADS_PER_BLOCK), a multiple of the warp size '
+                           'from 3 warps to 256 (V(192) or V(256) on gfx942; RCCL rounds and clamps any other '
+                           'value); a warning unless C(RCCL_WARP_SPEED_ENABLE=1) is in O(env_overrides).'),
+                          ("Not set when not given (the library's own value). A value the library would not take as "
                           'it is is an error naming what it would run; so is any value on an AMD node whose RCCL '
-                          'version is unknown (the version decides the variable). On a node without GPUs nothing '
-                          'is set (a warning).'),)),
+                           'version is unknown (the version decides the variable). On a node without GPUs nothing '
+                           'is set (a warning).'),)),
          doc={'job': ('Threads per block; null (the default) leaves it to the library. NCCL_NTHREADS on NVIDIA '
                       '(64-512, a multiple of 32) and RCCL before 2.28 (only 256 on gfx942), '
                       'RCCL_THREADS_PER_BLOCK on RCCL 2.28 and later; checked per node. Short knob C(threads).'),
               'nccl_env': ('C(NCCL_NTHREADS) on NVIDIA and RCCL before 2.28 (values the library takes, only 256 on '
                            'gfx942), C(RCCL_THREADS_PER_BLOCK) on RCCL 2.28 and later; null leaves it to the '
-                           'library.'),}),
+                           'library.')}),
     _var('trainops_nproc_per_node', 8,
          entries={'job': ('status', 'stop')},
          option=dict(doc=("Ranks per node; an error when larger than the node's GPU count (unless the vendor is "
-                         'V(none)).')),
+                          'V(none)).')),
          doc={'job': ('Ranks per node (GPUs per node on GPU hosts), 1 to 256; it may differ per node. Short knob '
                       'C(nproc).'),
-              'nccl_env': "Ranks per node; more than the node's GPUs is an error.",}),
+              'nccl_env': "Ranks per node; more than the node's GPUs is an error."}),
     _var('trainops_script', 'train.py',
          doc=(('Training entrypoint, a file relative to the workspace (C(trainops_workspace_src)). Short knob '
                'C(script).'),
@@ -121,7 +121,7 @@ VARIABLES = (
               'nccl_env': ("The ranks' interpreter on the nodes. M(trainops.multinode.node_facts) asks it which "
                            'NCCL/RCCL torch loads (the C(nvidia-nccl-cu*) package torch requires, the RCCL a ROCm '
                            "wheel bundles, or what torch reports); the host's library files count only where torch "
-                           "loads the system's library."),}),
+                           "loads the system's library.")}),
     _var('trainops_torchrun', '', entries={'job': ('main',)}, type='str',
          doc='Explicit torchrun executable on the nodes; empty uses C(trainops_python).'),
     _var('trainops_command_prefix', [], elements='str',
@@ -141,27 +141,27 @@ VARIABLES = (
     _var('trainops_socket_ifname', 'auto',
          option=dict(doc=(('Interface (or list of interfaces) for the NCCL bootstrap/socket transport and gloo. It '
                           'must exist on the node and have an address.'),
-                         ('V(auto) (the default when not given, or null) takes C(facts.network.ifname), the '
+                          ('V(auto) (the default when not given, or null) takes C(facts.network.ifname), the '
                           'interface that reaches the master.'),)),
          doc={'job': ('Interface for NCCL/gloo sockets on each node. C(auto) asks the kernel which interface '
                       'routes the master address; an override must exist on the node and reach the master, or the '
                       'launch fails before anything starts.'),
               'nccl_env': ("Interface for NCCL/gloo sockets; V(auto) takes the one the kernel routes the master's "
                            'address through on each node. C(NCCL_SOCKET_IFNAME) gets the exact-match form '
-                           'C(=name).'),}),
+                           'C(=name).')}),
     _var('trainops_gpu_vendor', 'auto', option=dict(doc='GPU vendor of the node; defaults to C(facts.gpu.vendor).'),
          doc={'job': 'GPU vendor of the node: C(auto) detects from /dev/kfd and /proc/driver/nvidia.',
-              'nccl_env': 'V(auto) (detect), V(nvidia), V(amd) or V(none).',}),
+              'nccl_env': 'V(auto) (detect), V(nvidia), V(amd) or V(none).'}),
     _var('trainops_env', {},
          option=dict(doc=(('Variables that win over anything computed; a null value removes the variable (returned '
                           'in RV(unset)).'),
-                         ('C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME) and C(NCCL_IB_HCA) overrides are checked '
+                          ('C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME) and C(NCCL_IB_HCA) overrides are checked '
                           'against the node. One that selects nothing is an error, a prefix that matches several '
-                          'interfaces or HCAs is a warning. C(GLOO_SOCKET_IFNAME) must be plain names separated by '
-                          'commas (gloo knows no C(=) or C(^) prefix).'),), default={}),
+                           'interfaces or HCAs is a warning. C(GLOO_SOCKET_IFNAME) must be plain names separated by '
+                           'commas (gloo knows no C(=) or C(^) prefix).'),), default={}),
          doc={'job': 'Extra environment for every rank; wins over the computed NCCL/RCCL settings.',
               'nccl_env': ('Extra environment for every rank; wins over everything computed, a null value removes '
-                           'a variable.'),}),
+                           'a variable.')}),
     _var('trainops_secret_env', {}, no_log=True,
          doc=(('Secret environment for every rank (tokens such as C(HF_TOKEN)). The values reach the ranks and '
                'appear nowhere else (manifest, node records, Ansible output, ansible-runner artifacts); the '
@@ -180,7 +180,7 @@ VARIABLES = (
               'container': ("The node's trainops directory (C(state/), C(runs/), C(workspace/)), shared with the "
                             'job role. Created when missing (mode 0750), expanded on the node (C(~) is the remote '
                             "user's home) and mounted read-write at the same absolute path in the container, so "
-                            'paths the launch records are the same inside and outside.'),}),
+                            'paths the launch records are the same inside and outside.')}),
     _var('trainops_node_id', '', entries={'job': ('status', 'logs', 'stop', 'collect')},
          doc=("The name of the node's own state directory instead of its host name; needed only when nodes with "
               'the same host name share the node root.')),
@@ -282,14 +282,14 @@ VARIABLES = (
          doc={'job': ('The training container on each node (the fact C(trainops_container.name) wins when the '
                       'container role set it).'),
               'container': ('Name of the training container on every node. The launch '
-                            '(C(trainops_runtime=container)) runs work in it by this name.'),}),
+                            '(C(trainops_runtime=container)) runs work in it by this name.')}),
     _var('trainops_container_engine', 'docker',
          entries={'job': ('main',), 'container': ('main',)},
          type='str',
          choices=['docker', 'podman'],
          doc={'job': 'The container engine CLI, V(docker) or V(podman).',
               'container': ("The container engine. C(docker) uses the community.docker modules (the daemon's API); "
-                            'C(podman) the containers.podman modules (daemonless).'),}),
+                            'C(podman) the containers.podman modules (daemonless).')}),
     _var('trainops_git_check', 'auto',
          doc=("V(auto) compares the git state of every node's checkout (C(trainops_workspace_dir)) with the "
               'reference when the nodes run their own checkout (C(trainops_sync_workspace=false)); V(always) also '

@@ -16,7 +16,7 @@ VARIABLES = (
     _var('trainops_network_mode', 'auto',
          option=dict(doc=(('V(rdma) uses the RDMA ports (an error when the node has no ACTIVE port), V(tcp) TCP '
                           'sockets (C(NCCL_IB_DISABLE=1)).'),
-                         ('V(auto) (the default when not given) is V(rdma) when the node has GPUs and a usable '
+                          ('V(auto) (the default when not given) is V(rdma) when the node has GPUs and a usable '
                           'ACTIVE RDMA port, else V(tcp).'),)),
          doc=('V(auto): RDMA when the node has GPUs and an ACTIVE RDMA port, else TCP sockets. V(rdma): fail '
               'before launch on a node without an ACTIVE port. V(tcp): C(NCCL_IB_DISABLE=1). Short knob '
@@ -24,36 +24,36 @@ VARIABLES = (
     _var('trainops_ib_hca', 'auto',
          option=dict(doc=(('RDMA ports to use, as a list (or comma-separated string) of C(name) or C(name:port). A '
                           "bare name takes the device's ACTIVE ports. Every name and port must exist and be "
-                          'ACTIVE.'),
-                         ('With NCCL/RCCL 2.30.7 and later an entry may also give a rail and a plane, '
+                           'ACTIVE.'),
+                          ('With NCCL/RCCL 2.30.7 and later an entry may also give a rail and a plane, '
                           'C(name:port:rail:plane) (each of port, rail and plane may be left empty, as in '
-                          'C(mlx5_0::1) or C(mlx5_0:1::2); an empty port takes every ACTIVE port); C(NCCL_IB_HCA) '
-                          'keeps them. With an older library, or when its version is unknown (set '
-                          'O(library_version)), such an entry is an error.'),
-                         ('V(auto) (the default when not given, or null) takes the ACTIVE ports, first the HCAs '
+                           'C(mlx5_0::1) or C(mlx5_0:1::2); an empty port takes every ACTIVE port); C(NCCL_IB_HCA) '
+                           'keeps them. With an older library, or when its version is unknown (set '
+                           'O(library_version)), such an entry is an error.'),
+                          ('V(auto) (the default when not given, or null) takes the ACTIVE ports, first the HCAs '
                           "that serve the GPUs by PCIe topology (each GPU's nearest HCAs within PXB, as NCCL ranks "
-                          'paths; storage and front-end HCAs with no GPU under the same PCIe switch left out; '
-                          'every port kept when the topology cannot be read, see RV(topology)), preferring '
-                          'InfiniBand over RoCE ports when a node has both, physical functions over SR-IOV virtual '
-                          'functions when both are ACTIVE, leaving out RoCE ports without a RoCE v2 GID (when '
-                          'O(gid_index=auto)), leaving out a port whose netdev carries the default route (a '
-                          'front-end NIC) when other ports remain, and keeping the fastest ports when rates '
-                          'differ; each such choice is a warning and an entry of RV(left_out).'),
-                         ('AWS EFA devices (driver C(efa)) are used through the aws-ofi-nccl plugin, never listed '
+                           'paths; storage and front-end HCAs with no GPU under the same PCIe switch left out; '
+                           'every port kept when the topology cannot be read, see RV(topology)), preferring '
+                           'InfiniBand over RoCE ports when a node has both, physical functions over SR-IOV virtual '
+                           'functions when both are ACTIVE, leaving out RoCE ports without a RoCE v2 GID (when '
+                           'O(gid_index=auto)), leaving out a port whose netdev carries the default route (a '
+                           'front-end NIC) when other ports remain, and keeping the fastest ports when rates '
+                           'differ; each such choice is a warning and an entry of RV(left_out).'),
+                          ('AWS EFA devices (driver C(efa)) are used through the aws-ofi-nccl plugin, never listed '
                           'in C(NCCL_IB_HCA).'),)),
          doc=("HCAs for C(NCCL_IB_HCA) (exact-match form): V(auto) takes the node's ACTIVE ports, or a list such "
               'as V([mlx5_0, mlx5_1:1]) that must exist on the node.')),
     _var('trainops_ib_gid_index', 'auto',
          option=dict(doc=(('C(NCCL_IB_GID_INDEX) for RoCE ports, an integer. It must be a RoCE v2 GID with an '
                           'address on every chosen RoCE port (an empty or RoCE v1 entry is an error naming the '
-                          'port).'),
-                         ('V(auto) (the default when not given) follows the library. NCCL/RCCL 2.21 and later '
+                           'port).'),
+                          ('V(auto) (the default when not given) follows the library. NCCL/RCCL 2.21 and later '
                           'select a GID per port, so nothing is set except C(NCCL_IB_ADDR_FAMILY=AF_INET6) (or '
-                          'C(NCCL_IB_ROCE_VERSION_NUM)) when their default would land on a link-local GID. Older '
-                          "ones take one index per process, so the ports' common RoCE v2 index is set (an error "
-                          'when they share none). With an unknown version a common index is set, otherwise nothing '
-                          '(a warning).'),
-                         ('V(unset) (or null) leaves it to NCCL (2.21 and later pick a RoCE v2 GID per port; older '
+                           'C(NCCL_IB_ROCE_VERSION_NUM)) when their default would land on a link-local GID. Older '
+                           "ones take one index per process, so the ports' common RoCE v2 index is set (an error "
+                           'when they share none). With an unknown version a common index is set, otherwise nothing '
+                           '(a warning).'),
+                          ('V(unset) (or null) leaves it to NCCL (2.21 and later pick a RoCE v2 GID per port; older '
                           'NCCL and RCCL use GID 0).'),)),
          doc=('C(NCCL_IB_GID_INDEX) on RoCE. V(auto) follows the library: NCCL/RCCL 2.21 and later select a GID '
               'per port, so it stays unset (C(NCCL_IB_ADDR_FAMILY=AF_INET6) where the GID tables need it); older '
@@ -61,73 +61,73 @@ VARIABLES = (
               'v2 GID on every chosen port. V(unset) leaves it to the library.')),
     _var('trainops_nccl_library_version', 'auto',
          option=dict(doc=('The NCCL (NVIDIA) or RCCL (AMD) version the ranks load, such as V(2.21.5); V(auto) (the '
-                         'default) takes C(facts.library.version). It decides the GID rule, the valid channels and '
-                         'threads and which variable O(threads) sets.')),
+                          'default) takes C(facts.library.version). It decides the GID rule, the valid channels and '
+                          'threads and which variable O(threads) sets.')),
          doc=('The NCCL/RCCL version the ranks load, such as V(2.21.5); V(auto) takes what '
               'M(trainops.multinode.node_facts) detected.')),
     _var('trainops_ib_tc', None,
          option=dict(doc=('C(NCCL_IB_TC), the traffic class of RoCE data packets (0-255, DSCP x 4, e.g. V(106) for '
-                         'DSCP 26). Not set when not given.')),
+                          'DSCP 26). Not set when not given.')),
          doc="C(NCCL_IB_TC), RoCE traffic class of the data (0-255, DSCP x 4); null leaves the library's default."),
     _var('trainops_ib_fifo_tc', None,
          option=dict(doc=("C(NCCL_IB_FIFO_TC), the traffic class of NCCL's control messages (0-255). An error where "
-                         'the library would ignore it (before 2.22; V(0) before 2.24) or its version is unknown.')),
+                          'the library would ignore it (before 2.22; V(0) before 2.24) or its version is unknown.')),
          doc='C(NCCL_IB_FIFO_TC), RoCE traffic class of the control messages (0-255, NCCL 2.22 and later).'),
     _var('trainops_ib_sl', None, option=dict(doc='C(NCCL_IB_SL), the InfiniBand service level (0-15).'),
          doc='C(NCCL_IB_SL), InfiniBand service level (0-15).'),
     _var('trainops_ib_qps_per_connection', None,
          option=dict(doc=(('C(NCCL_IB_QPS_PER_CONNECTION) (1-128), queue pairs per connection, spreading it over '
                           'ECMP paths.'),
-                         ('NCCL 2.20 and later open it times the ports merged into one NIC (the chosen ports of '
+                          ('NCCL 2.20 and later open it times the ports merged into one NIC (the chosen ports of '
                           'one device, at most 4); more than 128 (C(NCCL_IB_MAX_QPS)) in all is an error.'),)),
          doc='C(NCCL_IB_QPS_PER_CONNECTION), queue pairs per connection (1-128).'),
     _var('trainops_cross_nic', None,
          option=dict(doc=('C(NCCL_CROSS_NIC) (V(0) keep each ring on the same NIC across nodes, for rail-optimized '
-                         "fabrics; V(1) allow crossing; V(2) NCCL's default, prefer not to).")),
+                          "fabrics; V(1) allow crossing; V(2) NCCL's default, prefer not to).")),
          doc=('C(NCCL_CROSS_NIC) (0 keep rings on the same NIC, rail-optimized fabrics; 1 may cross; 2 prefer not '
               'to).')),
     _var('trainops_net_gdr_level', 'auto',
          option=dict(doc=(('C(NCCL_NET_GDR_LEVEL), the largest GPU-to-NIC distance at which GPUDirect RDMA is used, '
                           'one of V(LOC), V(PIX), V(PXB), V(PHB), V(SYS), or a legacy integer.'),
-                         ('V(auto) (the default when not given) or V(unset) (or null) leaves it unset, since NCCL '
+                          ('V(auto) (the default when not given) or V(unset) (or null) leaves it unset, since NCCL '
                           'chooses per GPU/NIC pair from the PCI topology when GPUDirect RDMA is available. When '
-                          'the facts say GPUDirect RDMA is not available on an RDMA node, a warning names what to '
-                          'load (C(nvidia_peermem), AMD peer memory, dma-buf); setting a level would not enable '
-                          'it.'),)),
+                           'the facts say GPUDirect RDMA is not available on an RDMA node, a warning names what to '
+                           'load (C(nvidia_peermem), AMD peer memory, dma-buf); setting a level would not enable '
+                           'it.'),)),
          doc=('C(NCCL_NET_GDR_LEVEL): V(auto) leaves it to NCCL (with a warning when GPUDirect RDMA is not '
               'available), or V(LOC), V(PIX), V(PXB), V(PHB), V(SYS), an integer.')),
     _var('trainops_nccl_debug', 'WARN',
          option=dict(doc=('C(NCCL_DEBUG) (V(VERSION), V(WARN), V(INFO), V(TRACE)). V(WARN) when not given; null '
-                         'leaves it unset.')),
+                          'leaves it unset.')),
          doc='C(NCCL_DEBUG) (V(VERSION), V(WARN), V(INFO), V(TRACE)); null leaves it unset.'),
     _var('trainops_rocm_env', {'HSA_ENABLE_SDMA': '0'},
          option=dict(doc=(('ROCm runtime variables set on AMD nodes only. When not given (or null) this is '
                           'C(HSA_ENABLE_SDMA=0) (copies use blit kernels instead of the SDMA engines, the '
-                          'workaround for SDMA copy hangs on MI300-class GPUs that the aorta launcher passes to '
-                          'its ranks). V({}) sets none. V({}) does not drop the C(HSA_NO_SCRATCH_RECLAIM=1) that '
-                          'RCCL needs on some nodes (see the description); naming C(HSA_NO_SCRATCH_RECLAIM) here '
-                          'decides it.'),
-                         ('C(HSA_ENABLE_IPC_MODE_LEGACY) is not a default (some ROCm 7 images need V(1), on others '
+                           'workaround for SDMA copy hangs on MI300-class GPUs that the aorta launcher passes to '
+                           'its ranks). V({}) sets none. V({}) does not drop the C(HSA_NO_SCRATCH_RECLAIM=1) that '
+                           'RCCL needs on some nodes (see the description); naming C(HSA_NO_SCRATCH_RECLAIM) here '
+                           'decides it.'),
+                          ('C(HSA_ENABLE_IPC_MODE_LEGACY) is not a default (some ROCm 7 images need V(1), on others '
                           'it breaks RCCL P2P); set it here or in O(env_overrides).'),)),
          doc='ROCm settings every rank gets on AMD nodes.'),
     _var('trainops_nccl_env_nnodes', 0,
          option=dict(doc=('The number of nodes of the job (the job role passes it; the nccl_env role passes the '
-                         "play's hosts). RCCL caps its channels at 64 when it is more than 1. Not given, one node "
-                         'is assumed.')),
+                          "play's hosts). RCCL caps its channels at 64 when it is more than 1. Not given, one node "
+                          'is assumed.')),
          doc=('Nodes in the job, for the limits that depend on it (RCCL caps channels at 64 with more than one '
               "node); V(0) counts the play's hosts. The job role passes its own node count.")),
     _var('trainops_nccl_env_gpu_ids', [],
          elements='int',
          option=dict(doc=(('The indexes of the GPUs the ranks may use on this node (a list, or a comma-separated '
                           'string), for example the GPUs a Slurm job holds on a node it shares with other jobs '
-                          "(the C(slurm) inventory's C(trainops_slurm_gpu_ids)). Sets C(CUDA_VISIBLE_DEVICES) on "
-                          "NVIDIA nodes, C(ROCR_VISIBLE_DEVICES) on AMD nodes (what Slurm's gres/gpu plugin sets "
-                          'in its steps; C(HIP_VISIBLE_DEVICES) then counts within them) and both when the vendor '
-                          'is V(none).'),
-                         ("An error when an index is not one of the node's GPUs, is given twice, or when "
+                           "(the C(slurm) inventory's C(trainops_slurm_gpu_ids)). Sets C(CUDA_VISIBLE_DEVICES) on "
+                           "NVIDIA nodes, C(ROCR_VISIBLE_DEVICES) on AMD nodes (what Slurm's gres/gpu plugin sets "
+                           'in its steps; C(HIP_VISIBLE_DEVICES) then counts within them) and both when the vendor '
+                           'is V(none).'),
+                          ("An error when an index is not one of the node's GPUs, is given twice, or when "
                           'O(nproc_per_node) is larger than the number of indexes (unless the vendor is V(none)). '
-                          'Not given, empty or null, neither variable is set. O(env_overrides) wins, and a null '
-                          'there removes the variable.'),)),
+                           'Not given, empty or null, neither variable is set. O(env_overrides) wins, and a null '
+                           'there removes the variable.'),)),
          doc=("The indexes of the GPUs this node's ranks may use, set as C(CUDA_VISIBLE_DEVICES) (NVIDIA), "
               'C(ROCR_VISIBLE_DEVICES) (AMD) or both (no GPU vendor); V([]) sets neither. The job role passes the '
               "C(slurm) inventory's C(trainops_slurm_gpu_ids) for a launch over SSH (docs/slurm.md). "
