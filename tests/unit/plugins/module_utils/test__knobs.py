@@ -20,6 +20,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env impor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 
+
 def _yaml(*path):
     with open(os.path.join(ROOT, *path)) as handle:
         return yaml.safe_load(handle)

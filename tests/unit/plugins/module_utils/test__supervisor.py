@@ -102,8 +102,8 @@ FAILED_LINE = (b'E1128 08:13:54.908000 14911 /x/torch/distributed/elastic/multip
 
 
 def test_logged_rank_failure_is_torchruns_last_line():
-    assert sup.logged_rank_failure(b'[rank 0] step=1\n' + FAILED_LINE) == {'exitcode': -9, 'local_rank': 1, 'pid': 16770,
-                                                                            'seen_at_epoch': None}
+    expected = {'exitcode': -9, 'local_rank': 1, 'pid': 16770, 'seen_at_epoch': None}
+    assert sup.logged_rank_failure(b'[rank 0] step=1\n' + FAILED_LINE) == expected
     again = FAILED_LINE.replace(b'-9', b'1').replace(b'16770', b'16800')
     assert sup.logged_rank_failure(FAILED_LINE + again)['pid'] == 16800
     assert sup.logged_rank_failure(b'[rank 0] failed (exitcode: 1) is what my script says\n') is None
