@@ -17,6 +17,7 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     dir_share_lines,
     dir_shares,
@@ -192,19 +193,18 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     hostvars = dict((node, node_vars(rng, node, True)) for node in nodes)
     hostvars['node1'] = dict(hostvars['node0'], inventory_hostname='node1')   # one root, one host name
 
-    find = task('shares.yml', 'Find the nodes that share their node root or workspace')
-    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, __trainops_spare_pool={'spares': []},
-                     ansible_play_hosts=nodes)
-    variables.update((name, render(value, **variables)) for name, value in find['vars'].items())
-    facts = dict((name, render(value, **variables)) for name, value in find['ansible.builtin.set_fact'].items())
+    # shares.yml's step of the launch plan (action launch_plan, module_utils/_launch_plan.py)
+    variables = dict(__trainops_order={'nodes': nodes}, __trainops_spare_pool={'spares': []}, ansible_play_hosts=nodes)
+    found = _launch_plan.shares(variables.get, hostvars)
     expected = old_shares(nodes, hostvars)
-    assert facts == {'__trainops_root_shares': expected['root'], '__trainops_workspace_shares': expected['workspace'],
-                     '__trainops_state_shares': expected['state']}
-    assert facts['__trainops_state_shares']['shared']
-    show = task('shares.yml', 'Show the directories nodes share')
-    assert render(show['ansible.builtin.debug']['msg'], **facts) == old('lines', **facts)
-    with pytest.raises(AnsibleError, match='node node0 has no preflight result'):
-        render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={}, ansible_play_hosts=nodes)
+    assert found['fields'] == expected and expected['state']['shared']
+    assert found['problems'] == ['Not starting anything: node0 and node1 would keep their state in the same directory '
+                                 '(they share the node root and have the same host name). Set trainops_node_id per '
+                                 'node, e.g. trainops_node_id: "{{ inventory_hostname }}".']
+    assert found['lines'] == old('lines', __trainops_root_shares=expected['root'],
+                                 __trainops_workspace_shares=expected['workspace'])
+    with pytest.raises(ValueError, match='node node0 has no preflight result'):
+        _launch_plan.shares(variables.get, {})
 
     for node in nodes:
         hostvars[node].update(__trainops_resume_has_run=node != 'node2', __trainops_resume_has_checkpoint=node == 'node0')
