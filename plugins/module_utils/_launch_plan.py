@@ -123,6 +123,15 @@ def nodes(read, hostvars, node_order, master_addr_problems, node_list=None, with
     return dict(fields=dict(order=order, spare_pool=pool), problems=problems, lines=[])
 
 
+PROFILERS = {'nsys': 'nsys', 'rocprof': 'rocprofv3'}
+"""profile=... to the executable every selected rank runs under: the preflight looks for it on each node."""
+
+
+def profiler(profile):
+    """The profiler's executable for ``profile`` (trainops_profile), '' for none (torch's profiler is in torch)."""
+    return PROFILERS.get(profile, '') if isinstance(profile, str) else ''
+
+
 def _git_check(read):
     check = read('trainops_git_check')
     return check == 'always' or (check == 'auto' and not _truth(read('trainops_sync_workspace')))
@@ -135,7 +144,7 @@ def preflight_args(read):
     rank = _int(read('__trainops_rank'))
     reach = _truth(read('trainops_check_reachability')) and not _truth(read('trainops_replace'))
     port = _int(read('trainops_master_port'))
-    executable = read('__trainops_profile_executable') or ''
+    executable = profiler(read('trainops_profile'))
     args = dict(master_addr=read('__trainops_master_addr'), socket_ifname=read('trainops_socket_ifname'),
                 python=read('trainops_python'), import_torch=_truth(read('trainops_preflight_import_torch')),
                 container_engine=read('trainops_container_engine'), state_dir=read('__trainops_state_dir'),
@@ -198,7 +207,7 @@ def checks(read, hostvars, check_mode=False, git_ref=None):
         dict(preflights, **spare_preflights), git_check=_git_check(read), git_reference=read('trainops_git_reference'),
         controller_git=git, compare_nodes=not _truth(read('trainops_sync_workspace')),
         allow_dirty=_truth(read('trainops_allow_dirty')), profile=str(read('trainops_profile') or ''),
-        profile_executable=str(read('__trainops_profile_executable') or ''))
+        profile_executable=profiler(read('trainops_profile')))
     problems = problems or left_nodes(read, 'during the checks above')
     lines = []
     if _truth(read('trainops_check_reachability')) and not _truth(read('trainops_replace')) and not check_mode:

@@ -33,7 +33,7 @@ description:
     C(trainops_spare_nodes), C(trainops_min_nodes), C(trainops_retries), C(trainops_exclude_after),
     C(trainops_git_check), C(trainops_git_reference), C(trainops_allow_dirty), C(trainops_profile),
     C(trainops_check_reachability), C(trainops_replace), C(__trainops_order), C(__trainops_spare_pool),
-    C(__trainops_git_ref), C(__trainops_profile_executable), C(__trainops_nccl_cluster), C(hostvars), C(groups) and
+    C(__trainops_nccl_cluster), the preflight's options (C(trainops_python), C(trainops_socket_ifname), ...), C(hostvars), C(groups) and
     the play''s hosts.'
 author:
   - trainops maintainers (@trainops)

@@ -18,9 +18,9 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_dirs import dir_shares
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_dirs import share_lines as dir_share_lines
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
-    dir_share_lines,
-    dir_shares,
     resume_checkpoint,
     resume_nodes,
     resumed_env,
@@ -164,11 +164,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
 
 
 @pytest.mark.parametrize('call, match', [
-    (lambda: dir_shares('node0', {}), 'dir_shares: the input must be the list of node names, not str'),
-    (lambda: dir_shares(['node0'], {'node0': {}}), 'dir_shares: node node0 has no preflight result'),
-    (lambda: dir_shares(['node0'], {}), 'node node0 has no preflight result'),
-    (lambda: dir_share_lines([], {}), 'the input .* must be a mapping'),
-    (lambda: dir_share_lines({}, None), 'workspace_shares must be a mapping'),
     (lambda: resume_nodes({'a': 1}, {}, 'r'), 'resume_nodes: the input must be the list of node names, not dict'),
 ])
 def test_argument_checks(call, match):

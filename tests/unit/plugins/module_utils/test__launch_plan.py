@@ -115,7 +115,7 @@ def preflight(torch='2.5.1', ok=True):
 def checks_variables(**variables):
     base = dict(ansible_play_hosts=['a', 'b'], __trainops_order={'nodes': ['a', 'b']}, trainops_git_check='never',
                 trainops_sync_workspace=True, trainops_git_reference='controller', trainops_allow_dirty=False,
-                trainops_profile='', __trainops_profile_executable='', trainops_check_reachability=True,
+                trainops_profile='', trainops_check_reachability=True,
                 trainops_replace=False, __trainops_nccl_cluster={'table': 'T1\nT2'})
     base.update(variables)
     return reader(base)
@@ -152,7 +152,7 @@ def test_every_step_is_an_option_of_the_action(step):
 
 def preflight_variables(**variables):
     base = dict(trainops_sync_workspace=True, __trainops_rank=0, trainops_check_reachability=True, trainops_replace=False,
-                trainops_master_port='29500', __trainops_profile_executable='', __trainops_master_addr='10.0.0.1',
+                trainops_master_port='29500', trainops_profile='', __trainops_master_addr='10.0.0.1',
                 trainops_socket_ifname='auto', trainops_python='python3', trainops_preflight_import_torch=False,
                 trainops_container_engine='docker', __trainops_state_dir='/n/state', trainops_node_id='',
                 trainops_workspace_dir='/n/ws', trainops_reach_timeout='20', trainops_launcher='ssh',
@@ -180,9 +180,16 @@ def test_without_a_sync_the_node_s_script_and_checkout_are_checked_and_the_srun_
     args = _launch_plan.preflight_args(preflight_variables(trainops_sync_workspace=False, ansible_connection='local',
                                                            trainops_launcher='srun', trainops_runtime='container',
                                                            trainops_container={'name': 'c1'}, trainops_training_network='10.0.0.0/8',
-                                                           __trainops_profile_executable='nsys'))
+                                                           trainops_profile='nsys'))
     assert args['script'] == 'train.py' and args['git_path'] == '/n/ws' and args['need_rsync'] is False
     assert args['identify_dirs'] == ['state_dir'] and args['container'] == 'c1' and args['training_network'] == '10.0.0.0/8'
     assert args['find_executables'] == ['nsys']
     assert args['gpu_ids'] == ([0, 1] if _launch_plan._launchers.capability('srun', 'inventory_gpu_ids') else [])
     assert _launch_plan.preflight_args(preflight_variables(trainops_runtime='container', trainops_container_name='c2'))['container'] == 'c2'
+
+
+def test_the_profiler_a_node_needs_and_the_checks_step_names_a_node_without_it():
+    assert [_launch_plan.profiler(p) for p in ('nsys', 'rocprof', 'torch', '', None)] == ['nsys', 'rocprofv3', '', '', '']
+    hostvars = dict((node, {'__trainops_preflight': dict(preflight(), executables={'nsys': node == 'a'})}) for node in 'ab')
+    found = _launch_plan.checks(checks_variables(trainops_profile='nsys'), hostvars)
+    assert found['problems'] == [found['problems'][0]] and 'runs nsys, which is not on the PATH of b. ' in found['problems'][0]
