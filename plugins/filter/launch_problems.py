@@ -46,8 +46,6 @@ options:
 seealso:
   - plugin: trainops.multinode.merge_problems
     plugin_type: filter
-  - plugin: trainops.multinode.launch_entry
-    plugin_type: filter
 """
 
 EXAMPLES = r"""
@@ -67,9 +65,6 @@ _value:
 
 from ansible import context
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import config_args_passed
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import launch_problems as _problems
 from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args import literal_secret_problems
@@ -83,17 +78,6 @@ def launch_problems(params, what='problems'):
     return _problems(params) + literal_secret_problems(context.CLIARGS.get('extra_vars', ()))
 
 
-def launch_entry(params, what='entry'):
-    """launch_entry.yml documents it; the rules: module_utils/_launch_plan.py (entry, env)."""
-    params = dict(_filter_input.mapping('launch_entry', params, kind='a mapping of the role variables'))
-    if what not in ('entry', 'env'):
-        raise AnsibleFilterError('launch_entry: what must be entry or env, not %r' % (what, ))
-    try:
-        return _launch_plan.entry(params) if what == 'entry' else _launch_plan.env(params)
-    except (KeyError, ValueError) as exc:
-        raise AnsibleFilterError('launch_entry %s: %s' % (what, exc))
-
-
 class FilterModule(object):
     def filters(self):
-        return {'launch_problems': launch_problems, 'launch_entry': launch_entry}
+        return {'launch_problems': launch_problems}

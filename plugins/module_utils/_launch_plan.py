@@ -236,8 +236,6 @@ def shares(read, hostvars):
     return dict(fields=fields, problems=problems, lines=_launch_dirs.share_lines(found['root'], found['workspace']))
 
 
-
-
 def _ranks_text(ranks):
     if isinstance(ranks, (list, tuple)):
         return ','.join(str(rank) for rank in ranks)

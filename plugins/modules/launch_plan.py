@@ -12,7 +12,8 @@ module: launch_plan
 short_description: The launch plan of the job role - knobs, ranks and master, checks across nodes - on the controller
 version_added: 0.4.0
 description:
-  - Runs on the controller (an action plugin); nothing runs on the node and nothing changes anywhere. Used by the role
+  - Runs on the controller (an action plugin); only O(step=preflight) runs a module on the node, which only reads.
+    Nothing changes anywhere. Used by the role
     C(trainops.multinode.job); its options and results may change with it.
   - Each step reads the role's variables it needs itself, each templated once, and sets what it finds as facts of the
     play's hosts. A step fails with one line per value to fix, before anything is touched.
@@ -22,19 +23,22 @@ description:
   - O(step=nodes), once - the problems of the first step of every node, merged; the rank order, the master and its
     address (C(__trainops_order), filter P(trainops.multinode.node_order#filter)) and the spare nodes
     (C(__trainops_spare_pool)).
+  - O(step=preflight), on every node - runs M(trainops.multinode.preflight) on the node with the options the role's
+    variables and the node's rank give (the master port on node rank 0, the reach check on every node of the job).
   - O(step=checks), once, after every node's M(trainops.multinode.preflight) (C(__trainops_preflight)) and NCCL/RCCL
     environment - the checks across nodes (torch, code, profiler) and the nodes that left the play; shows how every
     node reaches the master and the NCCL/RCCL table.
   - O(step=in_play), once - fails naming the nodes of the job that left the play (O(since) says when).
-  - O(step=shares), once - the nodes that share their node root, workspace or state directory
-    (C(root), C(workspace), C(state): C(__trainops_root_shares), C(__trainops_workspace_shares)).
+  - O(step=shares), once - the nodes that share their node root, workspace or state directory (C(root),
+    C(workspace), C(state); the role's C(__trainops_root_shares) and C(__trainops_workspace_shares)). Two nodes with
+    one state directory fail it.
   - 'Variables read: the knobs'' C(trainops_) variables and short names, C(trainops_sync_workspace),
     C(trainops_sync_rsync_opts), C(trainops_pass_config_args), C(trainops_slurm_*), C(trainops_nodes_group),
     C(trainops_spare_nodes), C(trainops_min_nodes), C(trainops_retries), C(trainops_exclude_after),
     C(trainops_git_check), C(trainops_git_reference), C(trainops_allow_dirty), C(trainops_profile),
     C(trainops_check_reachability), C(trainops_replace), C(__trainops_order), C(__trainops_spare_pool),
-    C(__trainops_nccl_cluster), the preflight's options (C(trainops_python), C(trainops_socket_ifname), ...), C(hostvars), C(groups) and
-    the play''s hosts.'
+    C(__trainops_nccl_cluster), the preflight''s options (C(trainops_python), C(trainops_socket_ifname), ...),
+    C(hostvars), C(groups) and the play''s hosts.'
 author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
@@ -58,7 +62,7 @@ options:
       - Which step of the plan.
     type: str
     required: true
-    choices: [knobs, nodes, checks, in_play, shares]
+    choices: [knobs, nodes, preflight, checks, in_play, shares]
   nodes:
     description:
       - With O(step=nodes), the nodes to order; the members of C(trainops_nodes_group) when not given.

@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.trainops.multinode.plugins.filter.launch_problems import launch_entry
+from ansible_collections.trainops.multinode.plugins.filter.launch_state import launch_entry
 from ansible_collections.trainops.multinode.plugins.module_utils._slurm_alloc import rank_threads_env
 
 OLD = yaml.safe_load(r"""

@@ -25,7 +25,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launch_
 
 def test_registered():
     assert sorted(FilterModule().filters()) == [
-        'failures_gate', 'health_gate', 'host_facts',
+        'failures_gate', 'health_gate', 'host_facts', 'launch_entry',
         'node_records', 'not_started', 'resume_checkpoint', 'resume_copies', 'resume_nodes', 'resume_source',
         'resumed_env', 'spare_pool', 'step_nodes']
 

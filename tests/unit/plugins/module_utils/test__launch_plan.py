@@ -108,8 +108,8 @@ def test_a_group_wide_master_address_is_refused_when_a_retry_can_move_the_master
 
 
 def preflight(torch='2.5.1', ok=True):
-    return {'torch': {'version': torch}, 'reach': {'ok': ok, 'ms': 3, 'ifname': 'eth0', 'source': '10.0.0.1',
-                                                  'target': '10.0.0.1:29500'}, 'paths': {}}
+    reach = {'ok': ok, 'ms': 3, 'ifname': 'eth0', 'source': '10.0.0.1', 'target': '10.0.0.1:29500'}
+    return {'torch': {'version': torch}, 'reach': reach, 'paths': {}}
 
 
 def checks_variables(**variables):
