@@ -7,7 +7,8 @@ metrics fields the summary reads, the progress pattern, and the page's Python ex
 The TRAINOPS_* variables are read where the launch builds them: the role's variables that roles/job/vars/main.yml
 combines into ``__trainops_env`` (followed from that expression into vars/main.yml and into the tasks that set them,
 so a new piece of the environment is found too), and the Python that adds to it on the node (module_utils/_torchrun.py,
-_supervisor.py, _launchers.py, _srun.py, _launch_dirs.py (the resumed run's), roles/job/files/profile_rank.py).
+_supervisor.py, _launchers.py, _srun.py, _launch_dirs.py (the resumed run's), _launch_plan.py (the run's own, filter
+launch_entry), roles/job/files/profile_rank.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ ROLE = os.path.join(ROOT, 'roles', 'job')
 NAME = re.compile(r'TRAINOPS_[A-Z0-9_]+')
 ROLE_VAR = re.compile(r'\b(__trainops_[a-z0-9_]+)')
 RANK_ENV_PYTHON = [os.path.join(ROOT, 'plugins', 'module_utils', name)
-                   for name in ('_torchrun.py', '_supervisor.py', '_launchers.py', '_srun.py', '_launch_dirs.py', '_resume_plan.py')]
+                   for name in ('_torchrun.py', '_supervisor.py', '_launchers.py', '_srun.py', '_launch_dirs.py',
+                                '_resume_plan.py', '_launch_plan.py')]
 RANK_ENV_PYTHON.append(os.path.join(ROLE, 'files', 'profile_rank.py'))
 NCCL_ENV_PYTHON = [os.path.join(ROOT, 'plugins', 'action', 'nccl_env.py')] + sorted(
     glob.glob(os.path.join(ROOT, 'plugins', 'module_utils', '_nccl_env', '*.py')))

@@ -18,9 +18,10 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_dirs import dir_shares
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_dirs import share_lines as dir_share_lines
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
-    dir_share_lines,
-    dir_shares,
     resume_checkpoint,
 )
 from ansible_collections.trainops.multinode.plugins.filter.shared_dirs import shared_dirs
@@ -173,11 +174,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
 
 
 @pytest.mark.parametrize('call, match', [
-    (lambda: dir_shares('node0', {}), 'dir_shares: the input must be the list of node names, not str'),
-    (lambda: dir_shares(['node0'], {'node0': {}}), 'dir_shares: node node0 has no preflight result'),
-    (lambda: dir_shares(['node0'], {}), 'node node0 has no preflight result'),
-    (lambda: dir_share_lines([], {}), 'the input .* must be a mapping'),
-    (lambda: dir_share_lines({}, None), 'workspace_shares must be a mapping'),
 ])
 def test_argument_checks(call, match):
     with pytest.raises(AnsibleFilterError, match=match):
@@ -201,19 +197,18 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     hostvars = dict((node, node_vars(rng, node, True)) for node in nodes)
     hostvars['node1'] = dict(hostvars['node0'], inventory_hostname='node1')   # one root, one host name
 
-    find = task('shares.yml', 'Find the nodes that share their node root or workspace')
-    variables = dict(__trainops_nodes=nodes, hostvars=hostvars, __trainops_spare_pool={'spares': []},
-                     ansible_play_hosts=nodes)
-    variables.update((name, render(value, **variables)) for name, value in find['vars'].items())
-    facts = dict((name, render(value, **variables)) for name, value in find['ansible.builtin.set_fact'].items())
+    # shares.yml's step of the launch plan (action launch_plan, module_utils/_launch_plan.py)
+    variables = dict(__trainops_order={'nodes': nodes}, __trainops_spare_pool={'spares': []}, ansible_play_hosts=nodes)
+    shares = _launch_plan.shares(variables.get, hostvars)
     expected = old_shares(nodes, hostvars)
-    assert facts == {'__trainops_root_shares': expected['root'], '__trainops_workspace_shares': expected['workspace'],
-                     '__trainops_state_shares': expected['state']}
-    assert facts['__trainops_state_shares']['shared']
-    show = task('shares.yml', 'Show the directories nodes share')
-    assert render(show['ansible.builtin.debug']['msg'], **facts) == old('lines', **facts)
-    with pytest.raises(AnsibleError, match='node node0 has no preflight result'):
-        render(find['vars']['__trainops_shares'], __trainops_nodes=nodes, hostvars={}, ansible_play_hosts=nodes)
+    assert shares['fields'] == expected and expected['state']['shared']
+    assert shares['problems'] == ['Not starting anything: node0 and node1 would keep their state in the same directory '
+                                 '(they share the node root and have the same host name). Set trainops_node_id per '
+                                 'node, e.g. trainops_node_id: "{{ inventory_hostname }}".']
+    assert shares['lines'] == old('lines', __trainops_root_shares=expected['root'],
+                                 __trainops_workspace_shares=expected['workspace'])
+    with pytest.raises(ValueError, match='node node0 has no preflight result'):
+        _launch_plan.shares(variables.get, {})
 
     for node in nodes:
         hostvars[node]['__trainops_resume_found'] = found({'__trainops_resume_has_run': node != 'node2',

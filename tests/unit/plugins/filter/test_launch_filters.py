@@ -1,9 +1,9 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The launch's filters (roles/job/tasks: manifest, start, start_srun, launch_failed, checks): registered under
-their names, their argument checks, and called by FQCN from a template over a real inventory's hostvars, as the
-task files call them."""
+"""The launch's filters (roles/job/tasks: manifest, start, start_srun, launch_failed): registered under their names,
+their argument checks, and called by FQCN from a template over a real inventory's hostvars, as the task files call
+them; the checks step of the action launch_plan over the same hostvars."""
 
 from __future__ import annotations
 
@@ -18,16 +18,15 @@ from ansible.vars.manager import VariableManager
 
 from ansible_collections.trainops.multinode.plugins.filter.launch_state import (
     FilterModule,
-    node_problems,
     not_started,
-    reach_table,
 )
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
 
 
 def test_registered():
     assert sorted(FilterModule().filters()) == [
-        'dir_share_lines', 'dir_shares', 'health_gate', 'host_facts', 'node_problems',
-        'node_records', 'not_started', 'reach_table', 'resume_checkpoint', 'spare_pool', 'step_nodes']
+        'health_gate', 'host_facts', 'launch_entry', 'node_records', 'not_started', 'resume_checkpoint', 'spare_pool',
+        'step_nodes']
 
 
 def test_argument_checks():
@@ -35,17 +34,6 @@ def test_argument_checks():
         FilterModule().filters()['health_gate']('suspect: n1', ['n0', 'n1'])
     with pytest.raises(AnsibleFilterError, match='launcher must be ssh or srun'):
         not_started(['a'], {}, ['a'], launcher='pdsh')
-    with pytest.raises(AnsibleFilterError, match='git_reference must be controller or first_node'):
-        node_problems({}, git_reference='node')
-    with pytest.raises(AnsibleFilterError, match='mapping of node name to preflight result'):
-        node_problems(['a'])
-    with pytest.raises(AnsibleFilterError, match='mapping of node name to preflight result'):
-        reach_table(['a'])
-
-
-def test_node_problems_reads_booleans_as_ansible_does():
-    nodes = {'a': {'torch': {'version': '2'}}, 'b': {'torch': {'version': '2'}}}
-    assert node_problems(nodes, git_check='no', profile_executable='') == []
 
 
 @pytest.fixture
@@ -98,13 +86,20 @@ def test_fqcn_filters_over_real_hostvars(inventory):
         {'python': '/p', 'name': 'gpu-01', 'rank': 1}]
     assert render(inventory, "{{ nodes | trainops.multinode.host_facts(hostvars, '__trainops_launch_error') }}") == {
         'node1': 'The job did not start on node1'}
-    problems = render(inventory, "{{ nodes | trainops.multinode.host_facts(hostvars, '__trainops_preflight')"
-                                 " | trainops.multinode.node_problems(git_check=false) }}")
-    assert problems == ["Nodes run different torch versions ({'node0': '2.5.1', 'node1': '2.4.0'}); mixed versions "
-                        "hang or crash in collectives. Install the same torch on every node."]
-    table = render(inventory, "{{ nodes | trainops.multinode.host_facts(hostvars, '__trainops_preflight')"
-                              " | trainops.multinode.reach_table }}")
-    assert [line.split()[0] for line in table] == ['node', 'node0', 'node1']
+    # the launch plan's checks step over the same hostvars (roles/job/tasks/checks.yml)
+    variables = dict(ansible_play_hosts=['node0', 'node1'], __trainops_order={'nodes': ['node0', 'node1']},
+                     trainops_git_check='no', trainops_sync_workspace='yes', trainops_git_reference='controller',
+                     trainops_allow_dirty=False, trainops_profile='', trainops_check_reachability=True, trainops_replace=False)
+    found = _launch_plan.checks(lambda var, default=KeyError: variables.get(var, default), inventory.available_variables['hostvars'])
+    assert found['problems'] == ["Nodes run different torch versions ({'node0': '2.5.1', 'node1': '2.4.0'}); mixed versions "
+                                 "hang or crash in collectives. Install the same torch on every node."]
+    found = _launch_plan.checks(lambda var, default=KeyError: dict(variables, ansible_play_hosts=['node0']).get(var, default),
+                                inventory.available_variables['hostvars'])
+    assert found['problems'] == ['Not starting anything: node1 failed or could not be reached during the checks above. '
+                                 'Fix that node, or leave it out of the inventory.']
+    variables['ansible_play_hosts'] = variables['__trainops_order']['nodes'] = ['node0']
+    table = _launch_plan.checks(lambda var, default=KeyError: variables.get(var, default), inventory.available_variables['hostvars'])
+    assert [line.split()[0] for line in table['lines'] if line] == ['node', 'node0']
 
 
 def test_fqcn_filter_error_reaches_the_template(inventory):

@@ -141,13 +141,14 @@ def test_per_host_master_addrs_and_a_host_without_one_are_fine():
     assert master_addr_problems(['n0', 'n1'], hv, ['s0'], 2) == []
 
 
-def test_master_addr_problems_from_a_template_over_a_real_inventory(tmp_path, collection_finder):
+def test_master_addr_problems_over_a_real_inventory_s_hostvars(tmp_path, collection_finder):
     (tmp_path / 'hosts.yml').write_text(
         'all:\n  vars: {trainops_master_addr: 10.1.0.1}\n  children:\n'
         '    trainops_nodes: {hosts: {gpu-01: {ansible_host: 10.0.0.1}, gpu-02: {ansible_host: 10.0.0.2},'
         ' gpu-03: {ansible_host: 10.0.0.3}}}\n')
     loader = DataLoader()
     manager = InventoryManager(loader=loader, sources=[str(tmp_path / 'hosts.yml')])
-    found = render(loader, manager, "{{ ['gpu-01', 'gpu-02'] | trainops.multinode.master_addr_problems(hostvars, "
-                                    "['gpu-03'], '2', '0') }}")
+    # the action launch_plan's nodes step calls it with the play's hostvars
+    hostvars = render(loader, manager, '{{ hostvars }}')
+    found = master_addr_problems(['gpu-01', 'gpu-02'], hostvars, ['gpu-03'], '2', '0')
     assert len(found) == 1 and 'for 3 hosts (gpu-01, gpu-02, gpu-03)' in found[0], found

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.trainops.multinode.plugins.action import nccl_env as action
-from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep, _sweep_play
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _launch_plan, _sweep, _sweep_play
 from ansible_collections.trainops.multinode.plugins.module_utils._nccl_env import core, deciders, network
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -35,9 +35,15 @@ def _set_fact_keys(*path):
     return [keys for keys in facts if any(k.startswith('trainops_') for k in keys)][0]
 
 
-def test_validate_yml_sets_the_role_variable_of_every_short_knob():
-    keys = _set_fact_keys('roles', 'job', 'tasks', 'validate.yml')
-    assert set(k for k in keys if k.startswith('trainops_')) == set(knob.var for knob in _knobs.SHORT)
+def test_validate_yml_sets_the_role_variable_of_every_short_knob_the_launch_plan_changes():
+    tasks = _yaml('roles', 'job', 'tasks', 'validate.yml')
+    assert tasks[0]['trainops.multinode.launch_plan'] == {'step': 'knobs'}
+    assert tasks[1]['ansible.builtin.set_fact'] == {'{{ item.key }}': '{{ item.value }}'}
+    assert tasks[1]['loop'] == '{{ %s.changed | dict2items }}' % tasks[0]['register']
+    read = dict((knob.var, None) for knob in _knobs.KNOBS).get
+    changed = _launch_plan.knobs(lambda var, default=None: read(var, default), set(knob.short for knob in _knobs.SHORT),
+                                 'node0')['fields']['changed']
+    assert set(changed) == set(knob.var for knob in _knobs.SHORT)
 
 
 def test_a_point_sets_the_role_variable_of_every_key_a_point_changes():

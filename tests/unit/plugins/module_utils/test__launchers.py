@@ -30,6 +30,7 @@ OTHER_MEANINGS = {
     'plugins/module_utils/_rsync.py': 'the ssh program rsync runs',
     'plugins/action/rsync.py': "Ansible's ssh connection plugin",
     'plugins/module_utils/_resume.py': 'the ssh program a node pulls the checkpoint from another node with',
+    'plugins/module_utils/_launch_plan.py': "Ansible's ssh connection plugin, a node's connection when none is set",
 }
 """Python where ``ssh`` names something other than a launcher."""
 
