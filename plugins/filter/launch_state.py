@@ -32,8 +32,6 @@ def _nodes(name, nodes, what='the input'):
     return [str(node) for node in _filter_input.sequence(name, nodes, what, kind='the list of node names')]
 
 
-
-
 def resume_checkpoint(nodes, hostvars, run_id, recorded=None, per_node=None):
     return _launch_dirs.resume_checkpoint(_nodes('resume_checkpoint', nodes), hostvars, run_id, recorded, per_node)
 

@@ -14,7 +14,7 @@ import random
 import pytest
 import yaml
 
-from ansible.errors import AnsibleError, AnsibleFilterError
+from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
@@ -203,10 +203,10 @@ def test_the_task_files_give_what_the_old_jinja_gave(collection_finder):
     expected = old_shares(nodes, hostvars)
     assert shares['fields'] == expected and expected['state']['shared']
     assert shares['problems'] == ['Not starting anything: node0 and node1 would keep their state in the same directory '
-                                 '(they share the node root and have the same host name). Set trainops_node_id per '
-                                 'node, e.g. trainops_node_id: "{{ inventory_hostname }}".']
+                                  '(they share the node root and have the same host name). Set trainops_node_id per '
+                                  'node, e.g. trainops_node_id: "{{ inventory_hostname }}".']
     assert shares['lines'] == old('lines', __trainops_root_shares=expected['root'],
-                                 __trainops_workspace_shares=expected['workspace'])
+                                  __trainops_workspace_shares=expected['workspace'])
     with pytest.raises(ValueError, match='node node0 has no preflight result'):
         _launch_plan.shares(variables.get, {})
 
