@@ -188,3 +188,17 @@ def test_the_documented_estimate_is_what_the_script_prints_from_the_committed_re
     assert data['launch'] and data['watch']
     for line in scale.estimate(data['launch'], data['watch'], nodes=args.nodes, cores=args.cores):
         assert line.strip() in page, line
+
+
+def test_a_run_s_control_path_directory_leaves_room_for_ssh_s_socket_name(monkeypatch):
+    launch = sys.modules['launch_latency'] if 'launch_latency' in sys.modules else load('bench/launch_latency', 'launch_latency')
+    bench = launch.Bench.__new__(launch.Bench)
+    bench.workdir = '/var/tmp/trainops-bench-abcdefgh'   # as tempfile names the benchmark's work directory
+    monkeypatch.setattr(launch.os, 'makedirs', lambda path, exist_ok=False: None)
+    short = bench.control_dir(launch.Ansible('ansible', 'launch.yml'), 'n04-r1')
+    assert os.path.basename(short) == 'cp-ansible-n04-r1'
+    label = launch.Ansible('before (a75a325)', 'launch.yml')
+    long_dir = bench.control_dir(label, 'n04-r1-before--a75a325-failfast-fdefault')
+    assert len(long_dir) <= launch.CONTROL_DIR_MAX
+    assert long_dir == bench.control_dir(label, 'n04-r1-before--a75a325-failfast-fdefault')
+    assert len(long_dir + '/757ec90602.auBtGINwkg8ZLVWf') < 108
