@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _sweep_settings
+from ansible_collections.trainops.multinode.plugins.module_utils import _knobs, _launch_plan, _sweep_settings
 from ansible_collections.trainops.multinode.plugins.module_utils._launch_params import merge_problems
 from ansible_collections.trainops.multinode.plugins.module_utils._outcomes import SUCCEEDED
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
@@ -101,11 +101,9 @@ def allreduce_vars(read, defined):
 
 def _short_knobs(read, defined):
     """``(given, knobs)``: the short knobs the command line set, and every short knob's value over its role variable
-    (roles/job/vars/main.yml's __trainops_knobs, through the same registry)."""
-    short = _knobs.names('short')
-    given = [name for name in short['short'] if defined(name)]
-    knobs = _knobs.values([read(var) for var in short['variables']], 'short', dict((name, read(name)) for name in given))
-    return given, knobs
+    (the launch plan's rule, module_utils/_launch_plan.py)."""
+    given = _launch_plan.short_given([knob.short for knob in _knobs.SHORT if defined(knob.short)])
+    return given, _launch_plan.knob_values(read, given)
 
 
 def host_plan(read, defined, defaults, node, environ):
