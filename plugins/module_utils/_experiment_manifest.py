@@ -271,7 +271,7 @@ def collect_failure(report, var, hostvars):
         why = 'unreachable at the end of the job'
         if node in play:
             why = str(node_vars.get('__trainops_run_error') or 'exit code %s' % dig(node_vars, '__trainops_final', 'job', 'exit_code'))
-            why = why.split(';')[0]
+            why = why.split(';', maxsplit=1)[0]
         lines.append('--- %s (node rank %s): %s' % (node, nodes.index(node) if node in nodes else '?', why))
         tail = dig(node_vars, '__trainops_final', 'log_tail') or []
         lines += ['    %s' % line for line in list(tail)[-MAX_TAIL_SHOWN:]]
