@@ -77,7 +77,7 @@ class ActionModule(InWorkerAction):
         """``result`` with the experiment published for ansible-runner and CI (set_stats), unless __trainops_publish is
         false (a health check's measurement: a launch's stats are its job's)."""
         if as_bool(self._var('__trainops_publish', True)):
-            result['ansible_stats'] = {'data': data, 'per_host': False, 'aggregate': False}
+            result['ansible_stats'] = dict(data=dict(trainops_experiment=data), per_host=False, aggregate=False)
         return result
 
     def run_task(self, params, check_mode):

@@ -278,14 +278,10 @@ def collect_failure(report, var, hostvars):
     return '\n'.join(lines) + '\n'
 
 
-PUBLISHED = 'trainops_experiment'
-"""The name the experiment is published under (set_stats' data, as ansible-runner and CI read it)."""
-
-
 def stats(path, run_id, outcome, outcome_detail, failed_nodes, report=None):
-    """The experiment as ansible-runner and CI read it (``set_stats``' data :data:`PUBLISHED`)."""
+    """The experiment as ansible-runner and CI read it (published with set_stats as ``trainops_experiment``)."""
     data = {'path': path, 'run_id': run_id, 'outcome': outcome, 'outcome_detail': outcome_detail,
             'failed_nodes': list(failed_nodes)}
     if report is not None:
         data.update(summary=report.get('summary'), attempts=report.get('attempts') or [], retry=report.get('retry'))
-    return {PUBLISHED: data}
+    return data

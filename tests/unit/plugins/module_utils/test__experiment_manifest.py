@@ -15,6 +15,14 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _experim
 _MISSING = object()
 
 
+@pytest.fixture
+def exp(tmp_path):
+    """An experiment directory below the test's own, never beside other tests' (their experiments are scanned)."""
+    path = tmp_path / 'exp'
+    path.mkdir()
+    return path
+
+
 def getter(variables):
     """``var(name[, default])`` over a dict, failing on a name it lacks without a default (as the action does)."""
     def var(name, default=_MISSING):
@@ -63,11 +71,11 @@ HOSTVARS = {'node0': node_vars('gpu-a', 11), 'node1': node_vars('gpu-b', 12)}
 
 # --- read_manifest: the one reader of manifest.json, within bounds -------------------------------------------
 
-def test_read_manifest_reads_the_object_and_says_when_there_is_none(tmp_path):
-    assert em.read_manifest(str(tmp_path)) == (None, [])
-    (tmp_path / 'manifest.json').write_text(json.dumps({'run_id': 'r', 'outcome': 'running'}))
-    assert em.read_manifest(str(tmp_path)) == ({'run_id': 'r', 'outcome': 'running'}, [])
-    assert em.recorded_manifest(str(tmp_path))['run_id'] == 'r'
+def test_read_manifest_reads_the_object_and_says_when_there_is_none(exp):
+    assert em.read_manifest(str(exp)) == (None, [])
+    (exp / 'manifest.json').write_text(json.dumps({'run_id': 'r', 'outcome': 'running'}))
+    assert em.read_manifest(str(exp)) == ({'run_id': 'r', 'outcome': 'running'}, [])
+    assert em.recorded_manifest(str(exp))['run_id'] == 'r'
 
 
 @pytest.mark.parametrize('text, why', [
@@ -76,24 +84,24 @@ def test_read_manifest_reads_the_object_and_says_when_there_is_none(tmp_path):
     ('{"a": ' * 40 + '1' + '}' * 40, 'nesting deeper'),
     ('{"a": ', 'not JSON'),
 ])
-def test_read_manifest_refuses_what_breaks_a_bound_naming_the_file(tmp_path, text, why):
-    (tmp_path / 'manifest.json').write_text(text)
-    manifest, refused = em.read_manifest(str(tmp_path))
-    assert manifest is None and len(refused) == 1 and why in refused[0] and str(tmp_path / 'manifest.json') in refused[0]
+def test_read_manifest_refuses_what_breaks_a_bound_naming_the_file(exp, text, why):
+    (exp / 'manifest.json').write_text(text)
+    manifest, refused = em.read_manifest(str(exp))
+    assert manifest is None and len(refused) == 1 and why in refused[0] and str(exp / 'manifest.json') in refused[0]
     with pytest.raises(em.ManifestError, match=why):
-        em.recorded_manifest(str(tmp_path))
+        em.recorded_manifest(str(exp))
 
 
-def test_read_manifest_follows_no_symbolic_link_and_reads_no_more_than_its_bound(tmp_path, monkeypatch):
-    (tmp_path / 'elsewhere.json').write_text('{"run_id": "other"}')
-    (tmp_path / 'link').mkdir()
-    os.symlink(str(tmp_path / 'elsewhere.json'), str(tmp_path / 'link' / 'manifest.json'))
-    assert 'symbolic link' in em.read_manifest(str(tmp_path / 'link'))[1][0]
-    (tmp_path / 'manifest.json').write_text('{"run_id": "%s"}' % ('x' * 100))
+def test_read_manifest_follows_no_symbolic_link_and_reads_no_more_than_its_bound(exp, monkeypatch):
+    (exp / 'elsewhere.json').write_text('{"run_id": "other"}')
+    (exp / 'link').mkdir()
+    os.symlink(str(exp / 'elsewhere.json'), str(exp / 'link' / 'manifest.json'))
+    assert 'symbolic link' in em.read_manifest(str(exp / 'link'))[1][0]
+    (exp / 'manifest.json').write_text('{"run_id": "%s"}' % ('x' * 100))
     monkeypatch.setattr(em, 'MAX_MANIFEST_BYTES', 50)
-    assert 'more than the 50 read' in em.read_manifest(str(tmp_path))[1][0]
+    assert 'more than the 50 read' in em.read_manifest(str(exp))[1][0]
     with pytest.raises(em.ManifestError, match='holds no manifest'):
-        em.recorded_manifest(str(tmp_path / 'none'))
+        em.recorded_manifest(str(exp / 'none'))
 
 
 # --- the experiment's name -------------------------------------------------------------------------------------
@@ -231,8 +239,8 @@ def test_follow_lines_give_the_commands_that_come_back_to_the_job():
     assert 'output for 300 s stalls' in em.follow_lines(getter(run_vars(trainops_stall_timeout='300')))[1]
 
 
-def test_stats_publish_the_experiment_under_its_name():
-    assert em.stats('/e', 'r', 'failed', 'd', {'node1': 'why'}) == {em.PUBLISHED: {
-        'path': '/e', 'run_id': 'r', 'outcome': 'failed', 'outcome_detail': 'd', 'failed_nodes': ['node1']}}
-    data = em.stats('/e', 'r', 'succeeded', 'd', [], {'summary': {'steps': 3}})[em.PUBLISHED]
+def test_stats_give_the_experiment_as_ci_reads_it():
+    assert em.stats('/e', 'r', 'failed', 'd', {'node1': 'why'}) == {
+        'path': '/e', 'run_id': 'r', 'outcome': 'failed', 'outcome_detail': 'd', 'failed_nodes': ['node1']}
+    data = em.stats('/e', 'r', 'succeeded', 'd', [], {'summary': {'steps': 3}})
     assert (data['summary'], data['attempts'], data['retry']) == ({'steps': 3}, [], None)
