@@ -2,19 +2,122 @@
 # Copyright (c) 2026, trainops maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""trainops.multinode.experiment in the task's worker when the task targets the controller (plugin_utils._in_worker)."""
+"""trainops.multinode.experiment in the task's worker when the task targets the controller (plugin_utils._in_worker).
+
+The states of the launch's manifest (``launched``, ``failed``, ``collected``; see plugins/modules/experiment.py) read
+the run's variables here, each templated once (as plugins/action/nccl_env.py does), and the nodes' registered
+results through ``hostvars``; the manifest is built by module_utils/_experiment_manifest.py and written by
+module_utils/_experiment.py. Variables read:
+
+* every state: ``__trainops_publish`` (default true: the experiment is published with set_stats' ``ansible_stats``);
+* ``created`` without root or name: ``trainops_experiments_dir``, ``trainops_run_name``, ``trainops_channels``,
+  ``trainops_threads``;
+* ``launched``: ``__trainops_run_id``, ``__trainops_experiment_dir``, ``__trainops_parameters``, ``__trainops_nnodes``,
+  ``__trainops_nodes``, ``__trainops_order``, ``__trainops_master_host``, ``__trainops_master_addr``,
+  ``__trainops_git_ref`` (optional), ``__trainops_root_shares``, ``__trainops_workspace_shares``,
+  ``__trainops_launcher_record`` (optional), ``__trainops_attempt``, ``__trainops_resumed_from``,
+  ``trainops_nproc_per_node``, ``trainops_master_port``, ``trainops_workspace_src``, ``trainops_git_check``,
+  ``trainops_sync_workspace``, ``trainops_training_network``, ``trainops_launcher``; for the lines it returns in
+  ``follow``: ``trainops_progress_interval``, ``trainops_unreachable_grace``, ``trainops_stall_timeout``,
+  ``__trainops_pb``, ``__trainops_ext``, ``__trainops_spares_arg``;
+* ``failed``: those of the run, and every node's ``__trainops_launch_error``;
+* ``collected``: the ``trainops_collect_*`` variables, ``trainops_straggler_threshold``, ``__trainops_launcher`` and
+  ``__trainops_launcher_end`` (optional), and every node's ``__trainops_final``, ``__trainops_waited``,
+  ``__trainops_collected``, ``__trainops_run_error``.
+"""
 
 from __future__ import annotations
 
+from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION
+
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import ExperimentError
-from ansible_collections.trainops.multinode.plugins.module_utils._experiment_task import ARGUMENT_SPEC, REQUIRED_IF, run
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment_manifest import (
+    FAILED,
+    ManifestError,
+    as_bool,
+    collect_failure,
+    collect_inputs,
+    experiment_name,
+    failed_manifest,
+    follow_lines,
+    launch_errors,
+    launch_manifest,
+    read_manifest,
+    recorded_manifest,
+    stamp,
+    stats,
+)
+from ansible_collections.trainops.multinode.plugins.module_utils._experiment_task import ACTION_REQUIRED_IF, ARGUMENT_SPEC, run
 from ansible_collections.trainops.multinode.plugins.plugin_utils._in_worker import InWorkerAction
+
+_MISSING = object()
 
 
 class ActionModule(InWorkerAction):
     ARGUMENT_SPEC = ARGUMENT_SPEC
-    REQUIRED_IF = REQUIRED_IF
-    ERROR = ExperimentError
+    REQUIRED_IF = ACTION_REQUIRED_IF
+    ERROR = (ExperimentError, ManifestError)
+
+    _task_vars = None
+
+    def run(self, tmp=None, task_vars=None):
+        self._task_vars = task_vars or {}
+        return super(ActionModule, self).run(tmp, task_vars)
+
+    def _var(self, name, default=_MISSING):
+        """The run variable ``name``, templated; ``default`` when it is not defined (ManifestError without one)."""
+        if name not in self._task_vars:
+            if default is _MISSING:
+                raise ManifestError('the variable %s is not defined: the experiment action builds the manifest from the '
+                                    "job role's variables (run it through the role)" % name)
+            return default
+        return self._templar.template(self._task_vars[name])
+
+    def _published(self, result, data):
+        """``result`` with the experiment published for ansible-runner and CI (set_stats), unless __trainops_publish is
+        false (a health check's measurement: a launch's stats are its job's)."""
+        if as_bool(self._var('__trainops_publish', True)):
+            result['ansible_stats'] = dict(data=dict(trainops_experiment=data), per_host=False, aggregate=False)
+        return result
 
     def run_task(self, params, check_mode):
-        return run(params, check_mode=check_mode)
+        state = params['state']
+        if state == 'created':
+            params = dict(params, root=params['root'] or self._var('trainops_experiments_dir'),
+                          name=params['name'] or experiment_name(self._var))
+            return run(params, check_mode=check_mode)
+        if state not in ('launched', 'failed', 'collected'):
+            return run(params, check_mode=check_mode)
+        hostvars = self._task_vars.get('hostvars') or {}
+        return getattr(self, '_' + state)(params, check_mode, hostvars)
+
+    def _launched(self, params, check_mode, hostvars):
+        path = self._var('__trainops_experiment_dir')
+        manifest = launch_manifest(self._var, hostvars, ANSIBLE_VERSION)
+        result = run(dict(params, state='reported', path=path, manifest=manifest), check_mode=check_mode)
+        result.update(manifest=manifest, follow=follow_lines(self._var))
+        return result
+
+    def _failed(self, params, check_mode, hostvars):
+        path = self._var('__trainops_experiment_dir')
+        recorded, refused = read_manifest(path)
+        if refused:
+            raise ManifestError(refused[0])
+        errors = launch_errors(self._var('ansible_play_hosts_all'), hostvars)
+        manifest = failed_manifest(recorded or {}, self._var, errors, ANSIBLE_VERSION)
+        result = run(dict(params, state='reported', path=path, manifest=manifest), check_mode=check_mode)
+        result.update(outcome=FAILED, outcome_detail=manifest['outcome_detail'], failed_nodes=list(errors),
+                      launch_errors=manifest['launch_errors'])
+        return self._published(result, stats(path, manifest['run_id'], FAILED, manifest['outcome_detail'], errors))
+
+    def _collected(self, params, check_mode, hostvars):
+        path = self._var('trainops_collect_experiment_dir')
+        manifest = dict(recorded_manifest(path), finished_at=stamp())
+        found = collect_inputs(self._var, hostvars)
+        result = run(dict(params, state='reported', path=path, manifest=manifest, results=found['results'],
+                          verdicts=found['verdicts'], missing_nodes=found['missing_nodes'], refused=found['refused'],
+                          slurm=found['launcher_end'], straggler_threshold=found['straggler_threshold'],
+                          attempt=found['attempt']), check_mode=check_mode)
+        result.update(shown=['experiment : %s' % path] + result['table'], failure=collect_failure(result, self._var, hostvars))
+        return self._published(result, stats(path, self._var('trainops_collect_run_id'), result['outcome'],
+                                             result['outcome_detail'], result['failed_nodes'], result))

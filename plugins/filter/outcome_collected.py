@@ -28,8 +28,7 @@ EXAMPLES = r"""
 - name: Collect a job that has not been collected yet
   ansible.builtin.debug:
     msg: still to collect
-  when: not ((lookup('ansible.builtin.file', experiment ~ '/manifest.json') | from_json).outcome
-             | trainops.multinode.outcome_collected)
+  when: not (report.outcome | trainops.multinode.outcome_collected)
 """
 
 RETURN = r"""

@@ -8,7 +8,8 @@
 """The task of ``trainops.multinode.experiment``: its options, declared once, and what it does with them.
 
 The module runs it on a node; the action plugin of the same name runs it in the task's worker when the task
-targets the controller (how the job role uses it), without shipping a module there.
+targets the controller (how the job role uses it), without shipping a module there. The states that read the play's
+variables (PLAY_STATES: the launch's manifest, built from them) exist in the action only.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment imp
     report_experiment,
 )
 
+PLAY_STATES = ('launched', 'failed', 'collected')
+"""The states that build the manifest from the run's variables (plugins/action/experiment.py)."""
+
 ARGUMENT_SPEC = dict(
-    state=dict(type='str', default='created', choices=['created', 'reported', 'linked']),
+    state=dict(type='str', default='created', choices=['created', 'reported', 'linked'] + list(PLAY_STATES)),
     root=dict(type='path'),
     name=dict(type='str'),
     path=dict(type='path'),
@@ -37,17 +41,22 @@ ARGUMENT_SPEC = dict(
     next=dict(type='str'),
 )
 
-REQUIRED_IF = [
-    ('state', 'created', ['root', 'name']),
+ACTION_REQUIRED_IF = [
     ('state', 'reported', ['path']),
     ('state', 'linked', ['path', 'next']),
 ]
+"""The action's: a new experiment's root and name default to the run's (trainops_experiments_dir, its name)."""
+
+REQUIRED_IF = [('state', 'created', ['root', 'name'])] + ACTION_REQUIRED_IF
 
 
 def run(params, check_mode=False):
     """The task's result; raises ExperimentError (module_utils._experiment) with the message to fail with."""
     if params.get('straggler_threshold') is not None and threshold_problem(params['straggler_threshold'], 'straggler_threshold'):
         raise ExperimentError(threshold_problem(params['straggler_threshold'], 'straggler_threshold'))
+    if params['state'] in PLAY_STATES:
+        raise ExperimentError("state={0} reads the play's variables: run it on the controller (delegate_to: localhost), "
+                              "through the job role".format(params['state']))
     if params['state'] == 'created':
         result = create_experiment_dir(params['root'], params['name'], check_mode=check_mode)
         result['changed'] = True

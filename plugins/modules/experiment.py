@@ -23,6 +23,9 @@ description:
     C(logs/rank_<rank>.txt), one per rank, and writes the rank map (rank, node, local rank, log) to the manifest's
     C(rank_logs) and the end of C(summary.txt). The nodes and their ranks come from O(manifest)'s C(nodes).
   - "Meant to run on the controller, for example with C(delegate_to: localhost) and C(run_once: true)."
+  - With O(state=launched), O(state=failed) and O(state=collected), the action on the controller builds the manifest of
+    the role M(trainops.multinode.job)'s launch from the run's variables itself, and writes it; these states read the
+    play's variables and the nodes' registered results, and fail anywhere else. Only this module writes C(manifest.json).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - trainops.multinode._attributes
@@ -39,20 +42,32 @@ options:
       - V(reported) summarizes the metrics of the experiment directory O(path).
       - V(linked) records in the manifest (C(next)) and C(summary.txt) of the experiment O(path), an attempt of a
         launch with retries, the run id O(next) of the attempt after it.
+      - V(launched) writes the manifest of a launch whose job started (outcome V(running)) - the run, its parameters,
+        master, code, every node's record, shared directories, launcher and attempt - and returns it in RV(manifest),
+        with the lines to follow the job in RV(follow).
+      - V(failed) records why a launch did not start (outcome V(failed), C(launch_errors) - each node's
+        C(__trainops_launch_error), merged over what an earlier batch recorded).
+      - V(collected) reads the manifest the launch wrote (within bounds), judges how the job ended from what the
+        collect registered on every node (as O(results), O(verdicts), O(missing_nodes), O(refused), O(slurm) and
+        O(attempt) would give it), writes it and returns why the play fails in RV(failure).
+      - V(failed) and V(collected) publish the experiment with set_stats (C(trainops_experiment)), unless the variable
+        C(__trainops_publish) is false.
+      - With V(created), O(root) and O(name) default to the run's (C(trainops_experiments_dir), and
+        C(<trainops_run_name>_<channels>ch_<threads>th_<time>)) through the action.
     type: str
-    choices: [created, reported, linked]
+    choices: [created, reported, linked, launched, failed, collected]
     default: created
   root:
     description:
       - Directory under which the experiment directory is created. It is created (with parents) if missing.
-      - Required when O(state=created).
+      - Required when O(state=created), except through the action on the controller (C(trainops_experiments_dir)).
     type: path
   name:
     description:
       - Name of the experiment directory, a single path component, for example V(multinode_42ch_256th_20261122_083000).
       - The directory is created exclusively. When something named O(name) already exists under O(root), V(<name>_2),
         V(<name>_3), ... are tried in turn and the first free one is used; see RV(name).
-      - Required when O(state=created).
+      - Required when O(state=created), except through the action on the controller (the run's name).
     type: str
   path:
     description:
@@ -211,6 +226,35 @@ outputs_dir:
   returned: success and O(state=created)
   type: str
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/outputs
+manifest:
+  description: The manifest written, as built from the run's variables.
+  returned: success and O(state=launched)
+  type: dict
+  version_added: 0.2.0
+follow:
+  description: What the launch shows before it waits - the job, how the wait judges it, and the commands that come
+    back to it (status, stop, logs).
+  returned: success and O(state=launched)
+  type: list
+  elements: str
+  version_added: 0.2.0
+failure:
+  description: Why the play fails, or an empty string - the files the collect refused to write, else the job's failed
+    nodes, why each ended and the last lines of its log (not when C(trainops_collect_fail) is false or the job is retried).
+  returned: success and O(state=collected)
+  type: str
+  version_added: 0.2.0
+shown:
+  description: The summary the collect shows, RV(table) after the experiment's path.
+  returned: success and O(state=collected)
+  type: list
+  elements: str
+  version_added: 0.2.0
+launch_errors:
+  description: Why the launch did not start, per node (also the manifest's C(launch_errors)).
+  returned: success and O(state=failed)
+  type: dict
+  version_added: 0.2.0
 manifest_path:
   description: Path of C(manifest.json) (written unless in check mode).
   returned: success and O(state=reported)
