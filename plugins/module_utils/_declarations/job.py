@@ -551,9 +551,6 @@ VARIABLES = (
     _var('trainops_collect_nodes', entries={'job': ('collect',)}, type='list', elements='str', required=True,
          doc=("The job's nodes in rank order (the filter trainops.multinode.node_order); a node missing from the "
               'play is reported as missing.')),
-    _var('trainops_collect_manifest', {}, entries={'job': ('collect',)}, role_default=False, type='dict',
-         doc=('The manifest the launch wrote, from memory; empty (the default) reads C(manifest.json) from '
-              'O(trainops_collect_experiment_dir).')),
     _var('trainops_collect_fail', True, entries={'job': ('collect',)}, role_default=False, type='bool',
          doc='Fail naming the node(s) whose torchrun failed when the job did not succeed.'),
     _var('trainops_collect_attempt', {}, entries={'job': ('collect',)}, role_default=False, type='dict',

@@ -38,9 +38,9 @@ def test_a_description_may_differ_per_role():
 def test_role_defaults_leave_out_an_entry_points_parameter_and_a_variable_without_default():
     job = _declarations.role_defaults('job')
     assert job['trainops_nproc_per_node'] == 8 and job['trainops_channels'] is None
-    manifest = _declarations.BY_NAME['trainops_collect_manifest']
-    assert not manifest.role_default and 'trainops_collect_manifest' not in job
-    assert _declarations.argument_spec(manifest, 'job')['default'] == {}
+    attempt = _declarations.BY_NAME['trainops_collect_attempt']
+    assert not attempt.role_default and 'trainops_collect_attempt' not in job
+    assert _declarations.argument_spec(attempt, 'job')['default'] == {}
     assert 'run_id' not in job and _declarations.BY_NAME['run_id'].default == NO_DEFAULT
     inventory = _declarations.argument_spec(_declarations.BY_NAME['trainops_sbatch_inventory'], 'sbatch')
     assert inventory['required'] and 'default' not in inventory
