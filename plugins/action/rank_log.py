@@ -64,7 +64,7 @@ class ActionModule(ActionBase):
         run_id = os.path.basename(path)
         result.update(experiment=path, run_id=run_id, node=node, node_rank=node_rank, world_size=world)
         if args['follow']:
-            result.update(self._follow(args, task_vars, run_id, node))
+            result.update(self._follow(args, task_vars, run_id, node, node_rank))
         else:
             result.update(self._collected(args, path, manifest, node, node_rank))
         return result
@@ -87,7 +87,7 @@ class ActionModule(ActionBase):
             self._show(line)
         return dict(log=log, lines=tail['lines'], truncated=tail['truncated'], changed=False)
 
-    def _follow(self, args, task_vars, run_id, node):
+    def _follow(self, args, task_vars, run_id, node, node_rank):
         """Print the rank's lines as the node's log grows, until the run has ended there (or follow_timeout)."""
         host = to_text(task_vars.get('inventory_hostname'))
         if host != node:
@@ -97,6 +97,8 @@ class ActionModule(ActionBase):
         module_args = dict(state_dir=args['state_dir'], node_id=args['node_id'], run_id=run_id, rank=args['rank'],
                            offset=0, max_bytes=_rank_logs.MAX_CHUNK_BYTES)
         deadline = self._clock() + args['follow_timeout'] if args['follow_timeout'] else None
+        self._show('Follow the rank %d on %s (node rank %d), run %s, until the job ends there:'
+                   % (args['rank'], node, node_rank, run_id))
         printed = 0
         while True:
             read = self._read_node(module_args, task_vars)

@@ -80,7 +80,8 @@ def test_following_prints_the_rank_s_lines_as_the_node_log_grows_until_the_run_e
     plugin, task_vars = action({'experiments_dir': str(experiments), 'rank': 3, 'follow': True, 'state_dir': '~/s'})
     plugin._execute_module = node
     result = plugin.run(task_vars=task_vars)
-    assert [c.args[0] for c in plugin._display.display.call_args_list] == ['step=1', 'step=2', 'last']
+    assert [c.args[0] for c in plugin._display.display.call_args_list] == [
+        'Follow the rank 3 on node1 (node rank 1), run run1, until the job ends there:', 'step=1', 'step=2', 'last']
     assert result['printed'] == 3 and result['ended'] is True
     assert asked == [0, 32, 48, 48]
 
