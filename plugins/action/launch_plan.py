@@ -16,19 +16,17 @@ import shutil
 from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.trainops.multinode.plugins.filter.node_order import master_addr_problems, node_order
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
 from ansible_collections.trainops.multinode.plugins.module_utils import _git_state_task as git_state_task
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import GitStateError, Runner
+from ansible_collections.trainops.multinode.plugins.plugin_utils._role_action import RoleStepAction
 from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args import literal_secret_problems
 
 ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(_launch_plan.STEPS)),
                      nodes=dict(type='list', elements='str'), spares=dict(type='bool', default=False),
                      since=dict(type='str', default='before the start'))
-
-_MISSING = object()
 
 
 def controller_git(path):
@@ -43,26 +41,17 @@ def controller_git(path):
         return dict({'msg': exc.msg}, **({'git': exc.state} if exc.state is not None else {}))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(RoleStepAction):
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
-    _supports_check_mode = True
-    _supports_async = False
 
     def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
+        task_vars = self.task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result['changed'] = False
 
-        def read(var, default=_MISSING):
-            if var not in task_vars:
-                if default is _MISSING:
-                    raise AnsibleActionFail('launch_plan %s: the variable %s is not defined' % (args['step'], var))
-                return default
-            return self._templar.template(task_vars[var])
-
+        read = self.var
         hostvars = task_vars.get('hostvars') or {}
         step = args['step']
         if step == 'knobs':
