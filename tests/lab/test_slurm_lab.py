@@ -417,8 +417,13 @@ def test_stop_with_become_refuses_another_users_step_and_still_stops_the_nodes_t
     slurm.jobs.append(other)
     try:
         def other_step():
+            # the srun step's id, once squeue lists it: the batch step ('<job>.batch|batch') comes first
             listed = slurm.run('squeue', '--steps', '--jobs', other, '--noheader', '--format', '%i|%j', check=False).stdout
-            return listed.split('|trainops-')[0].split('.')[-1].strip()
+            for line in listed.splitlines():
+                step_id, _, name = line.strip().partition('|')
+                if name == 'trainops-%s' % run_id:
+                    return step_id.split('.', 1)[-1]
+            return None
         step = wait_until(other_step, 60, what="the other user's step")
         with open(os.path.join(extravars['trainops_experiments_dir'], run_id, 'manifest.json')) as handle:
             run_dirs = {node['host']: node['run_dir'] for node in json.load(handle)['nodes']}
