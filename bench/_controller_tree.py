@@ -54,6 +54,41 @@ def proc_kind(argv, comm):
     return comm or '?'
 
 
+def proc_role(argv, comm, ppid_argv):
+    """The part a process plays in the controller's tree, for the CPU breakdown: ``ansible-playbook`` (the main
+    process: the strategy's loop, the callbacks), ``worker`` (a forked worker: same argv as its parent), ``watch hub``
+    (module_utils/_watch_hub.py), ``ssh master``, ``ssh``, or its kind (proc_kind)."""
+    kind = proc_kind(argv, comm)
+    if kind != 'python':
+        return kind
+    if any(os.path.basename(word) == '_watch_hub.py' for word in argv):
+        return 'watch hub'
+    if any(os.path.basename(word) == 'ansible-playbook' for word in argv):
+        return 'worker' if ppid_argv == argv else 'ansible-playbook'
+    return 'python'
+
+
+def _cpu_ticks(stat):
+    """utime + stime of a /proc/<pid>/stat line, in clock ticks."""
+    fields = stat.rsplit(')', 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _argv(pid):
+    return [a.decode('utf-8', 'replace') for a in open('/proc/%d/cmdline' % pid, 'rb').read().split(b'\0') if a]
+
+
+def cpu_by_role(first, last):
+    """CPU seconds each role (proc_role) spent between two samples, from the processes alive at both (a process
+    that started or ended in between is left out: the difference to the cgroup's total says how much that was)."""
+    ticks = os.sysconf('SC_CLK_TCK')
+    out = {}
+    for pid, (role, end) in last.get('cpu_ticks', {}).items():
+        if pid in first.get('cpu_ticks', {}) and first['cpu_ticks'][pid][0] == role:
+            out[role] = out.get(role, 0.0) + (end - first['cpu_ticks'][pid][1]) / ticks
+    return out
+
+
 class ControllerTree:
     """One cgroup for one measured command (and what it leaves running)."""
 
@@ -95,15 +130,19 @@ class ControllerTree:
     def sample(self):
         """The live processes now: {'time', 'procs', 'kinds': {kind: n}, 'fds', 'max_fds', 'max_fds_kind',
         'pss_kb'}; a process that ends while it is read is left out."""
-        kinds, fds, max_fds, max_kind, pss = {}, 0, 0, None, 0
+        kinds, fds, max_fds, max_kind, pss, cpu_ticks = {}, 0, 0, None, 0, {}
         for pid in self.pids():
             try:
-                argv = [a.decode('utf-8', 'replace') for a in open('/proc/%d/cmdline' % pid, 'rb').read().split(b'\0') if a]
+                argv = _argv(pid)
                 comm = _read('/proc/%d/comm' % pid).strip()
                 nfd = len(os.listdir('/proc/%d/fd' % pid))
                 rollup = _read('/proc/%d/smaps_rollup' % pid)
-            except OSError:
+                stat = _read('/proc/%d/stat' % pid)
+                ppid = int(stat.rsplit(')', 1)[1].split()[1])
+                ppid_argv = _argv(ppid) if ppid > 1 else []
+            except (OSError, ValueError, IndexError):
                 continue
+            cpu_ticks[pid] = (proc_role(argv, comm, ppid_argv), _cpu_ticks(stat))
             kind = proc_kind(argv, comm)
             kinds[kind] = kinds.get(kind, 0) + 1
             fds += nfd
@@ -114,7 +153,7 @@ class ControllerTree:
                     pss += int(line.split()[1])
                     break
         return {'time': time.time(), 'procs': sum(kinds.values()), 'kinds': kinds, 'fds': fds, 'max_fds': max_fds,
-                'max_fds_kind': max_kind, 'pss_kb': pss}
+                'max_fds_kind': max_kind, 'pss_kb': pss, 'cpu_ticks': cpu_ticks}
 
     def close(self):
         """Give what still runs back to the root cgroup and remove this one."""

@@ -205,6 +205,8 @@ class Hub(object):
         self.causes = []
         self.sent = set()
         self.next_tick = 0.0
+        self.registered = set()     # the spec files read already (their streams exist)
+        self.versions = {}          # status file name -> (mtime, size, inode) when it was last read
 
     def node_views(self):
         views = {}
@@ -222,12 +224,13 @@ class Hub(object):
         except OSError:
             return
         for name in names:
-            host_file = name[:-len(SPEC_SUFFIX)]
-            if any(s.spec['name'] == host_file for s in self.streams.values()):
+            if name in self.registered:
                 continue
+            host_file = name[:-len(SPEC_SUFFIX)]
             spec = read_object(os.path.join(self.dir, name), MAX_SPEC)
             if not spec or not isinstance(spec.get('host'), str) or not valid_argv(spec.get('argv')):
                 continue
+            self.registered.add(name)
             spec['name'] = host_file
             stream = Stream(spec['host'], spec)
             self.streams[spec['host']] = stream
@@ -248,8 +251,10 @@ class Hub(object):
         except OSError:
             return
         known = set(c['host'] for c in self.causes)
+        for gone in set(self.versions).difference(names):
+            del self.versions[gone]
         for name in names:
-            if not name.endswith('.json'):
+            if not name.endswith('.json') or not self.changed(name):
                 continue
             data = read_object(os.path.join(self.sync_dir, name), MAX_SPEC)
             if not data or data.get('state') not in FAILED_STATES or not isinstance(data.get('host'), str):
@@ -258,6 +263,21 @@ class Hub(object):
                 continue
             rank = data.get('node_rank') if isinstance(data.get('node_rank'), int) else None
             self.causes.append({'host': data['host'], 'node_rank': rank, 'state': data['state'], 'seen': self.clock()})
+
+    def changed(self, name):
+        """Whether the status file ``name`` of sync_dir changed since the hub last read it (read every TICK, each
+        file is opened and parsed only when its mtime, size or inode moved: a wait rewrites it only when it says
+        something new)."""
+        try:
+            st = os.lstat(os.path.join(self.sync_dir, name))
+        except OSError:
+            self.versions.pop(name, None)
+            return False
+        version = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if self.versions.get(name) == version:
+            return False
+        self.versions[name] = version
+        return True
 
     def on_line(self, stream, line):
         stream.record['line_at'] = self.wall()

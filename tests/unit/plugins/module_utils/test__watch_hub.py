@@ -222,3 +222,47 @@ def test_a_wait_that_publishes_a_stall_is_a_cause(tmp_path):
     the_hub.published_causes()
     assert the_hub.causes == [{'host': 'n3', 'node_rank': 2, 'state': 'stalled', 'seen': 3.0}]
     assert hub.stop_command(the_hub.causes)['dump_stacks']
+
+
+def test_a_status_file_is_read_again_only_once_it_changed(tmp_path, monkeypatch):
+    """The hub looks at every wait's status file each second: it parses one only when the file changed (a wait
+    rewrites it, atomically, only when it has something new to say), and a running one that later fails is seen."""
+    sync_dir = str(tmp_path)
+    running = os.path.join(sync_dir, 'n1.json')
+
+    def write(state):
+        tmp = running + '.tmp'
+        with open(tmp, 'w') as handle:
+            json.dump({'host': 'n1', 'node_rank': 0, 'state': state}, handle)
+        os.replace(tmp, running)     # as write_json_atomic: a new inode each time
+
+    write('running')
+    the_hub = hub.Hub(sync_dir, os.getpid(), clock=lambda: 5.0)
+    reads = []
+    real = hub.read_object
+    monkeypatch.setattr(hub, 'read_object', lambda path, limit: reads.append(os.path.basename(path)) or real(path, limit))
+    the_hub.published_causes()
+    the_hub.published_causes()
+    assert reads == ['n1.json'] and the_hub.causes == []
+    write('failed')
+    the_hub.published_causes()
+    assert reads == ['n1.json', 'n1.json']
+    assert the_hub.causes == [{'host': 'n1', 'node_rank': 0, 'state': 'failed', 'seen': 5.0}]
+    os.unlink(running)
+    the_hub.published_causes()
+    assert 'n1.json' not in the_hub.versions
+
+
+def test_a_registered_spec_is_not_read_again(tmp_path, monkeypatch):
+    spec = tmp_path / 'hub' / ('n1' + hub.SPEC_SUFFIX)
+    spec.parent.mkdir()
+    spec.write_text(json.dumps({'host': 'n1', 'argv': ['true']}))
+    registry = hub.Hub(str(tmp_path), os.getpid())
+    reads = []
+    real = hub.read_object
+    monkeypatch.setattr(hub, 'read_object', lambda path, limit: reads.append(path) or real(path, limit))
+    registry.registrations()
+    registry.registrations()
+    assert list(registry.streams) == ['n1'] and len(reads) == 1
+    for stream in registry.streams.values():
+        stream.close()
