@@ -21,8 +21,8 @@ description:
   - It also makes the main process's looks for its workers back off while a task runs long. Ansible looks for
     results every C(internal_poll_interval) (0.001 s by default) for as long as a task runs, and, when every fork is
     busy, every 0.1 ms for a free worker; a launch that waits for its training job holds a task for hours, and those
-    looks were most of what watching it cost the controller. With this callback the sleep between two looks is 5 % of
-    the time waited since the last result, from C(internal_poll_interval) up to 0.25 s. A result is seen at most 5 %
+    looks were most of what watching it cost the controller. With this callback the sleep between two looks is 2 % of
+    the time waited since the last result, from C(internal_poll_interval) up to 0.25 s. A result is seen at most 2 %
     (and 0.25 s) later, a short task as soon as before (C(plugins/plugin_utils/_poll_backoff.py); ansible-core without
     the methods it wraps is left as it is).
   - The repository's C(ansible.cfg) enables it. With the collection installed, add C(trainops.multinode.preload) to

@@ -10,11 +10,11 @@
 Ansible's strategies look every ``internal_poll_interval`` (0.001 s by default) for as long as a task runs. A task that
 waits for a training job runs for hours, and those looks are the controller's CPU while nothing happens. Here the
 sleep grows with the time nothing has happened: a look finds a result at most ``SHARE`` of the time waited later than
-a fixed interval would (a result after 1 s is seen within 50 ms, one after a minute within CEILING)."""
+a fixed interval would (a result after 5 s is seen within 0.1 s, one after a minute within CEILING)."""
 
 from __future__ import annotations
 
-SHARE = 0.05
+SHARE = 0.02
 """The sleep as a share of the time waited since the last result came or the wait began."""
 
 CEILING = 0.25
