@@ -218,7 +218,9 @@ def collect_inputs(var, hostvars, launcher=None, launcher_end=None):
         'results': dict((node, dig(host_vars(hostvars, node), FINAL, 'job')) for node in nodes if node in play),
         'verdicts': dict((node, dig(host_vars(hostvars, node), '__trainops_waited', 'verdict') or {}) for node in nodes),
         'missing_nodes': [node for node in nodes if node not in play],
-        'refused': [line for host in play for plan in dig(host_vars(hostvars, host), FINAL, 'collected') or []
+        # the job's nodes only: a host of the play outside them keeps what an earlier collect registered there (a
+        # health check's measurement, an earlier attempt)
+        'refused': [line for node in nodes if node in play for plan in dig(host_vars(hostvars, node), FINAL, 'collected') or []
                     for line in plan.get('refused') or []],
         'launcher_end': end or None,
         'straggler_threshold': _threshold(var('trainops_straggler_threshold', None)),

@@ -173,11 +173,13 @@ COLLECT_HOSTVARS = {
                                                  {'refused': ['node1: refused profile y']}]},
               '__trainops_waited': {'verdict': {'state': 'failed'}}, '__trainops_run_error': 'exit 1; more'},
     'node2': {},
+    'spare': {'__trainops_final': {'collected': [{'refused': ['spare: refused output z']}]}},
 }
 
 
 def test_collect_inputs_reads_what_each_node_registered():
-    found = em.collect_inputs(collect_vars(), COLLECT_HOSTVARS)
+    # a spare of the play outside the job's nodes keeps an earlier collect's answer: not this job's
+    found = em.collect_inputs(collect_vars(ansible_play_hosts=['node0', 'node1', 'spare']), COLLECT_HOSTVARS)
     assert found['results'] == {'node0': {'exit_code': 0}, 'node1': {'exit_code': 1}}
     assert found['verdicts'] == {'node0': {}, 'node1': {'state': 'failed'}, 'node2': {}}
     assert found['missing_nodes'] == ['node2']
