@@ -21,15 +21,18 @@ module_utils/_experiment.py. Variables read:
   ``follow``: ``trainops_progress_interval``, ``trainops_unreachable_grace``, ``trainops_stall_timeout``,
   ``__trainops_pb``, ``__trainops_ext``, ``__trainops_spares_arg``;
 * ``failed``: those of the run, and every node's ``__trainops_launch_error``;
-* ``collected``: the ``trainops_collect_*`` variables, ``trainops_straggler_threshold``, ``__trainops_launcher`` and
-  ``__trainops_launcher_end`` (optional), and every node's ``__trainops_final``, ``__trainops_waited``,
-  ``__trainops_collected``, ``__trainops_run_error``.
+* ``collected``: the ``trainops_collect_*`` variables, ``trainops_straggler_threshold``, and every node's
+  ``__trainops_final`` (the action trainops.multinode.collect's answer: its job, log lines and the files refused),
+  ``__trainops_waited``, ``__trainops_run_error``. It first asks the run's launcher how the job ended, on the
+  controller (the launcher's own module, e.g. Slurm's accounting of its step: module_utils/_launchers.py, ``end_args``
+  and ``end_answer``; the run's launcher from the nodes' final jobs: _launcher_steps.run_launcher_of).
 """
 
 from __future__ import annotations
 
 from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION
 
+from ansible_collections.trainops.multinode.plugins.module_utils import _launcher_steps
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment import ExperimentError
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_manifest import (
     FAILED,
@@ -48,6 +51,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment_man
     stats,
 )
 from ansible_collections.trainops.multinode.plugins.module_utils._experiment_task import ACTION_REQUIRED_IF, ARGUMENT_SPEC, run
+from ansible_collections.trainops.multinode.plugins.module_utils._launch_records import host_vars
 from ansible_collections.trainops.multinode.plugins.plugin_utils._in_worker import InWorkerAction
 
 _MISSING = object()
@@ -110,10 +114,28 @@ class ActionModule(InWorkerAction):
                       launch_errors=manifest['launch_errors'])
         return self._published(result, stats(path, manifest['run_id'], FAILED, manifest['outcome_detail'], errors))
 
+    def _launcher_end(self, hostvars):
+        """How the run's launcher ended the job: ``(record, answer)``; the record from the nodes' final jobs, the answer
+        from the launcher's own module on the controller when the run has its own tasks there (a failed answer:
+        ManifestError with its message)."""
+        play = list(self._var('ansible_play_hosts'))
+        nodes = [node for node in self._var('trainops_collect_nodes') if node in play]
+        ctx = _launcher_steps.Context(self._var, lambda node, name: host_vars(hostvars, node).get(name), nodes, play)
+        record = _launcher_steps.run_launcher_of(ctx, nodes)
+        launcher = _launcher_steps.launcher_of(record)
+        args = launcher.end_args(record) if record['own_tasks'] else None
+        answer = None
+        if args:
+            answer = self._execute_module(module_name=launcher.controller_module, module_args=args, task_vars=self._task_vars)
+            if answer.get('failed'):
+                raise ManifestError(str(answer.get('msg') or '%s failed' % launcher.controller_module))
+        return record, launcher.end_answer(record, answer)
+
     def _collected(self, params, check_mode, hostvars):
         path = self._var('trainops_collect_experiment_dir')
+        launcher, end = self._launcher_end(hostvars)
         manifest = dict(recorded_manifest(path), finished_at=stamp())
-        found = collect_inputs(self._var, hostvars)
+        found = collect_inputs(self._var, hostvars, launcher, end)
         result = run(dict(params, state='reported', path=path, manifest=manifest, results=found['results'],
                           verdicts=found['verdicts'], missing_nodes=found['missing_nodes'], refused=found['refused'],
                           slurm=found['launcher_end'], straggler_threshold=found['straggler_threshold'],

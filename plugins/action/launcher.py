@@ -19,7 +19,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils import _launche
 
 TORCHRUN = 'trainops.multinode.torchrun'
 PARTS = ('node_start', 'start', 'node_started', 'started', 'node_undo', 'undo', 'node_undo_after', 'node_query', 'run',
-         'node_stop', 'stop', 'node_stopped', 'stopped', 'end')
+         'node_stop', 'stop', 'node_stopped', 'stopped')
 INTERNAL = ('invocation', 'changed', 'failed', 'skipped', 'attempts')
 
 
@@ -125,7 +125,7 @@ class ActionModule(ActionBase):
         facts = launcher.undo_facts(ctx, not_started, steps.still_away(ctx), undone)
         return dict(changed=bool(undone and undone.get('changed')), undone=undone, ansible_facts=facts)
 
-    # --- a run's stop and status (stop.yml, status.yml), its end (collect.yml) -------------------------------
+    # --- a run's stop and status (stop.yml, status.yml) ---------------------------------------------------
 
     def _node_query(self, ctx, task_vars):
         return self._module(TORCHRUN, steps.node_query(ctx, self._task.args.get('control')), task_vars)
@@ -195,13 +195,3 @@ class ActionModule(ActionBase):
         result['lines'] = steps.stopped_lines(ctx, run, list(task_vars.get('ansible_play_hosts_all') or []))
         return result
 
-    def _end(self, ctx, task_vars):
-        nodes = [node for node in self._var(task_vars, 'trainops_collect_nodes') if node in ctx.play_hosts]
-        record = steps.run_launcher_of(ctx, nodes)
-        launcher = steps.launcher_of(record)
-        args = launcher.end_args(record) if record['own_tasks'] else None
-        answer = self._module(launcher.controller_module, args, task_vars) if args else None
-        if answer is not None and answer.get('failed'):
-            return answer
-        return dict(changed=False, ansible_facts={'__trainops_launcher': record,
-                                                  '__trainops_launcher_end': launcher.end_answer(record, answer)})

@@ -53,6 +53,11 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        try:
+            # checked before the options' types: the message says what to give
+            self._task.args['rank'] = _rank_logs.given_rank(self._task.args.get('rank'))
+        except _rank_logs.RankLogError as exc:
+            raise AnsibleActionFail(to_text(exc))
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         if args['rank'] < 0 or args['lines'] < 0 or args['poll_interval'] <= 0 or args['follow_timeout'] < 0:
             raise AnsibleActionFail('rank, lines and follow_timeout must be >= 0 and poll_interval > 0')

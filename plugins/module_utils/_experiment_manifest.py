@@ -41,6 +41,10 @@ FAILED = _outcomes.outcome('failed')
 UNSET = ('', None, 'None')
 """A knob left to the library (channels, threads): "auto" in the experiment's name."""
 
+FINAL = '__trainops_final'
+"""Every node's registered collect (collect.yml, the action trainops.multinode.collect): its final job, ``log_tail``
+and the ``collected`` plans."""
+
 
 class ManifestError(Exception):
     """The manifest cannot be read or built; the message says why."""
@@ -200,21 +204,23 @@ def _threshold(value):
         return value
 
 
-def collect_inputs(var, hostvars):
+def collect_inputs(var, hostvars, launcher=None, launcher_end=None):
     """What the collect (collect.yml) hands to report_experiment, from its ``trainops_collect_*`` variables and what
-    each node's tasks registered: ``results`` (each node's final job, torchrun's query), ``verdicts`` (what the wait
-    judged), ``missing_nodes`` (gone from the play), ``refused`` (what the collect refused to fetch, collect_plan),
-    ``launcher_end`` (how the launcher ended the job, end_<launcher>.yml; or the batch script's word, stop.yml),
-    ``straggler_threshold`` and ``attempt`` (a launch's attempt, trainops_retries)."""
+    each node's tasks registered: ``results`` (each node's final job, the collect action's query), ``verdicts`` (what
+    the wait judged), ``missing_nodes`` (gone from the play), ``refused`` (what the collect refused to fetch, its
+    ``collected`` plans), ``launcher_end`` (how the launcher ended the job, ``launcher_end`` for the run's ``launcher``
+    record when it has its own tasks; else the batch script's word, stop.yml), ``straggler_threshold`` and ``attempt``
+    (a launch's attempt, trainops_retries)."""
     nodes = list(var('trainops_collect_nodes'))
     play = list(var('ansible_play_hosts'))
-    launcher = var('__trainops_launcher', None) or {}
-    end = var('__trainops_launcher_end', None) if launcher.get('own_tasks') else (var('trainops_collect_batch_end', None) or None)
+    end = launcher_end if (launcher or {}).get('own_tasks') else (var('trainops_collect_batch_end', None) or None)
     return {
-        'results': dict((node, dig(host_vars(hostvars, node), '__trainops_final', 'job')) for node in nodes if node in play),
+        'results': dict((node, dig(host_vars(hostvars, node), FINAL, 'job')) for node in nodes if node in play),
         'verdicts': dict((node, dig(host_vars(hostvars, node), '__trainops_waited', 'verdict') or {}) for node in nodes),
         'missing_nodes': [node for node in nodes if node not in play],
-        'refused': [line for host in play for plan in host_vars(hostvars, host).get('__trainops_collected') or []
+        # the job's nodes only: a host of the play outside them keeps what an earlier collect registered there (a
+        # health check's measurement, an earlier attempt)
+        'refused': [line for node in nodes if node in play for plan in dig(host_vars(hostvars, node), FINAL, 'collected') or []
                     for line in plan.get('refused') or []],
         'launcher_end': end or None,
         'straggler_threshold': _threshold(var('trainops_straggler_threshold', None)),
@@ -270,10 +276,10 @@ def collect_failure(report, var, hostvars):
         node_vars = host_vars(hostvars, node)
         why = 'unreachable at the end of the job'
         if node in play:
-            why = str(node_vars.get('__trainops_run_error') or 'exit code %s' % dig(node_vars, '__trainops_final', 'job', 'exit_code'))
+            why = str(node_vars.get('__trainops_run_error') or 'exit code %s' % dig(node_vars, FINAL, 'job', 'exit_code'))
             why = why.split(';', maxsplit=1)[0]
         lines.append('--- %s (node rank %s): %s' % (node, nodes.index(node) if node in nodes else '?', why))
-        tail = dig(node_vars, '__trainops_final', 'log_tail') or []
+        tail = dig(node_vars, FINAL, 'log_tail') or []
         lines += ['    %s' % line for line in list(tail)[-MAX_TAIL_SHOWN:]]
     return '\n'.join(lines) + '\n'
 

@@ -54,6 +54,14 @@ class RankLogError(Exception):
     """A rank, an experiment or a run that cannot be read; the message says what to give instead."""
 
 
+def given_rank(value):
+    """The rank the user gave (``-e rank=N``: digits, a global rank) as a number; RankLogError naming what to give."""
+    if isinstance(value, bool) or not re.match(r'^[0-9]+$', str(value)):
+        raise RankLogError('Give the rank whose lines to print: -e rank=N (a global rank, 0 to world size - 1), not %s.'
+                           % (value,))
+    return int(value)
+
+
 def rank_log_name(rank):
     """``rank_5.txt``: a rank's log in the experiment's ``logs/``."""
     return 'rank_%d.txt' % rank

@@ -47,9 +47,11 @@ options:
         with the lines to follow the job in RV(follow).
       - V(failed) records why a launch did not start (outcome V(failed), C(launch_errors) - each node's
         C(__trainops_launch_error), merged over what an earlier batch recorded).
-      - V(collected) reads the manifest the launch wrote (within bounds), judges how the job ended from what the
-        collect registered on every node (as O(results), O(verdicts), O(missing_nodes), O(refused), O(slurm) and
-        O(attempt) would give it), writes it and returns why the play fails in RV(failure).
+      - V(collected) reads the manifest the launch wrote (within bounds), asks the run's launcher how it ended the job
+        (launcher=srun - M(trainops.multinode.srun_step) on the controller, Slurm's accounting of its step; given as
+        O(slurm) would give it), judges how the job ended from what the collect registered on every node (as
+        O(results), O(verdicts), O(missing_nodes), O(refused) and O(attempt) would give it), writes it and returns why
+        the play fails in RV(failure).
       - V(failed) and V(collected) publish the experiment with set_stats (C(trainops_experiment)), unless the variable
         C(__trainops_publish) is false.
       - With V(created), O(root) and O(name) default to the run's (C(trainops_experiments_dir), and

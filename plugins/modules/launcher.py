@@ -8,13 +8,13 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: launcher
-short_description: Run one step of the launcher's lifecycle (start, undo, stop, status, end) over the role job's variables
+short_description: Run one step of the launcher's lifecycle (start, undo, stop, status) over the role job's variables
 version_added: 0.3.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - An action of the role C(trainops.multinode.job) (tasks C(start.yml), C(undo.yml), C(stop.yml), C(status.yml) and
-    C(collect.yml)); not meant for playbooks of their own. It reads the role's variables itself, among them C(trainops_launcher), C(__trainops_nodes),
+  - An action of the role C(trainops.multinode.job) (tasks C(start.yml), C(undo.yml), C(stop.yml) and C(status.yml));
+    not meant for playbooks of their own. It reads the role's variables itself, among them C(trainops_launcher), C(__trainops_nodes),
     C(__trainops_run_id), C(__trainops_abs_state_dir), C(trainops_node_id), the torchrun knobs, and each node's
     registered C(__trainops_started), C(__trainops_launch) and C(__trainops_undo_away) through C(hostvars).
   - The launcher (V(ssh), V(srun)) decides what each step does (C(plugins/module_utils/_launchers.py)); the flow is
@@ -40,7 +40,7 @@ options:
     type: str
     required: true
     choices: [node_start, start, node_started, started, node_undo, undo, node_undo_after, node_query, run, node_stop,
-              stop, node_stopped, stopped, end]
+              stop, node_stopped, stopped]
   control:
     description:
       - With O(part=node_query) and O(part=run), the entry point (V(status) reads the log's last lines and reports).

@@ -51,7 +51,7 @@ options:
     type: str
   rank:
     description:
-      - The global rank.
+      - The global rank. A value that is not digits fails, saying what to give (C(-e rank=N)).
     type: int
     required: true
   lines:

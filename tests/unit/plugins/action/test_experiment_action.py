@@ -136,3 +136,23 @@ def test_the_module_refuses_the_states_that_read_the_play():
         assert 'run it on the controller' in str(exc)
     else:
         raise AssertionError('state=launched ran without the play')
+
+
+def test_collected_asks_the_run_s_launcher_how_the_job_ended_on_the_controller(exp):
+    run({'state': 'launched'}, launch_vars(exp))
+    step = {'run_id': 'r1', 'status': 'exited', 'exit_code': 0, 'owner_uid': 0,
+            'launcher': {'name': 'srun', 'job_id': '7', 'step_id': '2', 'step': '7.2'}}
+    hostvars = {'node0': {'__trainops_final': {'job': step}}, 'node1': {'__trainops_final': {'job': step}}}
+    answer = {'step': {'state': 'TIMEOUT', 'exit_code': None, 'source': 'sacct'}, 'job': {'state': 'TIMEOUT'}}
+    action, dummy = fake_task.make_action(ActionModule, 'trainops.multinode.experiment', {'state': 'collected'},
+                                          transport='local')
+    action._execute_module = MagicMock(return_value=answer)
+    action._templar = Templar(loader=DataLoader(), variables=collect_vars(exp, hostvars))
+    result = action.run(task_vars=collect_vars(exp, hostvars))
+    assert action._execute_module.call_args.kwargs['module_name'] == 'trainops.multinode.srun_step'
+    assert action._execute_module.call_args.kwargs['module_args']['end_wait'] == 20
+    assert result['outcome'] == 'timed_out', result
+    assert manifest_of(exp)['slurm_end']['step']['state'] == 'TIMEOUT'
+    action._execute_module = MagicMock(return_value={'failed': True, 'msg': 'sacct: not found'})
+    failed = action.run(task_vars=collect_vars(exp, hostvars))
+    assert failed['failed'] and failed['msg'] == 'sacct: not found'

@@ -102,3 +102,11 @@ def test_following_acts_on_the_rank_s_node_only_and_stops_at_its_timeout(experim
     with pytest.raises(AnsibleActionFail, match='run run1 has no log on node1'):
         plugin.run(task_vars=task_vars)
     assert os.path.isdir(str(experiments))
+
+
+def test_a_rank_that_is_not_a_number_fails_saying_what_to_give(experiments):
+    plugin, task_vars = action({'experiments_dir': str(experiments), 'rank': 'three'})
+    with pytest.raises(AnsibleActionFail, match=r'Give the rank whose lines to print: -e rank=N .*, not three\.'):
+        plugin.run(task_vars=task_vars)
+    plugin, task_vars = action({'experiments_dir': str(experiments), 'rank': '3'})
+    assert plugin.run(task_vars=task_vars)['node'] == 'node1'

@@ -167,16 +167,19 @@ def collect_vars(**overrides):
 
 
 COLLECT_HOSTVARS = {
-    'node0': {'__trainops_final': {'job': {'exit_code': 0}, 'log_tail': []}, '__trainops_collected': [{'refused': []}]},
-    'node1': {'__trainops_final': {'job': {'exit_code': 1}, 'log_tail': ['line %d' % n for n in range(20)]},
-              '__trainops_waited': {'verdict': {'state': 'failed'}}, '__trainops_run_error': 'exit 1; more',
-              '__trainops_collected': [{'refused': ['node1: refused output x']}, {'refused': ['node1: refused profile y']}]},
+    'node0': {'__trainops_final': {'job': {'exit_code': 0}, 'log_tail': [], 'collected': [{'refused': []}]}},
+    'node1': {'__trainops_final': {'job': {'exit_code': 1}, 'log_tail': ['line %d' % n for n in range(20)],
+                                   'collected': [{'refused': ['node1: refused output x']},
+                                                 {'refused': ['node1: refused profile y']}]},
+              '__trainops_waited': {'verdict': {'state': 'failed'}}, '__trainops_run_error': 'exit 1; more'},
     'node2': {},
+    'spare': {'__trainops_final': {'collected': [{'refused': ['spare: refused output z']}]}},
 }
 
 
 def test_collect_inputs_reads_what_each_node_registered():
-    found = em.collect_inputs(collect_vars(), COLLECT_HOSTVARS)
+    # a spare of the play outside the job's nodes keeps an earlier collect's answer: not this job's
+    found = em.collect_inputs(collect_vars(ansible_play_hosts=['node0', 'node1', 'spare']), COLLECT_HOSTVARS)
     assert found['results'] == {'node0': {'exit_code': 0}, 'node1': {'exit_code': 1}}
     assert found['verdicts'] == {'node0': {}, 'node1': {'state': 'failed'}, 'node2': {}}
     assert found['missing_nodes'] == ['node2']
@@ -185,12 +188,10 @@ def test_collect_inputs_reads_what_each_node_registered():
 
 
 def test_collect_inputs_takes_the_launchers_end_or_the_batch_scripts_word():
-    own = collect_vars(__trainops_launcher={'own_tasks': True}, __trainops_launcher_end={'job_id': '7'},
-                       trainops_collect_batch_end={'time_limit': True})
-    assert em.collect_inputs(own, COLLECT_HOSTVARS)['launcher_end'] == {'job_id': '7'}
-    ssh = collect_vars(__trainops_launcher={'own_tasks': False}, __trainops_launcher_end={'job_id': '7'},
-                       trainops_collect_batch_end={'time_limit': True}, trainops_collect_attempt={'number': 2})
-    found = em.collect_inputs(ssh, COLLECT_HOSTVARS)
+    batch = collect_vars(trainops_collect_batch_end={'time_limit': True})
+    assert em.collect_inputs(batch, COLLECT_HOSTVARS, {'own_tasks': True}, {'job_id': '7'})['launcher_end'] == {'job_id': '7'}
+    ssh = collect_vars(trainops_collect_batch_end={'time_limit': True}, trainops_collect_attempt={'number': 2})
+    found = em.collect_inputs(ssh, COLLECT_HOSTVARS, {'own_tasks': False}, {'job_id': '7'})
     assert found['launcher_end'] == {'time_limit': True} and found['attempt'] == {'number': 2}
     assert em.collect_inputs(collect_vars(trainops_straggler_threshold='many'), {})['straggler_threshold'] == 'many'
 

@@ -155,3 +155,16 @@ def test_the_tail_of_a_rank_log_is_bounded(tmp_path):
     assert rl.tail_file(str(path), 3) == dict(lines=['line 97', 'line 98', 'line 99'], truncated=True)
     assert rl.tail_file(str(path), 1000, max_bytes=16) == dict(lines=['line 98', 'line 99'], truncated=True)
     assert rl.tail_file(str(tmp_path / 'none'), 3) is None
+
+
+@pytest.mark.parametrize('value', ['5', 5, 0])
+def test_the_rank_given_is_a_number(value):
+    assert rl.given_rank(value) == int(value)
+
+
+@pytest.mark.parametrize('value, shown', [(None, 'None'), ('-1', '-1'), ('x', 'x'), (True, 'True'), ('', '')])
+def test_a_rank_that_is_not_digits_says_what_to_give(value, shown):
+    with pytest.raises(rl.RankLogError) as caught:
+        rl.given_rank(value)
+    assert str(caught.value) == ('Give the rank whose lines to print: -e rank=N (a global rank, 0 to world size - 1), '
+                                 'not %s.' % shown)
