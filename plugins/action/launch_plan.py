@@ -18,7 +18,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.trainops.multinode.plugins.filter.node_order import master_addr_problems, node_order
-from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan
+from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan, _sweep_play
 from ansible_collections.trainops.multinode.plugins.module_utils import _git_state_task as git_state_task
 from ansible_collections.trainops.multinode.plugins.module_utils._git_state import GitStateError, Runner
 from ansible_collections.trainops.multinode.plugins.plugin_utils._role_action import RoleStepAction
@@ -27,6 +27,10 @@ from ansible_collections.trainops.multinode.plugins.plugin_utils._secret_args im
 ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(_launch_plan.STEPS)),
                      nodes=dict(type='list', elements='str'), spares=dict(type='bool', default=False),
                      since=dict(type='str', default='before the start'))
+
+
+ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles')
+"""The collection's roles: their defaults tell a sweep's resume which settings were given again."""
 
 
 def controller_git(path):
@@ -44,6 +48,15 @@ def controller_git(path):
 class ActionModule(RoleStepAction):
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
+    def _read(self, name):
+        """A variable, templated; KeyError where it is not defined (module_utils/_sweep_play.py's ``read``)."""
+        if name not in self.task_vars:
+            raise KeyError(name)
+        return self.var(name)
+
+    def _defined(self, name):
+        return name in self.task_vars
+
     def run(self, tmp=None, task_vars=None):
         task_vars = self.task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -54,15 +67,38 @@ class ActionModule(RoleStepAction):
         read = self.var
         hostvars = task_vars.get('hostvars') or {}
         step = args['step']
+        # a sweep's launch (roles/job/tasks/sweep.yml imports validate.yml with __trainops_sweeping)
+        sweeping = _launch_plan.truth(read('__trainops_sweeping', False)) and step in ('knobs', 'nodes')
         if step == 'knobs':
-            plan = _launch_plan.knobs(read, set(task_vars), to_text(task_vars.get('inventory_hostname')),
-                                      literal_secret_problems(context.CLIARGS.get('extra_vars', ())))
+            node = to_text(task_vars.get('inventory_hostname'))
+            # a sweep's launch settings first, a resume's from sweep.json (module_utils/_sweep_play.py)
+            sweep = _sweep_play.host_plan(self._read, self._defined, _sweep_play.role_defaults(ROLES), node,
+                                          os.environ) if sweeping else None
+            overlay = sweep.pop('vars') if sweep else {}
+            plan = _launch_plan.knobs(read, set(task_vars), node,
+                                      literal_secret_problems(context.CLIARGS.get('extra_vars', ())), overlay)
+            if sweep is not None:
+                plan['fields']['sweep'] = sweep
+            # a resume's secrets, read from the controller's environment: never shown (validate.yml's set_fact neither)
+            result['_ansible_no_log'] = _launch_plan.SECRET_VAR in plan['fields']['changed']
         elif step == 'nodes':
             plan = _launch_plan.nodes(read, hostvars, node_order, master_addr_problems, args['nodes'], args['spares'])
+            if sweeping and not plan['problems']:
+                # then the sweep's check and its points, before any node is touched
+                plans = dict((host, self.hostvar(host, _launch_plan.KNOBS_RESULT, 'sweep'))
+                             for host in read('ansible_play_hosts'))
+                message, points = _sweep_play.plan_points(self._read, self._defined, plans,
+                                                          read(_launch_plan.KNOBS_RESULT)['sweep'])
+                plan['problems'] = [message] if message else []
+                plan['fields']['points'] = points
         elif step == 'preflight':
-            # the node's one read-only module run, with the options the plan gives it
-            return self._execute_module(module_name='trainops.multinode.preflight',
-                                        module_args=_launch_plan.preflight_args(read), task_vars=task_vars)
+            # the node's one read-only module run, with the options the plan gives it; and the directories the
+            # launch marks once the checks passed (checks.yml)
+            found = self._execute_module(module_name='trainops.multinode.preflight',
+                                         module_args=_launch_plan.preflight_args(read), task_vars=task_vars)
+            if isinstance(found.get('paths'), dict) and not found.get('failed'):
+                found['unmarked'] = _launch_plan.unmarked(read, found['paths'])
+            return found
         elif step == 'checks':
             plan = _launch_plan.checks(read, hostvars, bool(self._task.check_mode or task_vars.get('ansible_check_mode')),
                                        controller_git(read('trainops_workspace_src')))

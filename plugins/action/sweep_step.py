@@ -6,17 +6,16 @@
 plugins/modules/sweep_step.py. Each step reads the play's variables it needs itself, templated once here, instead of
 the task passing them; the decisions are module_utils/_sweep_play.py's, sweep.json is module_utils/_sweep.py's.
 
+The sweep's launch settings (a resume's from sweep.json) and its points are the launch plan's knobs and nodes steps
+(the action trainops.multinode.launch_plan, roles/job/tasks/validate.yml imported with __trainops_sweeping), registered
+as __trainops_plan_knobs (``sweep``: each node's) and __trainops_plan (``points``).
+
 Variables read, by step:
 
-- ``settings`` (every node): the sweep's knobs (sweep, sweep_name, sweep_dir, workload, stop_on_failure and their
-  trainops_sweep* role variables), the short knobs and the role variables of the launch settings, run_name and
-  __trainops_allreduce_args;
-- ``points`` (once): __trainops_sweep_settings (the settings step's result) of every node, __trainops_launch_params
-  and, for a resume, the launch settings' role variables again;
-- ``planned`` (once): trainops_experiments_dir, __trainops_nodes, __trainops_sweep_settings of every node and
-  __trainops_sweep (the points step's result);
+- ``planned`` (once): trainops_experiments_dir, __trainops_nodes, __trainops_plan_knobs of every node and
+  __trainops_plan;
 - ``started``: __trainops_sweep_record (the planned step's result), __trainops_point, __trainops_experiment_dir;
-- ``finished``: __trainops_sweep_record, __trainops_point, __trainops_sweep_settings, __trainops_point_record (the
+- ``finished``: __trainops_sweep_record, __trainops_point, __trainops_plan_knobs, __trainops_point_record (the
   previous point's result), __trainops_point_error of every host of the play;
 - ``reported``: __trainops_sweep_record, __trainops_point_record.
 
@@ -41,10 +40,10 @@ from ansible_collections.trainops.multinode.plugins.module_utils._sweep import (
 from ansible_collections.trainops.multinode.plugins.module_utils._sweep_results import (
     import_pyplot, render_table, write_plots, write_results)
 
-STEPS = ('settings', 'points', 'planned', 'started', 'finished', 'reported')
+STEPS = ('planned', 'started', 'finished', 'reported')
 
-ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles')
-
+PLAN = '__trainops_plan_knobs'
+"""Each node's knobs step of the launch plan: its ``sweep`` (module_utils/_sweep_play.py, host_plan)."""
 
 def _utc():
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
@@ -98,39 +97,21 @@ class ActionModule(ActionBase):
 
     # the steps ------------------------------------------------------------------------------------------------
 
-    def _settings(self):
-        plan = _sweep_play.host_plan(self._read, self._defined, _sweep_play.role_defaults(ROLES),
-                                     self._vars.get('inventory_hostname'), os.environ)
-        # a resume's secrets, read from the controller's environment: never shown (the set task is no_log too)
-        return dict(plan, changed=False, _ansible_no_log='trainops_secret_env' in plan['vars'])
-
-    def _points(self):
-        hosts = self._need('ansible_play_hosts')
-        plans = self._hosts_var(hosts, '__trainops_sweep_settings')
-        message = _sweep_play.gate(plans)
-        mine = self._need('__trainops_sweep_settings')
-        if not message:
-            problems = _sweep_play.effective_problems(self._read, self._defined, mine)
-            message = '\n'.join([_sweep_play.NOT_RESUMING] + problems) if problems else None
-        if not message:
-            message, points = _sweep_play.points(self._need('__trainops_launch_params'), mine['grid'],
-                                                 _sweep_play.fixed_knobs(self._defined))
-        if message:
-            return dict(failed=True, msg=message)
-        return dict(changed=False, points=points)
-
     def _planned(self):
         import_pyplot()
-        mine = self._need('__trainops_sweep_settings')
+        mine = self._need(PLAN)['sweep']
         hosts = self._need('ansible_play_hosts')
-        settings = dict((host, plan['settings']) for host, plan in self._hosts_var(hosts, '__trainops_sweep_settings').items())
+        settings = dict((host, plan['sweep']['settings']) for host, plan in self._hosts_var(hosts, PLAN).items())
         path, record, resumed = plan_sweep(self._need('trainops_experiments_dir'), mine['name'], mine['grid'] or {},
                                            mine['workload'], sweep_dir=mine['sweep_dir'] or None, settings=settings)
         recorded = bool(record.get('runs') and record['runs'][-1].get('settings_recorded'))
         lines = _sweep_play.plan_lines(path, resumed, recorded, record['points'], mine['workload'],
                                        len(self._need('__trainops_nodes')))
-        todo = _sweep_play.to_run(record['points'], self._need('__trainops_sweep')['points'])
-        return dict(changed=True, path=path, resumed=resumed, settings_recorded=recorded, lines=lines, todo=todo)
+        # the indexes of the points to run (sweep.yml loops over those of the launch plan's points, __trainops_plan)
+        todo = [point['index'] for point in _sweep_play.to_run(record['points'], self._need('__trainops_plan')['points'])]
+        # the plan, shown without -v as an assert's success_msg is
+        return dict(changed=True, path=path, resumed=resumed, settings_recorded=recorded, todo=todo, msg=lines,
+                    _ansible_verbose_always=True)
 
     def _started(self):
         point = record_point(self._need('__trainops_sweep_record')['path'], int(self._need('__trainops_point')['index']),
@@ -155,7 +136,7 @@ class ActionModule(ActionBase):
         update = _sweep_play.point_outcome(manifest, refused, errors)
         update['finished_at'] = _utc()
         recorded = record_point(path, index, update)
-        stop = recorded['outcome'] != _sweep_play.SUCCEEDED and self._need('__trainops_sweep_settings')['stop_on_failure']
+        stop = recorded['outcome'] != _sweep_play.SUCCEEDED and self._need(PLAN)['sweep']['stop_on_failure']
         return dict(changed=True, stop=bool(stop), msg=wrap_var(_sweep_play.point_line(label, recorded)),
                     _ansible_verbose_always=True)
 

@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_plan, _launch_records, _launchers
 
-# the directories nodes share, the run a launch resumes (shares.yml, resume.yml)
+# the directories nodes share, the run a launch resumes (checks.yml, resume.yml)
 from ansible_collections.trainops.multinode.plugins.module_utils import _launch_dirs
 
 # the spare nodes of a launch (nodes.yml; trainops_spare_nodes), and the health check before an attempt

@@ -6,7 +6,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The launch's directories across its nodes (roles/job/tasks/shares.yml and resume.yml), read from what each node's
+"""The launch's directories across its nodes (roles/job/tasks/checks.yml and resume.yml), read from what each node's
 tasks registered, through ``hostvars`` (as in ``_launch_records``), instead of Jinja loops in the task files:
 
 * :func:`shared_dirs`: which nodes see one directory (the same token), and the node that acts for them (filter

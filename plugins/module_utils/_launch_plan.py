@@ -16,10 +16,11 @@ one), the lines to show.
 * :func:`nodes` (once, nodes.yml): the rank order, the master and the spare nodes (``node_order``,
   ``_retries.spare_pool``), and every node's problems of the first step, merged;
 * :func:`preflight_args` (every node, checks.yml): the options of the node's one read-only module run
-  (``trainops.multinode.preflight``), which the action runs on the node;
+  (``trainops.multinode.preflight``), which the action runs on the node; :func:`unmarked`: the directories of the
+  node that the launch then marks (its result's ``unmarked``);
 * :func:`checks` (once, checks.yml): the checks across nodes of every node's preflight (``_launch_checks``), the
   reach table, the nodes that left the play;
-* :func:`shares` (once, shares.yml): the nodes that share their node root, workspace or state directory
+* :func:`shares` (once, checks.yml): the nodes that share their node root, workspace or state directory
   (``_launch_dirs``);
 * :func:`entry` and :func:`env` (the filter ``launch_entry``, roles/job/vars/main.yml): what torchrun runs on the node
   and the ranks' environment, for each attempt (its run id and directories).
@@ -40,8 +41,12 @@ STEPS = ('knobs', 'nodes', 'preflight', 'checks', 'in_play', 'shares')
 KNOBS_RESULT = '__trainops_plan_knobs'
 """The variable the knobs step is registered as (roles/job/tasks/validate.yml); the nodes step reads it of every host."""
 
+SECRET_VAR = 'trainops_secret_env'
+"""The role variable of the ranks' secrets: a step whose result holds it is not shown (no_log)."""
 
-def _truth(value):
+
+def truth(value):
+    """A boolean variable's truth, as Jinja's ``bool`` filter reads it."""
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ('true', 'yes', 'on', '1', 'y', 't')
@@ -67,7 +72,7 @@ def launch_params(read, given, knobs, node):
     what the checks need to know about the node and the controller."""
     params = _knobs.values([read(knob.var) for knob in _knobs.LAUNCH], 'launch', knobs)
     job_id = read('trainops_slurm_job_id', None)
-    params.update(sync_workspace=_truth(read('trainops_sync_workspace')), script_given='script' in given,
+    params.update(sync_workspace=truth(read('trainops_sync_workspace')), script_given='script' in given,
                   connection=read('ansible_connection', None) or 'ssh', sync_rsync_opts=read('trainops_sync_rsync_opts'),
                   pass_config_args=read('trainops_pass_config_args'), slurm_problem=read('trainops_slurm_problem', None),
                   slurm_job_id=str(job_id if job_id else os.environ.get('SLURM_JOB_ID', '')),
@@ -77,17 +82,30 @@ def launch_params(read, given, knobs, node):
     return params
 
 
-def knobs(read, defined, node, extra_problems=()):
+def overlaid(read, overlay):
+    """``read`` with the variables of ``overlay`` (name to value) over the play's: what the play reads once they are
+    set."""
+    def read_over(name, *default):
+        return overlay[name] if name in overlay else read(name, *default)
+    return read_over
+
+
+def knobs(read, defined, node, extra_problems=(), overlay=None):
     """The first step, on every node: every short knob's value (``knobs``), the ``trainops_`` variables whose value
     that changes (``changed``: validate.yml sets them), and the launch
-    parameters of this node that do not fit (``launch_problems``, merged by :func:`nodes`)."""
+    parameters of this node that do not fit (``launch_problems``, merged by :func:`nodes`). ``overlay``: role variables
+    to set first (a sweep's launch settings, module_utils/_sweep_play.py host_plan), read as set and set with the rest
+    (``changed``)."""
+    overlay = dict(overlay or {})
+    read = overlaid(read, overlay)
     given = short_given(defined)
     values = knob_values(read, given)
     problems = launch_problems(launch_params(read, given, values, node)) + list(extra_problems)
     # the trainops_ variables the knobs change: a short knob given, a string of arguments split, a path made absolute
     changed = dict((knob.var, values[knob.key]) for knob in _knobs.SHORT
                    if knob.short in given or values[knob.key] != read(knob.var))
-    return dict(fields=dict(knobs=values, changed=changed, launch_problems=problems), problems=[], lines=[])
+    return dict(fields=dict(knobs=values, changed=dict(overlay, **changed), launch_problems=problems), problems=[],
+                lines=[])
 
 
 def _inventory_problem(group, order):
@@ -134,22 +152,22 @@ def profiler(profile):
 
 def _git_check(read):
     check = read('trainops_git_check')
-    return check == 'always' or (check == 'auto' and not _truth(read('trainops_sync_workspace')))
+    return check == 'always' or (check == 'auto' and not truth(read('trainops_sync_workspace')))
 
 
 def preflight_args(read):
     """The options of this node's ``trainops.multinode.preflight`` run (checks.yml), from the role's variables: its rank
     decides the master port check (node rank 0) and the reach check (a spare node, rank -1, takes no part)."""
-    sync = _truth(read('trainops_sync_workspace'))
+    sync = truth(read('trainops_sync_workspace'))
     rank = _int(read('__trainops_rank'))
-    reach = _truth(read('trainops_check_reachability')) and not _truth(read('trainops_replace'))
+    reach = truth(read('trainops_check_reachability')) and not truth(read('trainops_replace'))
     port = _int(read('trainops_master_port'))
     executable = profiler(read('trainops_profile'))
     args = dict(master_addr=read('__trainops_master_addr'), socket_ifname=read('trainops_socket_ifname'),
-                python=read('trainops_python'), import_torch=_truth(read('trainops_preflight_import_torch')),
+                python=read('trainops_python'), import_torch=truth(read('trainops_preflight_import_torch')),
                 container_engine=read('trainops_container_engine'), state_dir=read('__trainops_state_dir'),
                 node_id=read('trainops_node_id'),
-                # the tokens by which the controller sees nodes sharing them (an NFS home; shares.yml creates missing
+                # the tokens by which the controller sees nodes sharing them (an NFS home; checks.yml creates missing
                 # ones once every check passed); never in a git checkout the nodes run
                 identify_dirs=['state_dir'] + (['workspace_dir'] if sync else []),
                 workspace_dir=read('trainops_workspace_dir'),
@@ -157,7 +175,7 @@ def preflight_args(read):
                 need_rsync=sync and not is_local(read('ansible_connection', None) or 'ssh'),
                 # the profiler every selected rank runs (profile=nsys|rocprof); the checks step names the nodes without it
                 find_executables=[executable] if executable else [],
-                reach_timeout=_int(read('trainops_reach_timeout')), replace=_truth(read('trainops_replace')),
+                reach_timeout=_int(read('trainops_reach_timeout')), replace=truth(read('trainops_replace')),
                 # the Slurm job's GPUs here, over SSH: renumbered from 0 where the session is confined to them
                 gpu_ids=(read('trainops_slurm_gpu_ids', []) if _launchers.capability(read('trainops_launcher'), 'inventory_gpu_ids')
                          else []),
@@ -169,7 +187,7 @@ def preflight_args(read):
     network = read('trainops_training_network', '') or ''
     if len(network) > 0:
         args['training_network'] = network
-    if not sync and not _truth(read('__trainops_module')):
+    if not sync and not truth(read('__trainops_module')):
         args['script'] = read('trainops_script')
     if _git_check(read):
         args['git_path'] = read('trainops_workspace_dir')
@@ -180,6 +198,16 @@ def preflight_args(read):
     if reach and rank >= 0:
         args['reach_port'] = port
     return args
+
+
+def unmarked(read, paths):
+    """The directories a node's first launch marks with a token (checks.yml, module dir_token), from the paths its
+    preflight found (``paths``): the node root without one, and the synced workspace (trainops_sync_workspace)
+    without one."""
+    found = [paths['state_root']] if not paths.get('state_root_token') else []
+    if truth(read('trainops_sync_workspace')) and not paths.get('workspace_token'):
+        found.append(paths['workspace_dir'])
+    return found
 
 
 def left_nodes(read, since):
@@ -205,12 +233,12 @@ def checks(read, hostvars, check_mode=False, git_ref=None):
     git = (git_ref or {}).get('git')
     problems = _launch_checks.node_problems(
         dict(preflights, **spare_preflights), git_check=_git_check(read), git_reference=read('trainops_git_reference'),
-        controller_git=git, compare_nodes=not _truth(read('trainops_sync_workspace')),
-        allow_dirty=_truth(read('trainops_allow_dirty')), profile=str(read('trainops_profile') or ''),
+        controller_git=git, compare_nodes=not truth(read('trainops_sync_workspace')),
+        allow_dirty=truth(read('trainops_allow_dirty')), profile=str(read('trainops_profile') or ''),
         profile_executable=profiler(read('trainops_profile')))
     problems = problems or left_nodes(read, 'during the checks above')
     lines = []
-    if _truth(read('trainops_check_reachability')) and not _truth(read('trainops_replace')) and not check_mode:
+    if truth(read('trainops_check_reachability')) and not truth(read('trainops_replace')) and not check_mode:
         lines = _launch_checks.reach_table(preflights) + ['']
     lines += str((read('__trainops_nccl_cluster', None) or {}).get('table') or '').splitlines()
     lost = [n for n in spares if n not in play_hosts]
@@ -257,7 +285,7 @@ def entry(params):
     if profile:
         wrapper = ['--profiler', profile, '--ranks', _ranks_text(params.get('profile_ranks')),
                    '--out-dir', '%s/profiles' % params['run_dir'], '--host', params['node']]
-        wrapper += ['--stats'] if _truth(params.get('profile_stats')) else []
+        wrapper += ['--stats'] if truth(params.get('profile_stats')) else []
         wrapper += ['--profiler-arg=%s' % a for a in params.get('profile_args') or []] + ['--']
         return dict(entrypoint=params['wrapper'], args=wrapper + [params['script']] + argv)
     module = params.get('module') or ''

@@ -220,7 +220,7 @@ def plan_sweep(root, name, sweep, workload, sweep_dir=None, now=None, settings=N
     A resumed sweep must have the same grid; its points that succeeded are kept (and skipped), the others run
     again. ``settings`` (node to its launch settings, module_utils/_sweep_play.py) are recorded in a new sweep,
     and in a resumed one whose sweep.json has none yet (written before sweeps recorded them); a resume with recorded
-    settings keeps them (the step ``settings`` of ``sweep_step`` refused any other before any node was touched).
+    settings keeps them (the launch plan's nodes step refused any other before any node was touched, module_utils/_sweep_play.py).
     Returns ``(path, record, resumed)``.
     """
     now = time.time() if now is None else now

@@ -5,8 +5,9 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The steps of ``playbooks/sweep.yml`` as data (logic behind the action ``trainops.multinode.sweep_step``; the task
-files roles/job/tasks/sweep.yml and point.yml only call it).
+"""The steps of ``playbooks/sweep.yml`` as data (logic behind the action ``trainops.multinode.sweep_step`` and the
+launch plan's knobs and nodes steps in a sweep, the action ``trainops.multinode.launch_plan``; the task files
+roles/job/tasks/sweep.yml and point.yml only call them).
 
 Each function takes what the action read from the play: ``read(name)`` gives a variable's value (KeyError when it
 is not defined) and ``defined(name)`` says whether it is. Nothing here imports Ansible.
@@ -14,6 +15,7 @@ is not defined) and ``defined(name)`` says whether it is. Nothing here imports A
 - :func:`host_plan`: one node's sweep knobs, its launch settings, what a resume takes from sweep.json and what is
   wrong with it (the variables the role sets before the launch is validated);
 - :func:`gate`: the one message for every node's problems (nothing touched yet);
+- :func:`plan_points`: the sweep's check and its points, once the launch's check passed;
 - :func:`points`: the points with the variables each sets (its knobs, its progress label, the errors it forgets);
 - :func:`point_outcome`: the update of a finished point in sweep.json, from its experiment's manifest;
 - :func:`plan_lines`, :func:`point_line`, :func:`report`: what the play shows and publishes.
@@ -160,6 +162,20 @@ def effective_problems(read, defined, plan):
     dummy, knobs = _short_knobs(read, defined)
     values = [read(var) for var in _sweep_settings.variables()]
     return _sweep_settings.effective_problems(values, knobs, plan['settings'], plan['sweep_dir'])
+
+
+def plan_points(read, defined, plans, mine):
+    """The sweep's check once the launch's passed (the launch plan's nodes step, roles/job/tasks/validate.yml):
+    ``(message, points)``. ``plans``: every node's :func:`host_plan` (node to plan, in play order); ``mine``: this
+    node's; ``read``/``defined``: this node's variables, once the role set them. The message (:func:`gate`, a resume's
+    settings the role could not take: :func:`effective_problems`, the grid's: :func:`points`), else None."""
+    message = gate(plans)
+    if not message:
+        problems = effective_problems(read, defined, mine)
+        message = '\n'.join([NOT_RESUMING] + problems) if problems else None
+    if message:
+        return message, []
+    return points(read('__trainops_launch_params'), mine['grid'], fixed_knobs(defined))
 
 
 def points(params, grid, fixed):

@@ -19,12 +19,17 @@ description:
     play's hosts. A step fails with one line per value to fix, before anything is touched.
   - O(step=knobs), on every node - the short C(-e) knobs over their C(trainops_) variables (the knob registry,
     C(plugins/module_utils/_knobs.py)) and the launch parameters of the node that do not fit
-    (fact C(__trainops_launch_problems)).
+    (fact C(__trainops_launch_problems)). In a sweep (C(__trainops_sweeping) true, in C(playbooks/sweep.yml)), the
+    sweep's launch settings first (the all-reduce benchmark's with C(workload=allreduce); a resume takes them from
+    C(sweep.json), its secrets from the controller's environment, and the result is then hidden as with C(no_log)),
+    as RV(sweep).
   - O(step=nodes), once - the problems of the first step of every node, merged; the rank order, the master and its
     address (C(__trainops_order), filter P(trainops.multinode.node_order#filter)) and the spare nodes
-    (C(__trainops_spare_pool)).
+    (C(__trainops_spare_pool)). In a sweep, then one message for every node's sweep problems (C(Not resuming the
+    sweep:), C(Not starting the sweep:)), else the points (RV(points)).
   - O(step=preflight), on every node - runs M(trainops.multinode.preflight) on the node with the options the role's
-    variables and the node's rank give (the master port on node rank 0, the reach check on every node of the job).
+    variables and the node's rank give (the master port on node rank 0, the reach check on every node of the job),
+    and adds RV(unmarked).
   - O(step=checks), once, after every node's M(trainops.multinode.preflight) (C(__trainops_preflight)) and NCCL/RCCL
     environment - the checks across nodes (torch, code, profiler) and the nodes that left the play; shows how every
     node reaches the master and the NCCL/RCCL table.
@@ -38,7 +43,10 @@ description:
     C(trainops_git_check), C(trainops_git_reference), C(trainops_allow_dirty), C(trainops_profile),
     C(trainops_check_reachability), C(trainops_replace), C(__trainops_order), C(__trainops_spare_pool),
     C(__trainops_nccl_cluster), the preflight''s options (C(trainops_python), C(trainops_socket_ifname), ...),
-    C(hostvars), C(groups) and the play''s hosts.'
+    C(hostvars), C(groups) and the play''s hosts; in a sweep C(__trainops_sweeping), the sweep''s knobs (C(sweep),
+    C(sweep_name), C(sweep_dir), C(workload), C(stop_on_failure) and their C(trainops_sweep*) role variables),
+    C(run_name), C(__trainops_allreduce_args), C(__trainops_plan_knobs) of every node and
+    C(__trainops_launch_params).'
 author:
   - trainops maintainers (@trainops)
 extends_documentation_fragment:
@@ -104,4 +112,26 @@ ansible_facts:
   description: What the step sets for the play's hosts (see the description).
   returned: success
   type: dict
+changed:
+  description: With O(step=knobs), the role variables to set on this node (variable to value).
+  returned: with O(step=knobs)
+  type: dict
+sweep:
+  description: With O(step=knobs) in a sweep, the node's sweep (C(name), C(sweep_dir), C(grid), C(workload),
+    C(stop_on_failure)), its launch settings as C(sweep.json) records them (C(settings), secrets by name), what a
+    resume may not take on this node (C(problems)) and an C(error) that ends the sweep on its own.
+  returned: with O(step=knobs) in a sweep
+  type: dict
+points:
+  description: With O(step=nodes) in a sweep, the points, each with C(index), C(label), C(values), C(params) (the
+    launch values) and C(vars) (the role variables the point sets).
+  returned: with O(step=nodes) in a sweep
+  type: list
+  elements: dict
+unmarked:
+  description: With O(step=preflight), the node root and synced workspace without a directory token, which the
+    role marks once every check passed (M(trainops.multinode.dir_token)).
+  returned: with O(step=preflight)
+  type: list
+  elements: str
 """

@@ -19,15 +19,10 @@ description:
   - Each step reads the variables it needs from the play itself (the sweep's knobs C(sweep), C(sweep_name),
     C(sweep_dir), C(workload), C(stop_on_failure), the launch's knobs, and the results of the steps before it, which
     the role registers), so the task passes nothing but O(step).
-  - V(settings), on every node, before the launch is validated. The node's launch settings (what every point shares
-    besides the swept knobs); a resume (C(sweep_dir)) takes them from C(sweep.json) and lists a setting given again
-    with another value as a problem. RV(vars) are the role variables the role then sets (the all-reduce benchmark's
-    with C(workload=allreduce), a resume's recorded settings, a resume's secrets from the controller's environment;
-    the result is then hidden as with C(no_log)).
-  - V(points), once, before any node is touched. Fails with one message for every node's problems (C(Not resuming
-    the sweep:), C(Not starting the sweep:)); else the points, each with the launch values it runs with.
+  - The sweep's launch settings (a resume's from C(sweep.json)) and its points are worked out with the launch's
+    validation, by M(trainops.multinode.launch_plan) (its knobs and nodes steps in a sweep).
   - V(planned), once. Creates the sweep directory and its C(sweep.json), or reopens C(sweep_dir) to resume it; checks
-    that matplotlib can be imported.
+    that matplotlib can be imported; shows the sweep's plan.
   - V(started), once a point's experiment directory exists. Records the point as running in C(sweep.json).
   - V(finished), once a point ended. Records its outcome (from its experiment's C(manifest.json), read within bounds),
     shows it, and says whether the sweep stops here (C(stop_on_failure)).
@@ -55,7 +50,7 @@ options:
     description:
       - Which step.
     type: str
-    choices: [settings, points, planned, started, finished, reported]
+    choices: [planned, started, finished, reported]
     required: true
 notes:
   - Every write of C(sweep.json) goes through a temporary file and a rename, so an interrupted sweep (Ctrl-C) leaves
@@ -65,47 +60,33 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Work out the sweep's launch settings on every node; a resume takes them from sweep.json
+- name: Create the sweep directory, or reopen it to resume (sweep_dir), and show the sweep's plan
   trainops.multinode.sweep_step:
-    step: settings
-  register: __trainops_sweep_settings
+    step: planned
+  run_once: true
+  register: __trainops_sweep_record
 """
 
 RETURN = r"""
-vars:
-  description: With O(step=settings), the role variables to set on this node (variable to value).
-  returned: with O(step=settings)
-  type: dict
-settings:
-  description: With O(step=settings), this node's launch settings as C(sweep.json) records them (secrets by name).
-  returned: with O(step=settings)
-  type: dict
-problems:
-  description: With O(step=settings), what a resume may not take on this node.
-  returned: with O(step=settings)
-  type: list
-  elements: str
-points:
-  description: The points, each with C(index), C(label), C(values), C(params) (the launch values) and C(vars) (the
-    role variables the point sets).
-  returned: with O(step=points)
-  type: list
-  elements: dict
 path:
   description: The sweep directory.
   returned: with O(step=planned)
   type: str
   sample: /home/me/trainops/experiments/sweep_nccl_20261123_190000
 todo:
-  description: The points to run (those C(sweep.json) does not record as succeeded), as in RV(points).
+  description: The indexes of the points to run (those C(sweep.json) does not record as succeeded).
   returned: with O(step=planned)
   type: list
-  elements: dict
+  elements: int
 lines:
-  description: What the play shows, the sweep's plan (O(step=planned)) or its results table (O(step=reported)).
-  returned: with O(step=planned) and O(step=reported)
+  description: The results table the play shows.
+  returned: with O(step=reported)
   type: list
   elements: str
+msg:
+  description: The sweep's plan (O(step=planned)), shown without C(-v); a finished point's line (O(step=finished)).
+  returned: with O(step=planned) and O(step=finished)
+  type: raw
 stop:
   description: Whether the sweep stops at this point (it failed, with C(stop_on_failure)), or stopped before it.
   returned: with O(step=finished)

@@ -11,7 +11,7 @@ import os
 from unittest.mock import MagicMock
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 
 from ansible_collections.trainops.multinode.plugins.action.sweep_step import ActionModule
 from ansible_collections.trainops.multinode.plugins.module_utils import _sweep, _sweep_play
@@ -34,39 +34,6 @@ def node_vars(**given):
     return dict(DEFAULTS, inventory_hostname='node0', __trainops_allreduce_args=[], **given)
 
 
-def test_settings_template_the_play_variables_and_hide_a_resumes_secrets(tmp_path, monkeypatch):
-    # a variable of the play is a template until it is read (vars/main.yml, an inventory's {{ }})
-    result = run('settings', node_vars(sweep={'threads': [256]}, trainops_run_name=trust_as_template("{{ 'mine' }}")))
-    assert not result.get('failed') and result['settings']['run_name'] == 'mine' and result['vars'] == {}
-    assert result['_ansible_no_log'] is False
-    first = dict(result['settings'], secret_env=['HF_TOKEN'])
-    path = _sweep.plan_sweep(str(tmp_path), 's', {'threads': [256]}, 'train', settings={'node0': first})[0]
-    monkeypatch.setenv('HF_TOKEN', 'hf_secret')
-    resumed = run('settings', node_vars(sweep_dir=path))
-    assert resumed['vars']['trainops_secret_env'] == {'HF_TOKEN': 'hf_secret'} and resumed['_ansible_no_log'] is True
-
-
-def points_vars(tmp_path, plans, **more):
-    hostvars = dict((host, {'__trainops_sweep_settings': plan}) for host, plan in plans.items())
-    (tmp_path / 'c.yaml').write_text('')
-    params = {'channels': None, 'min_channels': None, 'threads': None, 'nproc_per_node': 1, 'config': 'c.yaml',
-              'env': {}, 'overrides': [], 'workspace_src': str(tmp_path), 'sync_workspace': True}
-    return node_vars(ansible_play_hosts=list(plans), hostvars=hostvars, __trainops_sweep_settings=plans['node0'],
-                     __trainops_launch_params=params, **more)
-
-
-def test_points_fail_once_for_every_nodes_problems_then_for_the_sweep(tmp_path):
-    good = dict(error='', problems=[], grid={'channels': [28, 42]}, recorded=False, settings={}, sweep_dir='')
-    bad = dict(good, problems=['overrides=["a=2"]: the sweep /s ran with overrides=["a=1"]'])
-    result = run('points', points_vars(tmp_path, {'node0': bad, 'node1': bad}))
-    assert result['failed'] and result['msg'] == 'Not resuming the sweep:\n' + bad['problems'][0]
-    result = run('points', points_vars(tmp_path, {'node0': good, 'node1': good}, channels=28))
-    assert result['failed'] and result['msg'].startswith(
-        'Not starting the sweep:\nchannels: given both on its own (-e channels=...) and in the sweep')
-    result = run('points', points_vars(tmp_path, {'node0': good, 'node1': good}))
-    assert not result.get('failed') and [p['vars']['trainops_channels'] for p in result['points']] == [28, 42]
-
-
 def write_manifest(experiment, **manifest):
     os.makedirs(experiment, exist_ok=True)
     with open(os.path.join(experiment, 'manifest.json'), 'w') as handle:
@@ -74,13 +41,21 @@ def write_manifest(experiment, **manifest):
 
 
 def test_a_sweep_planned_run_point_by_point_stopped_and_reported(tmp_path):
+    # the launch plan's knobs and nodes steps in a sweep (tests/unit/plugins/action/test_launch_plan.py)
     good = dict(error='', problems=[], grid={'threads': [256, 512, 1024]}, recorded=False, sweep_dir='',
                 settings={'config': 'c.yaml'}, name='s', workload='train', stop_on_failure=True)
-    play = points_vars(tmp_path, {'node0': good})
-    play['__trainops_sweep'] = run('points', play)
+    plan = {'sweep': good}
+    params = {'channels': None, 'min_channels': None, 'threads': None, 'nproc_per_node': 1, 'config': 'c.yaml',
+              'env': {}, 'overrides': [], 'workspace_src': str(tmp_path), 'sync_workspace': True}
+    (tmp_path / 'c.yaml').write_text('')
+    dummy, points = _sweep_play.points(params, good['grid'], [])
+    play = node_vars(ansible_play_hosts=['node0'], hostvars={'node0': {'__trainops_plan_knobs': plan}},
+                     __trainops_plan_knobs=plan, __trainops_plan={'points': points})
     play.update(trainops_experiments_dir=str(tmp_path / 'experiments'), __trainops_nodes=['node0'])
     planned = run('planned', play)
-    assert planned['lines'][0].endswith(': 3 point(s) of train on 1 node(s)') and len(planned['todo']) == 3
+    assert planned['msg'][0].endswith(': 3 point(s) of train on 1 node(s)') and planned['todo'] == [1, 2, 3]
+    assert planned['_ansible_verbose_always'] is True
+    todo = [p for p in points if p['index'] in planned['todo']]
     play['__trainops_sweep_record'] = planned
     play['hostvars']['node0'].update(__trainops_point_error='')
     play['ansible_play_hosts_all'] = ['node0']
@@ -88,7 +63,7 @@ def test_a_sweep_planned_run_point_by_point_stopped_and_reported(tmp_path):
     # point 1 succeeds: its manifest says so
     first = str(tmp_path / 'p1')
     write_manifest(first, outcome='succeeded')
-    play.update(__trainops_point=planned['todo'][0], __trainops_experiment_dir=first)
+    play.update(__trainops_point=todo[0], __trainops_experiment_dir=first)
     assert run('started', play)['point']['status'] == 'running'
     play['__trainops_point_record'] = done = run('finished', play)
     assert done['msg'] == 'point 1/3 threads=256: succeeded' and done['stop'] is False
@@ -97,14 +72,14 @@ def test_a_sweep_planned_run_point_by_point_stopped_and_reported(tmp_path):
     # point 2 fails before its manifest said more than running: the node's error is the detail; stop_on_failure
     second = str(tmp_path / 'p2')
     write_manifest(second, outcome='failed', outcome_detail='failed on node0 (node rank 0: exit code 1)')
-    play.update(__trainops_point=planned['todo'][1], __trainops_experiment_dir=second)
+    play.update(__trainops_point=todo[1], __trainops_experiment_dir=second)
     run('started', play)
     play['__trainops_point_record'] = stopped = run('finished', play)
     assert stopped['msg'] == 'point 2/3 threads=512: failed (failed on node0 (node rank 0: exit code 1))'
     assert stopped['stop'] is True
 
     # point 3 does not run; the report says the sweep stopped and names the failed point
-    play['__trainops_point'] = planned['todo'][2]
+    play['__trainops_point'] = todo[2]
     skipped = run('finished', play)
     assert skipped['stop'] is True and skipped['msg'].startswith('point 3/3 threads=1024: not run')
     play['__trainops_point_record'] = skipped
@@ -124,7 +99,7 @@ def test_a_point_whose_manifest_is_refused_or_missing_records_why(tmp_path):
     (experiment / 'manifest.json').write_text('{"outcome": "succeeded", ' + '[' * 100 + ']' * 100 + '}')
     point = dict(index=1, vars={'__trainops_wait_label': 'point 1/1 threads=256'})
     play = dict(__trainops_sweep_record={'path': path}, __trainops_point=point, __trainops_experiment_dir=str(experiment),
-                __trainops_sweep_settings={'stop_on_failure': False}, ansible_play_hosts_all=['node0'],
+                __trainops_plan_knobs={'sweep': {'stop_on_failure': False}}, ansible_play_hosts_all=['node0'],
                 hostvars={'node0': {'__trainops_point_error': ''}})
     run('started', play)
     result = run('finished', play)
