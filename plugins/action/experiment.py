@@ -12,13 +12,14 @@ module_utils/_experiment.py. Variables read:
 * every state: ``__trainops_publish`` (default true: the experiment is published with set_stats' ``ansible_stats``);
 * ``created`` without root or name: ``trainops_experiments_dir``, ``trainops_run_name``, ``trainops_channels``,
   ``trainops_threads``;
-* ``launched``: ``__trainops_run_id``, ``__trainops_experiment_dir``, ``__trainops_parameters``, ``__trainops_nnodes``,
-  ``__trainops_nodes``, ``__trainops_order``, ``__trainops_master_host``, ``__trainops_master_addr``,
-  ``__trainops_git_ref`` (optional), ``__trainops_root_shares``, ``__trainops_workspace_shares``,
-  ``__trainops_launcher_record`` (optional), ``__trainops_attempt``, ``__trainops_resumed_from``,
+* ``launched``: what the launcher action registered (``__trainops_launch`` on the controller, every node's
+  ``__trainops_started``: module_utils/_launcher_steps.py, ``started``), ``__trainops_run_id``,
+  ``__trainops_experiment_dir``, ``__trainops_parameters``, ``__trainops_nnodes``, ``__trainops_nodes``,
+  ``__trainops_order``, ``__trainops_master_host``, ``__trainops_master_addr``, ``__trainops_git_ref`` (optional),
+  ``__trainops_root_shares``, ``__trainops_workspace_shares``, ``__trainops_attempt``, ``__trainops_resumed_from``,
   ``trainops_nproc_per_node``, ``trainops_master_port``, ``trainops_workspace_src``, ``trainops_git_check``,
-  ``trainops_sync_workspace``, ``trainops_training_network``, ``trainops_launcher``; for the lines it returns in
-  ``follow``: ``trainops_progress_interval``, ``trainops_unreachable_grace``, ``trainops_stall_timeout``,
+  ``trainops_sync_workspace``, ``trainops_training_network``, ``trainops_launcher``; for the lines it shows (``msg``):
+  ``trainops_wait``, ``trainops_progress_interval``, ``trainops_unreachable_grace``, ``trainops_stall_timeout``,
   ``__trainops_pb``, ``__trainops_ext``, ``__trainops_spares_arg``;
 * ``failed``: those of the run, and every node's ``__trainops_launch_error``;
 * ``collected``: the ``trainops_collect_*`` variables, ``trainops_straggler_threshold``, and every node's
@@ -95,12 +96,25 @@ class ActionModule(InWorkerAction):
         hostvars = self._task_vars.get('hostvars') or {}
         return getattr(self, '_' + state)(params, check_mode, hostvars)
 
+    def _launch(self, hostvars):
+        """The launch as the launcher's steps read it (module_utils/_launcher_steps.py)."""
+        def var(name):
+            if name not in self._task_vars:
+                raise KeyError(name)
+            return self._templar.template(self._task_vars[name])
+        return _launcher_steps.Context(var, lambda node, name: host_vars(hostvars, node).get(name),
+                                       self._var('__trainops_nodes'), self._task_vars.get('ansible_play_hosts'))
+
     def _launched(self, params, check_mode, hostvars):
+        failure, launcher = _launcher_steps.started(self._launch(hostvars))
+        if failure:
+            raise ManifestError(failure)
         path = self._var('__trainops_experiment_dir')
-        manifest = launch_manifest(self._var, hostvars, ANSIBLE_VERSION)
-        result = run(dict(params, state='reported', path=path, manifest=manifest), check_mode=check_mode)
-        result.update(manifest=manifest, follow=follow_lines(self._var))
-        return result
+        manifest = launch_manifest(self._var, hostvars, ANSIBLE_VERSION, launcher=launcher)
+        written = run(dict(params, state='reported', path=path, manifest=manifest), check_mode=check_mode)
+        # the lines to follow the job, shown as a debug task's are (without -v)
+        return dict(changed=written['changed'], path=path, run_id=manifest['run_id'], msg=follow_lines(self._var),
+                    _ansible_verbose_always=True)
 
     def _failed(self, params, check_mode, hostvars):
         path = self._var('__trainops_experiment_dir')

@@ -18,7 +18,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.trainops.multinode.plugins.module_utils import _launcher_steps as steps
 
 TORCHRUN = 'trainops.multinode.torchrun'
-PARTS = ('node_start', 'start', 'node_started', 'started', 'node_undo', 'undo', 'node_undo_after', 'node_query', 'run',
+PARTS = ('node_start', 'start', 'node_started', 'node_undo', 'undo', 'node_undo_after', 'node_query', 'run',
          'node_stop', 'stop', 'node_stopped', 'stopped')
 INTERNAL = ('invocation', 'changed', 'failed', 'skipped', 'attempts')
 
@@ -94,15 +94,6 @@ class ActionModule(ActionBase):
             return dict((key, value) for key, value in started.items() if key not in INTERNAL and not key.startswith('_'))
         # a query that fails (no job) ends the wait: the check that follows names the node
         return self._poll(dict(steps.run_args(ctx), state='query', log_lines=20), wait, steps.still_prepared, task_vars)
-
-    def _started(self, ctx, task_vars):
-        launcher = ctx.launcher()
-        start = ctx.get(steps.LAUNCH) or {}
-        if launcher.start_wait(start):
-            not_running = steps.not_running(ctx, launcher)
-            if not_running:
-                return dict(failed=True, not_started=not_running, msg=launcher.start_failure(start, not_running))
-        return dict(changed=False, ansible_facts={'__trainops_launcher_record': launcher.start_record(start)})
 
     # --- the undo of a failed launch ---------------------------------------------------------------------------
 

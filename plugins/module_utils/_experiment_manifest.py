@@ -120,9 +120,10 @@ def _unique(values):
     return found
 
 
-def launch_manifest(var, hostvars, ansible_version, when=None):
+def launch_manifest(var, hostvars, ansible_version, when=None, launcher=None):
     """The manifest of a launch whose job started on every node (outcome ``running``): the run, its parameters, its
-    master, code, every node's record (_launch_records.node_records), shared directories, launcher and attempt."""
+    master, code, every node's record (_launch_records.node_records), shared directories, launcher (``launcher``: what
+    the launcher's start recorded, _launcher_steps.started) and attempt."""
     run_id = var('__trainops_run_id')
     nnodes = _int(var('__trainops_nnodes'))
     nproc = _int(var('trainops_nproc_per_node'))
@@ -149,7 +150,7 @@ def launch_manifest(var, hostvars, ansible_version, when=None):
             'workspace_synced_through': _unique(workspace['primary'].values()) if sync else [],
         },
         'training_network': network if network else None,
-        'launcher': var('__trainops_launcher_record', None) or {'name': var('trainops_launcher')},
+        'launcher': launcher or {'name': var('trainops_launcher')},
         # the launch's attempts (trainops_retries): this one's number, the first's and the previous one's run ids (the
         # next one's, next, is added when it exists), and the checkpoint it resumed (null from scratch)
         'attempt': _int(attempt['number']),
@@ -229,11 +230,21 @@ def collect_inputs(var, hostvars, launcher=None, launcher_end=None):
 
 
 def follow_lines(var):
-    """What the launch prints before it waits: the job, how the wait judges it, and the commands that come back to it
-    (status, stop, logs), for this inventory and checkout or installed collection."""
+    """What the launch prints once its job runs: before it waits, the job, how the wait judges it, and the commands
+    that come back to it (status, stop, logs), for this inventory and checkout or installed collection; a job that is
+    not waited for (trainops_wait false), where it runs and the commands that follow it."""
+    run_id, spares = var('__trainops_run_id'), var('__trainops_spares_arg')
+    if not as_bool(var('trainops_wait', True)):
+        return [
+            'Job %s started on %s; not waiting (wait=false).' % (run_id, ', '.join(var('__trainops_nodes'))),
+            'Status (collects when finished): ansible-playbook playbooks/status.yml -e run_id=%s%s' % (run_id, spares),
+            'Stop:  ansible-playbook playbooks/stop.yml -e run_id=%s%s' % (run_id, spares),
+            "Follow rank 0's lines: ansible-playbook playbooks/logs.yml -e run_id=%s%s -e rank=0 -e follow=true" % (
+                run_id, spares),
+        ]
     stall = var('trainops_stall_timeout')
     command = ' '.join(['ansible-playbook'] + ['-i %s' % source for source in var('ansible_inventory_sources')])
-    args = '%s -e run_id=%s%s' % (var('__trainops_ext'), var('__trainops_run_id'), var('__trainops_spares_arg'))
+    args = '%s -e run_id=%s%s' % (var('__trainops_ext'), run_id, spares)
     playbook = '%s %s%%s%s' % (command, var('__trainops_pb'), args)
     return [
         'Job %s runs on %s node(s) x %s rank(s); progress every %s s. Outputs: %s' % (

@@ -127,7 +127,7 @@ def _network(nccl):
 
 
 def node_record(node, node_vars, node_rank, run_id, nproc_per_node):
-    """One node's record in the manifest (manifest.yml), from what its preflight, NCCL computation and start found."""
+    """One node's record in the manifest (the experiment action, state=launched), from what its preflight, NCCL computation and start found."""
     nproc = int(node_vars.get('trainops_nproc_per_node', nproc_per_node))
     preflight = node_vars.get('__trainops_preflight') or {}
     nccl = node_vars.get('__trainops_nccl') or {}

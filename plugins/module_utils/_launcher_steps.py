@@ -6,9 +6,9 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The launcher's lifecycle as roles/job runs it (tasks start.yml and undo.yml, through the launcher action,
-plugins/action/launcher.py): one generic flow over the run's launcher (module_utils/_launchers.py), which never
-names one. Controller-side only.
+"""The launcher's lifecycle as roles/job runs it (task file run_job.yml, through the launcher action,
+plugins/action/launcher.py, and the experiment action's ``state=launched``): one generic flow over the run's launcher
+(module_utils/_launchers.py), which never names one. Controller-side only.
 
 The start, all nodes or none:
 
@@ -19,10 +19,11 @@ The start, all nodes or none:
    (:meth:`_launchers.Launcher.start_args`);
 3. ``node_started`` (every node): a node waits until the launcher runs its supervisor
    (:meth:`_launchers.Launcher.start_wait` seconds; nothing to wait for when the node's start ran it);
-4. ``started`` (the controller, once): the nodes where the launcher did not run it fail the launch
-   (:meth:`_launchers.Launcher.start_failure`); else the manifest's launcher record.
+4. the experiment action's ``state=launched`` (the controller, once): the nodes where the launcher did not run it
+   fail the launch (:meth:`_launchers.Launcher.start_failure`); else the manifest's launcher record
+   (:func:`started`).
 
-The undo of a failed launch (launch_failed.yml): ``node_undo`` (every node, and delegated to the nodes that left the
+The undo of a failed launch (run_job.yml's rescue): ``node_undo`` (every node, and delegated to the nodes that left the
 play), ``undo`` (the controller: the launcher's own undo, and the messages), ``node_undo_after`` (every node, for a
 launcher that stops the nodes' runs by their pids once its own undo ran).
 
@@ -46,7 +47,7 @@ STARTED = '__trainops_started'
 LAUNCH = '__trainops_launch'
 """The controller's registered start (``start``): the nodes where the job did not start, the launcher's own start."""
 AWAY = '__trainops_undo_away'
-"""The registered undo of the nodes that left the play (undo.yml's delegated ``node_undo``)."""
+"""The registered undo of the nodes that left the play (run_job.yml's delegated ``node_undo``)."""
 QUERIED = '__trainops_queried'
 """Every host's registered query (stop.yml, status.yml: ``node_query``)."""
 RUN = '__trainops_run'
@@ -168,6 +169,18 @@ def not_running(ctx, launcher):
     return why
 
 
+def started(ctx):
+    """``(failure, record)`` once the launcher's start went through: why the launch fails when the launcher does not run
+    the job on every node ('' when it does), and what the manifest keeps of the launcher's start (its ``launcher``)."""
+    launcher = ctx.launcher()
+    start = ctx.get(LAUNCH) or {}
+    if launcher.start_wait(start):
+        missing = not_running(ctx, launcher)
+        if missing:
+            return launcher.start_failure(start, missing), None
+    return '', launcher.start_record(start)
+
+
 def still_prepared(result):
     """Whether a node's query answers a run its launcher has not started yet (the wait goes on)."""
     job = (result or {}).get('job') if isinstance((result or {}).get('job'), dict) else {}
@@ -179,7 +192,9 @@ def undo_plan(ctx):
     launcher = ctx.launcher()
     launch = ctx.get(LAUNCH) or {}
     not_started = dict(launch.get('not_started') or {}) if isinstance(launch, dict) else {}
-    return launcher, not_started, launcher.undoes(ctx.get(STARTED) is not None, not_started)
+    # a node's start that was skipped (a spare node of the play) started nothing
+    start = ctx.get(STARTED)
+    return launcher, not_started, launcher.undoes(isinstance(start, dict) and not start.get('skipped'), not_started)
 
 
 def undo_node(ctx, not_started, launcher, node=None, after=False):

@@ -33,7 +33,7 @@ plugins/action/torchrun_wait.py, the launch checks in _launch_params.py) asks th
   (_retries.spare_pool); :attr:`Launcher.inventory_gpu_ids`: whether the ranks use the Slurm job's GPUs the inventory
   names for the node (roles/job: preflight.yml, vars/main.yml, filter launcher_capability).
 
-- its lifecycle, which roles/job's generic tasks (start.yml, undo.yml) run through the launcher action
+- its lifecycle, which roles/job's generic tasks (run_job.yml) run through the launcher action
   (plugins/action/launcher.py, module_utils/_launcher_steps.py): :attr:`Launcher.controller_module` (the module the
   controller runs for the launcher's own steps), :meth:`Launcher.start_args`, :meth:`Launcher.start_wait`,
   :meth:`Launcher.start_failure`, :meth:`Launcher.start_record` (start); :meth:`Launcher.undoes`,
@@ -108,7 +108,7 @@ class Launcher(object):
     # the node (trainops_slurm_gpu_ids, as the preflight saw them); False when the launcher's Slurm step gets them
     inventory_gpu_ids = True
 
-    # --- its lifecycle (module_utils/_launcher_steps.py runs these for roles/job's start.yml and undo.yml) ---
+    # --- its lifecycle (module_utils/_launcher_steps.py runs these for roles/job's run_job.yml) ---
 
     # the module the controller runs for the launcher's own steps (None: the nodes' torchrun module does everything)
     controller_module = None
@@ -149,7 +149,7 @@ class Launcher(object):
         return None
 
     def undo_facts(self, ctx, not_started, away, undone):
-        """The facts launch_failed.yml reads (``__trainops_undo_error``, ``__trainops_launch_cause``,
+        """The facts the rescue of run_job.yml reads (``__trainops_undo_error``, ``__trainops_launch_cause``,
         ``__trainops_undo_note``), from the start's ``not_started`` ({node: why}), the nodes still ``away`` (could
         not be reached by the undo) and the controller's undo result ``undone`` (None without one)."""
         note = ''

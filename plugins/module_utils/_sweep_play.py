@@ -43,8 +43,8 @@ ALLREDUCE_ARGS = '__trainops_allreduce_args'
 
 RESET = dict(__trainops_start_error='', __trainops_run_error='', __trainops_launch_error='', __trainops_point_error='',
              trainops_wait=True, __trainops_fail_on_failure=False)
-"""What every point sets besides its knobs: the previous point's errors forgotten (set by the start, wait.yml,
-launch_failed.yml and point.yml when something failed), and a sweep always waits for a point and records a failed one
+"""What every point sets besides its knobs: the previous point's errors forgotten (set by the start, the wait and
+the rescues of run_job.yml and point.yml when something failed), and a sweep always waits for a point and records a failed one
 (the next point needs the nodes)."""
 
 POINT_VARS = (('channels', 'trainops_channels'), ('min_channels', 'trainops_min_channels'),

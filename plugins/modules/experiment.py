@@ -42,9 +42,10 @@ options:
       - V(reported) summarizes the metrics of the experiment directory O(path).
       - V(linked) records in the manifest (C(next)) and C(summary.txt) of the experiment O(path), an attempt of a
         launch with retries, the run id O(next) of the attempt after it.
-      - V(launched) writes the manifest of a launch whose job started (outcome V(running)) - the run, its parameters,
-        master, code, every node's record, shared directories, launcher and attempt - and returns it in RV(manifest),
-        with the lines to follow the job in RV(follow).
+      - V(launched) fails naming the nodes where the launch's launcher does not run the job (C(trainops_launcher),
+        as the action M(trainops.multinode.launcher) registered its start); else writes the manifest of a launch whose
+        job started (outcome V(running)) - the run, its parameters, master, code, every node's record, shared
+        directories, launcher and attempt - and shows the lines to follow the job in RV(msg).
       - V(failed) records why a launch did not start (outcome V(failed), C(launch_errors) - each node's
         C(__trainops_launch_error), merged over what an earlier batch recorded).
       - V(collected) reads the manifest the launch wrote (within bounds), asks the run's launcher how it ended the job
@@ -228,18 +229,19 @@ outputs_dir:
   returned: success and O(state=created)
   type: str
   sample: /srv/experiments/multinode_42ch_256th_20261122_083000_2/outputs
-manifest:
-  description: The manifest written, as built from the run's variables.
+run_id:
+  description: The run id of the launch the manifest records.
   returned: success and O(state=launched)
-  type: dict
-  version_added: 0.2.0
-follow:
-  description: What the launch shows before it waits - the job, how the wait judges it, and the commands that come
-    back to it (status, stop, logs).
+  type: str
+  version_added: 0.3.0
+msg:
+  description: What the launch shows once its job runs (as a debug task would) - before it waits, the job, how the wait
+    judges it, and the commands that come back to it (status, stop, logs); with C(trainops_wait) false, where the job
+    runs and the commands that follow it.
   returned: success and O(state=launched)
   type: list
   elements: str
-  version_added: 0.2.0
+  version_added: 0.3.0
 failure:
   description: Why the play fails, or an empty string - the files the collect refused to write, else the job's failed
     nodes, why each ended and the last lines of its log (not when C(trainops_collect_fail) is false or the job is retried).

@@ -13,7 +13,7 @@ version_added: 0.3.0
 author:
   - trainops maintainers (@trainops)
 description:
-  - An action of the role C(trainops.multinode.job) (tasks C(start.yml), C(undo.yml), C(stop.yml) and C(status.yml));
+  - An action of the role C(trainops.multinode.job) (tasks C(run_job.yml), C(stop.yml) and C(status.yml));
     not meant for playbooks of their own. It reads the role's variables itself, among them C(trainops_launcher), C(__trainops_nodes),
     C(__trainops_run_id), C(__trainops_abs_state_dir), C(trainops_node_id), the torchrun knobs, and each node's
     registered C(__trainops_started), C(__trainops_launch) and C(__trainops_undo_away) through C(hostvars).
@@ -23,8 +23,8 @@ description:
     starts the node's supervisor itself, O(ignore:state=prepared).
   - V(start), on the controller once, fails naming the nodes where the start failed or that left the play; else runs
     the launcher's own start (M(trainops.multinode.srun_step) for V(srun)).
-  - V(node_started) waits until the launcher runs the node's supervisor; V(started), on the controller once, fails
-    naming the nodes where it does not run, else sets the fact C(__trainops_launcher_record) (the manifest's launcher).
+  - V(node_started) waits until the launcher runs the node's supervisor; then M(trainops.multinode.experiment) with
+    O(trainops.multinode.experiment#module:state=launched) fails naming the nodes where it does not run.
   - V(node_undo), V(undo) (on the controller once) and V(node_undo_after) undo a failed launch; V(undo) sets the facts
     C(__trainops_undo_error), C(__trainops_launch_cause) and C(__trainops_undo_note).
 extends_documentation_fragment:
@@ -39,8 +39,8 @@ options:
       - The step.
     type: str
     required: true
-    choices: [node_start, start, node_started, started, node_undo, undo, node_undo_after, node_query, run, node_stop,
-              stop, node_stopped, stopped]
+    choices: [node_start, start, node_started, node_undo, undo, node_undo_after, node_query, run, node_stop, stop,
+              node_stopped, stopped]
   control:
     description:
       - With O(part=node_query) and O(part=run), the entry point (V(status) reads the log's last lines and reports).
@@ -61,9 +61,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 not_started:
-  description: With O(part=start) and O(part=started), the nodes where the job does not run, and why.
+  description: With O(part=start), the nodes where the job did not start, and why.
   type: dict
-  returned: with part=start, part=started
+  returned: with part=start
   sample: {n2: could not be reached during the start}
 lines:
   description: With O(part=run) and O(control=status), the job on every node; with O(part=stopped), what was stopped.

@@ -60,14 +60,27 @@ def test_created_names_the_experiment_from_the_run(exp):
     assert result['name'].startswith('multinode_42ch_autoth_') and result['path'].startswith(str(exp / 'exps'))
 
 
-def test_launched_writes_the_manifest_and_returns_it_with_the_lines_to_follow(exp):
+def test_launched_writes_the_manifest_and_shows_the_lines_to_follow(exp):
     result = run({'state': 'launched'}, launch_vars(exp))
     assert not result.get('failed'), result
     written = manifest_of(exp)
     assert written['outcome'] == 'running' and written['nnodes'] == 2 and written['world_size'] == 4
-    assert written['nodes'][0]['pid'] == 11 and result['manifest']['run_id'] == 'run1' == written['run_id']
-    assert result['follow'][0].startswith('Job run1 runs on 2 node(s) x 2 rank(s)')
-    assert 'ansible_stats' not in result
+    assert written['nodes'][0]['pid'] == 11 and result['run_id'] == 'run1' == written['run_id']
+    assert written['launcher'] == {'name': 'ssh'}
+    # shown as a debug task's lines are; the manifest itself is not dumped on the screen
+    assert result['msg'][0].startswith('Job run1 runs on 2 node(s) x 2 rank(s)') and result['_ansible_verbose_always']
+    assert 'ansible_stats' not in result and 'manifest' not in result
+
+
+def test_launched_fails_where_the_launcher_does_not_run_the_job_and_writes_nothing(exp):
+    start = {'job_id': '42', 'step_id': '3', 'step_name': 'trainops-run1', 'pid': 77, 'output': '/e/srun.log',
+             'start_timeout': 30}
+    hostvars = dict(HOSTVARS, node0=dict(HOSTVARS['node0'], __trainops_started={'job': {'status': 'running'}}),
+                    node1=dict(HOSTVARS['node1'], __trainops_started={'job': {'status': 'prepared'}}))
+    result = run({'state': 'launched'}, launch_vars(exp, hostvars=hostvars, trainops_launcher='srun',
+                                                    __trainops_launch=start))
+    assert result['failed'] and 'did not start the supervisor on node1 within 60 s' in result['msg'], result
+    assert not (exp / 'manifest.json').exists()
 
 
 def test_launched_names_a_variable_the_role_did_not_set(exp):

@@ -132,8 +132,7 @@ def test_launch_manifest_records_the_run_its_nodes_and_the_attempt():
 def test_launch_manifest_without_git_or_sync_and_with_a_launcher_record():
     manifest = em.launch_manifest(getter(run_vars(
         __trainops_git_ref={'skipped': True}, trainops_sync_workspace=False, trainops_git_check='auto',
-        trainops_training_network='10.1.0.0/16', __trainops_launcher_record={'name': 'srun', 'job_id': '7'})),
-        HOSTVARS, '2.19.14')
+        trainops_training_network='10.1.0.0/16')), HOSTVARS, '2.19.14', launcher={'name': 'srun', 'job_id': '7'})
     assert manifest['code'] == {'source': '/src', 'commit': None, 'branch': None, 'dirty': None, 'checked_on_nodes': True}
     assert manifest['shared_dirs']['workspace_synced_through'] == []
     assert manifest['training_network'] == '10.1.0.0/16' and manifest['launcher'] == {'name': 'srun', 'job_id': '7'}
@@ -238,6 +237,16 @@ def test_follow_lines_give_the_commands_that_come_back_to_the_job():
                         '/c/playbooks/status.yml -e run_id=run1 -e trainops_spare_nodes=spares')
     assert lines[5].endswith('/c/playbooks/logs.yml -e run_id=run1 -e trainops_spare_nodes=spares -e rank=0 -e follow=true')
     assert 'output for 300 s stalls' in em.follow_lines(getter(run_vars(trainops_stall_timeout='300')))[1]
+
+
+def test_follow_lines_of_a_job_not_waited_for_give_its_status_stop_and_logs():
+    lines = em.follow_lines(getter(run_vars(trainops_wait='false', __trainops_spares_arg=' -e trainops_spare_nodes=s')))
+    assert lines == [
+        'Job run1 started on node0, node1; not waiting (wait=false).',
+        'Status (collects when finished): ansible-playbook playbooks/status.yml -e run_id=run1 -e trainops_spare_nodes=s',
+        'Stop:  ansible-playbook playbooks/stop.yml -e run_id=run1 -e trainops_spare_nodes=s',
+        "Follow rank 0's lines: ansible-playbook playbooks/logs.yml -e run_id=run1 -e trainops_spare_nodes=s -e rank=0 "
+        "-e follow=true"]
 
 
 def test_stats_give_the_experiment_as_ci_reads_it():

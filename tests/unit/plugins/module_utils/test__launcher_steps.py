@@ -83,6 +83,20 @@ def test_a_deferred_start_runs_one_step_of_the_prepared_runs_and_checks_every_no
     assert steps.still_prepared({'job': {'status': 'prepared'}}) and not steps.still_prepared({'failed': True})
 
 
+def test_once_started_the_launch_fails_where_the_launcher_does_not_run_the_job_else_records_the_launcher():
+    start = {'job_id': '42', 'step_id': '3', 'step_name': 'trainops-r1', 'pid': 77, 'output': '/e/r1/srun.log',
+             'start_timeout': 30}
+    running = {'n0': {'__trainops_started': {'job': {'status': 'running'}}},
+               'n1': {'__trainops_started': {'job': {'status': 'prepared'}}}}
+    failure, record = steps.started(context('srun', running, __trainops_launch=start))
+    assert failure.startswith('Slurm step 42.3 (trainops-r1) did not start the supervisor on n1 ') and record is None
+    running['n1'] = running['n0']
+    failure, record = steps.started(context('srun', running, __trainops_launch=start))
+    assert failure == '' and record['step'] == '42.3'
+    # a node's own start ran it: nothing to wait for, whatever the nodes' results say
+    assert steps.started(context('ssh', {}, play_hosts=['n0'])) == ('', {'name': 'ssh'})
+
+
 def test_the_undo_over_ssh_stops_where_the_job_did_not_start_everywhere_and_names_the_nodes_still_away():
     ssh = _launchers.LAUNCHERS['ssh']
     launch = {'__trainops_launch': {'not_started': {'n1': 'boom'}}, '__trainops_started': {}}
@@ -90,6 +104,8 @@ def test_the_undo_over_ssh_stops_where_the_job_did_not_start_everywhere_and_name
     launcher, not_started, todo = steps.undo_plan(ctx)
     assert launcher is ssh and not_started == {'n1': 'boom'} and todo
     assert not steps.undo_plan(context('ssh', __trainops_launch={'not_started': {}}))[2]
+    # a spare node of the play skipped the start: it has nothing to undo
+    assert not steps.undo_plan(context('srun', __trainops_started={'skipped': True}))[2]
     args = steps.undo_node(ctx, not_started, ssh)
     assert args['state'] == 'stopped' and 'signal' not in args and args['stop_detail'] == 'the job did not start on n1'
     away = steps.undo_node(ctx, not_started, ssh, node='n1')
