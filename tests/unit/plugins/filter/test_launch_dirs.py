@@ -14,7 +14,6 @@ import random
 import pytest
 import yaml
 
-from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
@@ -171,13 +170,6 @@ def test_resume_says_where_the_checkpoint_is_and_which_nodes_lack_the_run():
     assert resume_nodes(['b'], hostvars, 'r1')['msg'] == (
         'Resuming run r1: its checkpoint is on no node (the script starts from scratch).')
     assert resume_nodes(['c'], hostvars, 'r1')['with_run'] == []
-
-
-@pytest.mark.parametrize('call, match', [
-])
-def test_argument_checks(call, match):
-    with pytest.raises(AnsibleFilterError, match=match):
-        call()
 
 
 # --- the task files call them by FQCN: their expressions rendered as they are, against the old Jinja -----------
