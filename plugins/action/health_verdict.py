@@ -43,14 +43,17 @@ class ActionModule(RoleStepAction):
         """On each node, before anything of the check runs: the nodes to check in rank order, the settings checked
         and the search with nothing measured (the same on every node), the launch's facts to give back after the
         check (before an attempt), then the node's accelerator and NIC state (module node_health)."""
+        node = str(self.var('inventory_hostname'))
         if gate:
             nodes = [str(n) for n in self.var('__trainops_nodes')]
             order = node_order(nodes + [str(s) for s in self.var('__trainops_health_spares')],
                                self.task_vars.get('hostvars') or {})
             saved = dict((name, self.var(name)) for name in _health.LAUNCH_FACTS)
+            # the launch's rank order and attempt as they are, unless the verdict changes them
+            saved.update(__trainops_order=self.var('__trainops_order'), __trainops_next_attempt=self.var('__trainops_attempt'))
         else:
             nodes, order, saved = None, dict(self.var('__trainops_order')), None
-        begun = dict(order=order, saved=saved, gate=gate, changed=False,
+        begun = dict(order=order, gate=gate, changed=False, restore={node: saved} if saved else {},
                      name=_health.check_name(gate, self.var('__trainops_health_name', None),
                                              (saved or {}).get('__trainops_experiment')))
         try:
@@ -60,7 +63,6 @@ class ActionModule(RoleStepAction):
         except _health.HealthError as exc:
             # before any node is touched; the launch's facts stay what they are
             return dict(begun, failed=True, msg=str(exc))
-        node = str(self.var('inventory_hostname'))
         if gate and order['nodes'] and node == order['nodes'][0]:
             self._display.display(_health.checking_line(self.var('__trainops_attempt')['number'], nodes,
                                                         self.var('__trainops_run_id')))
@@ -73,7 +75,27 @@ class ActionModule(RoleStepAction):
 
     def _verdict(self, gate):
         """Once, after the check's steps: health.json, the tables and the verdict; the published stats (the check) or
-        the attempt's nodes (before an attempt); why the play stops, or nothing."""
+        the attempt's nodes (before an attempt) and what each node of the play sets again (``restore``, also when the
+        verdict fails: the launch's facts); why the play stops, or nothing."""
+        if not gate:
+            return self._judged(gate)
+        # what each node's first step kept (the task registers the verdict where that step registered it)
+        restore = {}
+        for node in self.var('ansible_play_hosts_all', None) or []:
+            kept = (self.hostvar(node, '__trainops_health_check', 'restore') or {}).get(node)
+            if kept is not None:
+                restore[str(node)] = dict(kept)
+        try:
+            result = self._judged(gate)
+        except Exception as exc:  # pylint: disable=broad-except  # whatever fails, the launch gets its facts back
+            return dict(failed=True, msg=str(exc), restore=restore, failure='')
+        if result.get('attempt') is not None:
+            for kept in restore.values():
+                kept.update(__trainops_order=result['order'], __trainops_next_attempt=result['attempt'])
+        result['restore'] = restore
+        return result
+
+    def _judged(self, gate):
         if self._task.check_mode:
             # nothing was measured: no verdict, no health.json
             return dict(skipped=True, changed=False, msg='the health check has no verdict in check mode', failure='')
@@ -86,7 +108,7 @@ class ActionModule(RoleStepAction):
         node_facts = {}
         for node in state['nodes']:
             if node in in_play:
-                found = self.hostvar(node, '__trainops_health_node')
+                found = self.hostvar(node, '__trainops_health_check')
                 found = self._templar.template(found) if found is not None else {}
                 node_facts[node] = found.get('health') if isinstance(found, dict) else None
         report, search = _health.finish(state, node_facts)

@@ -20,25 +20,28 @@ description:
     an attempt, the attempt's nodes then the spare nodes, as P(trainops.multinode.node_order#filter) ranks them), the
     C(trainops_health_*) settings checked (one message naming every knob out of range, before the node is touched)
     and the search with nothing measured, as P(trainops.multinode.health_search#filter) starts it, the same on every
-    node. Before an attempt it keeps the launch's facts the check's steps set again, to give them back after the check,
-    and says which nodes it checks. Then it reads the node's accelerator and NIC state
-    (M(trainops.multinode.node_health), O(step=begin) returns its result).
+    node. Before an attempt it keeps the launch's facts the check's steps set again, its rank order and its attempt
+    (RV(restore)), to give them back after the check, and says which nodes it checks. Then it reads the node's
+    accelerator and NIC state (M(trainops.multinode.node_health), O(step=begin) returns its result).
   - O(step=verdict), once (C(run_once)) after the check's steps, judges the check from the search's measurements and
     every node's state as M(trainops.multinode.health_report) does, writes C(health.json) in the check's directory and
-    prints the tables and the verdict. It fails only when no check ran; RV(failure) says why the play stops.
+    prints the tables and the verdict. It fails only when no check ran or C(health.json) cannot be written;
+    RV(failure) says why the play stops.
   - The check (playbooks/health.yml) publishes C(trainops_health) (C(verdict), C(suspects), C(file)) for
     ansible-runner and CI, as M(ansible.builtin.set_stats) would; its RV(failure) names the suspect nodes.
-  - Before an attempt it works out the attempt's nodes (P(trainops.multinode.health_gate#filter)'s rule,
+  - Before an attempt, registered where O(step=begin) was, it returns what each node sets again after the check
+    (RV(restore), what each node's O(step=begin) kept, also when it fails), and works out the attempt's nodes
+    (P(trainops.multinode.health_gate#filter)'s rule,
     C(plugins/module_utils/_retries.py)), and its RV(failure) says why the attempt does not start when the check names no
     node to leave out or too few nodes are left.
   - 'It reads these variables of the play: with O(step=begin), C(__trainops_order), C(__trainops_health_name) (the
     check''s name), C(trainops_health_min_busbw), C(trainops_health_slow_ratio), C(trainops_health_all_pairs_max),
     C(trainops_health_timeout), C(trainops_health_ignore); before an attempt C(__trainops_nodes),
-    C(__trainops_health_spares), C(__trainops_attempt), C(__trainops_run_id) and the launch''s facts
+    C(__trainops_health_spares), C(__trainops_attempt), C(__trainops_run_id), and the launch''s facts
     (C(__trainops_preflight), C(__trainops_git_ref), C(__trainops_nccl), C(__trainops_experiment),
     C(__trainops_root_shares), C(__trainops_workspace_shares)). With O(step=verdict), C(__trainops_health) (the search,
     P(trainops.multinode.health_search#filter)), C(__trainops_health_dir) (the check''s directory), each node''s
-    C(__trainops_health_node) (O(step=begin)''s result); before an attempt, C(__trainops_nodes),
+    C(__trainops_health_check) (O(step=begin)''s result); before an attempt, C(__trainops_nodes),
     C(__trainops_health_spares), C(__trainops_attempt), C(trainops_min_nodes) and C(trainops_spare_nodes).'
 author:
   - trainops maintainers (@trainops)
@@ -78,7 +81,7 @@ EXAMPLES = r"""
 - name: The settings, the nodes in rank order and each node's accelerator and NIC state
   trainops.multinode.health_verdict:
     step: begin
-  register: __trainops_health_node
+  register: __trainops_health_check
 
 - name: Show the tables and the verdict, write health.json, publish the verdict
   trainops.multinode.health_verdict:
@@ -113,9 +116,15 @@ name:
   description: The name of the check's directory before its time.
   returned: step=begin
   type: str
-saved:
-  description: The launch's facts to give back after the check (V(null) for the check of playbooks/health.yml).
-  returned: step=begin
+restore:
+  description:
+    - What each node sets again after the check before an attempt, by node; empty for the check of
+      playbooks/health.yml.
+    - With O(step=begin), this node's launch's facts (C(__trainops_preflight), C(__trainops_git_ref),
+      C(__trainops_nccl), C(__trainops_experiment), C(__trainops_root_shares), C(__trainops_workspace_shares)), its
+      rank order (C(__trainops_order)) and attempt (C(__trainops_next_attempt)) as they are.
+    - With O(step=verdict), each node's, with the attempt and its rank order from here on where RV(changes).
+  returned: step=begin; step=verdict before an attempt
   type: dict
 gate:
   description:

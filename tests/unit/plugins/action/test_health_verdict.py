@@ -46,7 +46,7 @@ def measured_pair(tmp_path, outcome):
     (run / 'outputs' / 'n0' / 'allreduce.json').write_text(json.dumps({'avg_busbw_gbps': 2.0, 'results': [{'time_us': 5.0}]}))
     # the loop's last step added it
     state = _health.search_advance(state, read_measurement(['n0', 'n1'], str(run), ''))
-    hostvars = {'n0': {'__trainops_health_node': {'health': CPU}}, 'n1': {'__trainops_health_node': {'health': CPU}}}
+    hostvars = {'n0': {'__trainops_health_check': {'health': CPU}}, 'n1': {'__trainops_health_check': {'health': CPU}}}
     return dict(__trainops_health=state, __trainops_health_dir={'path': str(tmp_path)}, hostvars=hostvars,
                 ansible_play_hosts=['n0', 'n1'])
 
@@ -67,16 +67,23 @@ def test_the_check_before_an_attempt_names_the_nodes_it_runs_on_or_starts_nothin
     task_vars = measured_pair(tmp_path, 'failed')
     task_vars.update(__trainops_nodes=['n0', 'n1'], __trainops_health_spares=['s0'], __trainops_attempt={'number': 2},
                      trainops_min_nodes=0, trainops_spare_nodes='spares')
+    # what each node's first step kept
+    for node in ('n0', 'n1'):
+        task_vars['hostvars'][node]['__trainops_health_check']['restore'] = {node: {'__trainops_order': 'launch order'}}
+    task_vars['ansible_play_hosts_all'] = ['n0', 'n1', 's0']
     # a failed pair of two nodes is measured again (a search not done when the check ends there): nothing starts
     # (the task after it fails with that message), nothing changes
     result = action({}, **task_vars)
+    assert result['restore'] == {'n0': {'__trainops_order': 'launch order'}, 'n1': {'__trainops_order': 'launch order'}}
     assert not result.get('failed') and 'ansible_stats' not in result and not result['changes']
     assert result['failure'] == ('Not starting attempt 2: the health check names no node to leave out: the search '
                                  '(ended before it was done)')
     assert 'attempt' not in result and 'order' not in result
     # a node with a problem in its facts leaves the attempt, the spare takes its node rank
     task_vars = measured_pair(tmp_path, 'succeeded')
-    task_vars['hostvars']['n1'] = {'__trainops_health_node': {'health': dict(CPU, problems=['mlx5_0 port 1 DOWN'])}}
+    task_vars['hostvars']['n1'] = {'__trainops_health_check': {'health': dict(CPU, problems=['mlx5_0 port 1 DOWN']),
+                                                               'restore': {'n1': {'__trainops_preflight': 'p1'}}}}
+    task_vars['ansible_play_hosts_all'] = ['n0', 'n1', 's0']
     task_vars.update(__trainops_nodes=['n0', 'n1'], __trainops_health_spares=['s0'], trainops_min_nodes=0,
                      trainops_spare_nodes='spares',
                      __trainops_attempt={'number': 1, 'spares': ['s0'], 'replaced': [{'node': 'x', 'by': 'y'}]})
@@ -86,6 +93,14 @@ def test_the_check_before_an_attempt_names_the_nodes_it_runs_on_or_starts_nothin
     # the attempt and the nodes' order from here on: s0 takes n1's node rank, after those replaced before
     assert result['attempt']['spares'] == [] and [r['node'] for r in result['attempt']['replaced']] == ['x', 'n1']
     assert result['order']['nodes'] == ['n0', 's0'] and result['order']['ranks'] == {'n0': 0, 's0': 1}
+    # n1 (the only node whose first step kept something here) gets the launch's facts back and the attempt from here on
+    assert result['restore'] == {'n1': {'__trainops_preflight': 'p1', '__trainops_order': result['order'],
+                                        '__trainops_next_attempt': result['attempt']}}
+    # a verdict that fails gives the launch's facts back all the same
+    del task_vars['__trainops_health']
+    failed = action({'gate': True}, **task_vars)
+    assert failed['failed'] and failed['msg'].startswith('health_verdict: no health check ran')
+    assert failed['restore'] == {'n1': {'__trainops_preflight': 'p1'}}
 
 
 def test_a_node_that_left_the_play_is_suspect_and_no_check_is_an_error(tmp_path):
@@ -99,7 +114,7 @@ def test_a_node_that_left_the_play_is_suspect_and_no_check_is_an_error(tmp_path)
 
 def test_a_suspect_node_is_the_check_s_failure_and_check_mode_judges_nothing(tmp_path):
     task_vars = measured_pair(tmp_path, 'succeeded')
-    task_vars['hostvars']['n1'] = {'__trainops_health_node': {'health': dict(CPU, problems=['mlx5_0 port 1 DOWN'])}}
+    task_vars['hostvars']['n1'] = {'__trainops_health_check': {'health': dict(CPU, problems=['mlx5_0 port 1 DOWN'])}}
     result = action({}, **task_vars)
     assert not result['healthy'] and result['ansible_stats']['data']['trainops_health']['suspects'] == result['suspects']
     assert result['failure'] == '%s (see %s)' % (result['verdict'], result['file'])
@@ -121,7 +136,7 @@ def test_the_check_begins_on_each_node_with_its_rank_order_and_search_then_reads
     order = {'nodes': ['n0', 'n1'], 'master': 'n0', 'master_addr': '10.0.0.0', 'ranks': {'n0': 0, 'n1': 1}, 'flagged': []}
     plugin = make({'step': 'begin'})
     got = plugin.run(task_vars=begin_vars(__trainops_order=order, __trainops_health_name='health'))
-    assert (got['order'], got['name'], got['saved'], got['gate'], got['health']) == (order, 'health', None, False, CPU)
+    assert (got['order'], got['name'], got['restore'], got['gate'], got['health']) == (order, 'health', {}, False, CPU)
     assert got['search']['nodes'] == ['n0', 'n1'] and got['search']['measured'] == [] and got['search']['steps'][0] == 1
     assert plugin._execute_module.call_args.kwargs['module_name'] == 'trainops.multinode.node_health'
     assert plugin._execute_module.call_args.kwargs['module_args'] == {'ignore': ['mlx5_1']}
@@ -132,12 +147,14 @@ def test_the_check_before_an_attempt_ranks_its_nodes_then_the_spares_and_keeps_t
     launch = dict((name, {'of': name}) for name in _health.LAUNCH_FACTS)
     launch['__trainops_experiment'] = {'name': 'tiny_20260101', 'path': '/e/tiny_20260101'}
     task_vars = begin_vars(__trainops_nodes=['n1', 'n0'], __trainops_health_spares=['s0'], __trainops_run_id='r1',
-                           __trainops_attempt={'number': 2}, **launch)
+                           __trainops_attempt={'number': 2}, __trainops_order={'nodes': ['n1', 'n0']}, **launch)
     task_vars['inventory_hostname'] = 'n1'
     plugin = make({'step': 'begin'})
     got = plugin.run(task_vars=task_vars)
     assert got['gate'] and got['order']['nodes'] == ['n1', 'n0', 's0'] and got['name'] == 'tiny_20260101_health'
-    assert got['saved'] == launch
+    # what the node sets again after the check: the launch's facts, its rank order and attempt as they are
+    assert got['restore'] == {'n1': dict(launch, __trainops_order={'nodes': ['n1', 'n0']},
+                                         __trainops_next_attempt={'number': 2})}
     # the first node to check says what is checked, once
     plugin._display.display.assert_called_once_with(
         'Attempt 2: checking n1, n0 first (trainops_health_check; its measurements are experiments r1_health_*)')
@@ -150,8 +167,9 @@ def test_the_check_before_an_attempt_ranks_its_nodes_then_the_spares_and_keeps_t
 def test_settings_out_of_range_fail_before_the_node_is_touched_and_the_launch_s_facts_are_kept():
     launch = dict((name, {'of': name}) for name in _health.LAUNCH_FACTS)
     task_vars = begin_vars(__trainops_nodes=['n0', 'n1'], __trainops_health_spares=[], __trainops_run_id='r1',
-                           __trainops_attempt={'number': 1}, trainops_health_slow_ratio=2, **launch)
+                           __trainops_attempt={'number': 1}, __trainops_order={'nodes': ['n0', 'n1']},
+                           trainops_health_slow_ratio=2, **launch)
     plugin = make({'step': 'begin'})
     got = plugin.run(task_vars=task_vars)
     assert got['failed'] and got['msg'].startswith('Not checking: ') and 'trainops_health_slow_ratio=2' in got['msg']
-    assert got['saved'] == launch and not plugin._execute_module.called and not plugin._display.display.called
+    assert got['restore']['n0']['__trainops_preflight'] == launch['__trainops_preflight'] and not plugin._execute_module.called and not plugin._display.display.called
