@@ -172,4 +172,5 @@ def test_settings_out_of_range_fail_before_the_node_is_touched_and_the_launch_s_
     plugin = make({'step': 'begin'})
     got = plugin.run(task_vars=task_vars)
     assert got['failed'] and got['msg'].startswith('Not checking: ') and 'trainops_health_slow_ratio=2' in got['msg']
-    assert got['restore']['n0']['__trainops_preflight'] == launch['__trainops_preflight'] and not plugin._execute_module.called and not plugin._display.display.called
+    assert got['restore']['n0']['__trainops_preflight'] == launch['__trainops_preflight']
+    assert not plugin._execute_module.called and not plugin._display.display.called
