@@ -12,6 +12,7 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.trainops.multinode.plugins.filter.node_order import node_order
 from ansible_collections.trainops.multinode.plugins.module_utils import _attempt_plan, _retries
@@ -20,6 +21,7 @@ from ansible_collections.trainops.multinode.plugins.module_utils._experiment imp
 from ansible_collections.trainops.multinode.plugins.plugin_utils._role_action import RoleStepAction
 
 STATES = ('planned', 'started')
+PREFLIGHT = 'trainops.multinode.preflight'
 
 
 class ActionModule(RoleStepAction):
@@ -39,6 +41,24 @@ class ActionModule(RoleStepAction):
         return node_order(list(nodes), self.task_vars.get('hostvars') or {})
 
     def _planned(self):
+        """On each node (the same plan everywhere): the attempt's node set, then, where the master may have moved,
+        this node's check that it reaches it (module preflight; problems in ``reach_again``)."""
+        plan = self._plan()
+        check = boolean(self.var('trainops_check_reachability', True), strict=False) and not self._task.check_mode
+        args = _attempt_plan.reach_args(plan, str(self.var('inventory_hostname')), self.var('trainops_master_port'),
+                                        self.var('trainops_socket_ifname'), self.var('trainops_reach_timeout')) if check else None
+        if args:
+            # what the node found: node text, never templated
+            plan['reach_again'] = wrap_var(self._execute_module(module_name=PREFLIGHT, module_args=args, task_vars=self.task_vars))
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return plan
+
+    def _first(self):
+        """Whether this node says what the plan does: the first host of the play, where a run_once task runs."""
+        hosts = [str(h) for h in self.var('ansible_play_hosts', None) or []]
+        return not hosts or str(self.var('inventory_hostname')) == hosts[0]
+
+    def _plan(self):
         attempt, order = dict(self.var('__trainops_attempt')), dict(self.var('__trainops_order'))
         run_id, report = self.var('__trainops_run_id'), self.var('__trainops_report', None)
         if _attempt_plan.is_retry(report, run_id):
@@ -50,7 +70,7 @@ class ActionModule(RoleStepAction):
             [str(n) for n in attempt.get('spares') or []], self.var('trainops_min_nodes', 0),
             str(self.var('trainops_spare_nodes', '') or ''))
         plan = _attempt_plan.failures_plan(gate, attempt, order, self._order_of)
-        for line in plan['lines']:
+        for line in plan['lines'] if self._first() else ():
             self._display.display(line)
         if plan['stop']:
             return dict(plan, failed=True, msg='Not starting attempt %s: %s' % (attempt['number'], plan['stop']))
@@ -65,7 +85,7 @@ class ActionModule(RoleStepAction):
         attempt = self.var('__trainops_attempt')
         check = boolean(self.var('trainops_check_reachability', True), strict=False) and not self._task.check_mode
         if plan.get('reach') and check:
-            problems = dict((node, self.hostvar(node, '__trainops_reach_again', 'problems')) for node in nodes)
+            problems = dict((node, self.hostvar(node, '__trainops_nodes_plan', 'reach_again', 'problems')) for node in nodes)
             why = _attempt_plan.reach_problem(attempt['number'], nodes, self.var('__trainops_master_host'),
                                               self.var('__trainops_master_addr'),
                                               [str(h) for h in self.var('ansible_play_hosts')], problems)

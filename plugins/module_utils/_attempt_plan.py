@@ -73,6 +73,22 @@ def retry_plan(report, attempt, order, order_of, run_id, experiment_dir, retries
                 reach=True, wait_label='attempt %d/%d' % (number, int(retries) + 1), lines=[], stop=None)
 
 
+def reach_args(plan, node, port, socket_ifname, timeout):
+    """The preflight's reach check (module preflight's arguments) that ``node`` runs for the attempt of ``plan`` (this
+    module's answer): every node of the attempt connects to its master's ``port``, which may have moved, and the
+    master waits for them all; None where there is nothing to check (no move, not a node of the attempt, a plan
+    that starts nothing)."""
+    order = plan.get('order') or {}
+    nodes = list(order.get('nodes') or [])
+    if not plan.get('reach') or plan.get('stop') or node not in nodes:
+        return None
+    args = dict(master_addr=order.get('master_addr'), socket_ifname=socket_ifname, reach_port=int(port),
+                reach_timeout=int(timeout), fail_on_problems=False)
+    if node == order.get('master'):
+        args['reach_peers'] = len(nodes)
+    return args
+
+
 def reach_problem(number, nodes, master_host, master_addr, play_hosts, problems):
     """Why attempt ``number`` does not start on ``nodes`` (rank order) when one does not reach its master: the problems
     each node found (``problems``: ``{node: [lines]}``, the preflight's reach check), each line once

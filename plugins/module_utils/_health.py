@@ -624,3 +624,41 @@ def write_report(path, result, search):
         handle.write('\n')
     os.replace(target + '.tmp', target)
     return target
+
+
+#: What the launch reads after the check before an attempt and the check's own steps set for their nodes and
+#: measurements (roles/job/tasks/health_check.yml gives them back to the launch, whether the check passed or failed).
+LAUNCH_FACTS = ('__trainops_preflight', '__trainops_git_ref', '__trainops_nccl', '__trainops_experiment',
+                '__trainops_root_shares', '__trainops_workspace_shares')
+
+
+def check_name(gate, name=None, experiment=None):
+    """The name of the check's directory before its time: ``name`` (the entry point's ``run_name``, else
+    ``health``); before an attempt, the attempt's experiment's name and ``_health``."""
+    if gate:
+        return '%s_health' % (experiment or {}).get('name')
+    return str(name or 'health')
+
+
+def checking_line(number, nodes, run_id):
+    """What the check before attempt ``number`` says first."""
+    return ('Attempt %s: checking %s first (trainops_health_check; its measurements are experiments %s_health_*)'
+            % (number, ', '.join(nodes), run_id))
+
+
+def failure(report, gate=None, attempt=None):
+    """Why the play stops after the check, or ``''``: the check (playbooks/health.yml) fails naming the suspects;
+    before an attempt (``gate``: module_utils/_retries.py health_gate's answer) the attempt ``attempt`` (its
+    ``number``) does not start when the gate says ``stop``."""
+    if gate is None:
+        return '' if report['healthy'] else '%s (see %s)' % (report['verdict'], report['file'])
+    if gate.get('stop'):
+        return 'Not starting attempt %s: %s' % ((attempt or {}).get('number'), gate['stop'])
+    return ''
+
+
+def gated_attempt(attempt, gate):
+    """The attempt after the gate: its spare nodes left, and the nodes the gate replaced after those replaced
+    before."""
+    return dict(attempt, spares=list(gate['spares']),
+                replaced=list(attempt.get('replaced') or []) + list(gate['replaced']))

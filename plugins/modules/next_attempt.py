@@ -19,14 +19,19 @@ description:
     C(__trainops_run_id), C(__trainops_experiment_dir), C(__trainops_report) (the collect's decision),
     C(__trainops_master_host), C(__trainops_master_addr), C(trainops_retries), C(trainops_exclude_after),
     C(trainops_experiments_dir), C(trainops_min_nodes), C(trainops_spare_nodes), C(trainops_check_reachability),
-    C(trainops_run_name), C(trainops_channels), C(trainops_threads) and C(ansible_inventory_sources).
+    C(trainops_master_port), C(trainops_socket_ifname), C(trainops_reach_timeout), C(trainops_run_name),
+    C(trainops_channels), C(trainops_threads) and C(ansible_inventory_sources).
   - O(state=planned) gives the attempt and its nodes' order. For a retry (the collect of this attempt decided to
     retry it) the next attempt resumes this one, on the retry's node set. Else, before the first attempt, the nodes
     that failed too often in earlier launches of the same inventory are left out (the file C(node_failures.json) in
     the experiments directory); the task shows what the file holds and fails when too few nodes are left.
+  - O(state=planned) runs on every node (the same plan on each). Where the master may have moved, each node of the
+    attempt then checks that it reaches its master's port (M(trainops.multinode.preflight)'s reach check, the master
+    waiting for them all; C(trainops_check_reachability), not in check mode) and returns what it found
+    (RV(reach_again)).
   - O(state=started) fails, naming the nodes, when a node of the attempt did not reach its master
-    (C(__trainops_reach_again), the preflight's reach check); for a retry it then creates the next attempt's
-    experiment directory, links the previous attempt's manifest to it (C(next)) and says what is retried. It returns
+    (RV(reach_again) of each node's O(state=planned), registered as C(__trainops_nodes_plan)); for a retry it then
+    creates the next attempt's experiment directory, links the previous attempt's manifest to it (C(next)) and says what is retried. It returns
     the attempt's experiment (the one it has, or the retry's new one).
   - This module is implemented as an action plugin; the module file only holds the documentation.
 author:
@@ -62,7 +67,6 @@ EXAMPLES = r"""
   trainops.multinode.next_attempt:
     state: planned
   register: __trainops_nodes_plan
-  run_once: true
 """
 
 RETURN = r"""
@@ -93,6 +97,10 @@ reach:
   description: Whether every node of the attempt checks again that it reaches its master.
   returned: state=planned
   type: bool
+reach_again:
+  description: What this node's reach check found (M(trainops.multinode.preflight)'s result, its C(problems)).
+  returned: state=planned, on a node of the attempt where the master may have moved
+  type: dict
 wait_label:
   description: The wait's label, C(attempt 2/3) for a retry.
   returned: state=planned
