@@ -185,4 +185,3 @@ class ActionModule(ActionBase):
             result.update(changed=bool(ended.get('changed')), ended=ended)
         result['lines'] = steps.stopped_lines(ctx, run, list(task_vars.get('ansible_play_hosts_all') or []))
         return result
-

@@ -45,6 +45,7 @@ STEPS = ('planned', 'started', 'finished', 'reported')
 PLAN = '__trainops_plan_knobs'
 """Each node's knobs step of the launch plan: its ``sweep`` (module_utils/_sweep_play.py, host_plan)."""
 
+
 def _utc():
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
 

@@ -420,7 +420,7 @@ def test_stop_with_become_refuses_another_users_step_and_still_stops_the_nodes_t
             # the srun step's id, once squeue lists it: the batch step ('<job>.batch|batch') comes first
             listed = slurm.run('squeue', '--steps', '--jobs', other, '--noheader', '--format', '%i|%j', check=False).stdout
             for line in listed.splitlines():
-                step_id, _, name = line.strip().partition('|')
+                step_id, _sep, name = line.strip().partition('|')
                 if name == 'trainops-%s' % run_id:
                     return step_id.split('.', 1)[-1]
             return None
